@@ -1,0 +1,13 @@
+"""Measure what `__torch_function__` dispatch costs per call, and show a reviewer where it went.
+
+Modules, one concern each:
+- `cases`: what is called (operands and ops) and the registry of named cases.
+- `timer`: the one Timer core everything that times uses.
+- `stats`: statistics over per-call samples (headline figure, spread, intervals).
+- `results`: the versioned JSON results format and its records.
+- `environment`: what the machine and the torch build are.
+- `report`: tables for people (table, legacy, markdown).
+- `cli`: `bench.py`'s argument parsing, a thin layer over the above.
+"""
+
+__version__ = "0.1.0"

@@ -1,0 +1,118 @@
+"""`bench.py`'s command line: parse, call the library, print. No measuring logic lives here."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+from overrides import cases as cases_mod
+from overrides import ops as ops_mod
+from overrides import report, results
+from overrides.errors import USAGE_EXIT_STATUS, UsageError
+from overrides.timer import DEFAULT_MIN_TIME_S, TimerConfig
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """argparse, but a bad argument is one line naming the problem, not a usage dump."""
+
+    def error(self, message: str):
+        raise UsageError(f"{message} (see {self.prog} --help)")
+
+
+def positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text} must be 1 or more")
+    return value
+
+
+def positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"{text} must be above 0")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = OneLineParser(
+        prog="bench.py",
+        description="Time torch calls on plain tensors, subclasses and tensor-likes, and show "
+                    "the __torch_function__ overhead of each against plain tensors.")
+    parser.add_argument("--cases", nargs="+", metavar="NAME",
+                        help="cases to run (default: the four seed cases; 'all': every case)")
+    parser.add_argument("--list", action="store_true", help="list the cases and exit")
+    parser.add_argument("-n", "--nreps", type=positive_int, metavar="N",
+                        help="calls per sample (default: calibrated to ~1 ms a sample)")
+    parser.add_argument("-m", "--nrepreps", type=positive_int, metavar="M",
+                        help="samples per case (default: as many as --min-time allows)")
+    parser.add_argument("--min-time", type=positive_float, default=DEFAULT_MIN_TIME_S,
+                        metavar="SECONDS",
+                        help=f"time budget per case when -m is not given (default {DEFAULT_MIN_TIME_S:g})")
+    parser.add_argument("--threads", type=positive_int, default=1, metavar="N",
+                        help="torch.set_num_threads while timing (default 1)")
+    parser.add_argument("--json", metavar="PATH", help="also write the versioned results JSON here")
+    parser.add_argument("--load", metavar="PATH",
+                        help="print a results file written by --json instead of measuring")
+    parser.add_argument("--format", choices=report.FORMATS, default="table",
+                        help="table (default), legacy (the seed's sentences) or markdown")
+    parser.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
+    return parser
+
+
+def _progress(quiet: bool):
+    if quiet:
+        return None
+    started = time.monotonic()
+
+    def say(message: str) -> None:
+        print(f"[{time.monotonic() - started:5.1f}s] {message}", file=sys.stderr, flush=True)
+
+    return say
+
+
+def list_cases() -> str:
+    width = max(len(name) for name in cases_mod.case_names())
+    return "\n".join(f"{case.name.ljust(width)}  {case.description}"
+                     for case in cases_mod.all_cases())
+
+
+def run(argv: list[str]) -> int:
+    args = build_parser().parse_args(argv)
+    if args.list:
+        print(list_cases())
+        return 0
+    if args.load:
+        if args.cases or args.nreps or args.nrepreps or args.json:
+            raise UsageError("--load prints a saved file; drop --cases/-n/-m/--json, or drop --load to measure")
+        run_result = results.load(args.load)
+    else:
+        from overrides.measure import run_benchmark
+
+        selected = cases_mod.resolve_cases(args.cases)
+        config = TimerConfig(min_time_s=args.min_time, calls_per_sample=args.nreps,
+                             samples=args.nrepreps, threads=args.threads)
+        run_result = run_benchmark(selected, (ops_mod.DEFAULT_OP,), config, _progress(args.quiet))
+        if args.json:
+            results.save(run_result, args.json)
+    for warning in report.spread_warnings(run_result):
+        print(warning, file=sys.stderr)
+    print(report.render(run_result, args.format))
+    if args.json and not args.load:
+        print(f"results written to {args.json}", file=sys.stderr)
+    failed = [r for r in run_result.results if r.error and not r.ok]
+    return 1 if failed else 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    try:
+        return run(sys.argv[1:] if argv is None else argv)
+    except UsageError as exc:
+        print(f"bench.py: error: {exc}", file=sys.stderr)
+        return USAGE_EXIT_STATUS

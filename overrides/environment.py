@@ -1,0 +1,56 @@
+"""What was measured on: the interpreter, the torch build and the machine.
+
+Recorded with every result, because a number without the build and machine it came from
+cannot be compared with anything.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import socket
+import sys
+
+import torch
+
+
+def cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as cpuinfo:
+            for line in cpuinfo:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def collect(threads: int) -> dict:
+    """The environment record written into every results file."""
+    return {
+        "python": platform.python_version(),
+        "python_executable": sys.executable,
+        "torch_version": torch.__version__,
+        "torch_git_hash": getattr(torch.version, "git_version", "unknown"),
+        "torch_debug_build": bool(getattr(torch.version, "debug", False)),
+        "torch_path": os.path.dirname(torch.__file__),
+        "platform": platform.platform(),
+        "cpu": cpu_model(),
+        "cpu_count": _cpu_count(),
+        "threads": threads,
+        "hostname": socket.gethostname(),
+    }
+
+
+def _cpu_count() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+
+
+def one_line(env: dict) -> str:
+    """The environment as the one line printed under every table."""
+    return (
+        f"torch {env.get('torch_version')} ({str(env.get('torch_git_hash'))[:10]}"
+        f"{', debug build' if env.get('torch_debug_build') else ''}), "
+        f"Python {env.get('python')}, {env.get('cpu')} ({env.get('cpu_count')} CPUs), "
+        f"{env.get('threads')} torch thread{'s' if env.get('threads') != 1 else ''}"
+    )

@@ -1,0 +1,13 @@
+"""The one exception type for user mistakes.
+
+Everything a user can get wrong (an unknown case, a bad flag value, a file that is not a
+results file) raises `UsageError` with a one-line message that names the problem and the fix.
+The command-line edges turn it into that line on stderr and exit status 2; nothing else
+should ever print a traceback for a user mistake.
+"""
+
+USAGE_EXIT_STATUS = 2  # the Unix convention for "you called me wrong", as argparse uses
+
+
+class UsageError(Exception):
+    """A mistake in what the user asked for; the message says what and how to fix it."""

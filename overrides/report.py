@@ -1,0 +1,134 @@
+"""Output for people: the aligned table, the seed's legacy sentences, and markdown for PRs.
+
+Everything here reads a `RunResult` and returns text; nothing here measures or writes files.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+from overrides import environment, stats
+from overrides.results import CaseResult, RunResult
+
+FORMATS = ("table", "legacy", "markdown")
+
+
+def fmt_ns(value: float | None, signed: bool = False) -> str:
+    if value is None or not math.isfinite(value):
+        return "-"
+    return f"{value:+,.0f}" if signed else f"{value:,.0f}"
+
+
+def fmt_ratio(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}x"
+
+
+def align(rows: Sequence[Sequence[str]], left_columns: int = 1) -> list[str]:
+    """Rows of cells as aligned lines: the first `left_columns` left-aligned, the rest right."""
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    lines = []
+    for row in rows:
+        cells = [cell.ljust(widths[i]) if i < left_columns else cell.rjust(widths[i])
+                 for i, cell in enumerate(row)]
+        lines.append("  ".join(cells).rstrip())
+    return lines
+
+
+HEADER = ("case", "per call ns", "95% CI", "median", "min", "IQR", "overhead ns",
+          "vs Tensor", "samples")
+
+
+def _row(run: RunResult, result: CaseResult, multi_op: bool) -> list[str]:
+    name = f"{result.case} [{result.op}]" if multi_op else result.case
+    if not result.ok:
+        return [name, "failed"] + [""] * (len(HEADER) - 2)
+    low, high = result.ci95_ns
+    flag = " !" if result.too_spread else ""
+    return [
+        name + flag,
+        fmt_ns(result.per_call_ns),
+        f"{fmt_ns(low)}-{fmt_ns(high)}",
+        fmt_ns(result.median_ns),
+        fmt_ns(result.min_ns),
+        fmt_ns(result.iqr_ns),
+        fmt_ns(run.overhead_ns(result), signed=True),
+        fmt_ratio(run.overhead_ratio(result)),
+        f"{len(result.samples_ns)}x{result.calls_per_sample}",
+    ]
+
+
+def _notes(run: RunResult) -> list[str]:
+    q = round(stats.HEADLINE_QUANTILE * 100)
+    notes = [
+        f"per call = {q}th percentile of per-call samples (each sample = calls shown after 'x');"
+        f" the empty-loop cost ({_loop_cost(run)} ns/call) is already removed.",
+        "95% CI covers sampling noise within this process; separate processes differ more"
+        " (memory layout), so compare builds with --compare, not across runs.",
+    ]
+    for result in run.results:
+        if result.error:
+            notes.append(f"{result.case} [{result.op}] failed: {result.error}")
+        elif result.too_spread:
+            notes.append(f"! {result.case} [{result.op}]: samples too spread to trust "
+                         f"(IQR {fmt_ns(result.iqr_ns)} ns > {stats.IQR_WARN_FRACTION:.0%} of median"
+                         f" or < {stats.MIN_TRUSTED_SAMPLES} samples); re-run on a quieter machine")
+    if run.interrupted:
+        notes.append("interrupted: figures cover only the rounds finished before Ctrl-C")
+    return notes
+
+
+def _loop_cost(run: RunResult) -> str:
+    costs = [r.loop_overhead_ns for r in run.results if r.ok]
+    if not costs:
+        return "-"
+    return f"{min(costs):.1f}" if max(costs) - min(costs) < 0.05 else f"{min(costs):.1f}-{max(costs):.1f}"
+
+
+def _multi_op(run: RunResult) -> bool:
+    return len({r.op for r in run.results}) > 1
+
+
+def table(run: RunResult) -> str:
+    multi = _multi_op(run)
+    rows = [list(HEADER)] + [_row(run, r, multi) for r in run.results]
+    lines = align(rows)
+    lines.insert(1, "-" * len(lines[0]))
+    lines += [""] + _notes(run) + [environment.one_line(run.environment)]
+    return "\n".join(lines)
+
+
+def legacy(run: RunResult) -> str:
+    """The seed benchmark's sentence per case, so new numbers sit beside historic ones."""
+    lines = []
+    for result in run.results:
+        if not result.ok:
+            lines.append(f"Type {result.case} failed: {result.error}")
+            continue
+        lines.append(
+            f"Type {result.case} had a minimum time of {result.min_ns / 1000} us"
+            f" and a standard deviation of {result.stdev_ns / 1000} us.")
+    return "\n".join(lines)
+
+
+def markdown(run: RunResult) -> str:
+    multi = _multi_op(run)
+    rows = [list(HEADER)] + [_row(run, r, multi) for r in run.results]
+    lines = ["| " + " | ".join(row) + " |" for row in rows]
+    lines.insert(1, "|" + "|".join(["---"] + ["---:"] * (len(HEADER) - 1)) + "|")
+    lines += [""] + [f"- {note}" for note in _notes(run)]
+    lines.append(f"- {environment.one_line(run.environment)}")
+    return "\n".join(lines)
+
+
+def render(run: RunResult, fmt: str) -> str:
+    return {"table": table, "legacy": legacy, "markdown": markdown}[fmt](run)
+
+
+def spread_warnings(run: RunResult) -> list[str]:
+    """One line per case too spread to trust, for stderr."""
+    return [
+        f"warning: {r.case} [{r.op}] samples are too spread to trust (IQR "
+        f"{fmt_ns(r.iqr_ns)} ns on a median of {fmt_ns(r.median_ns)} ns); re-run on a quieter machine"
+        for r in run.results if r.ok and r.too_spread
+    ]

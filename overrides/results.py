@@ -1,0 +1,229 @@
+"""The results format: immutable records of a run, and their versioned JSON.
+
+This file format is the contract between runs: `bench.py --json` writes it, `--load`,
+`report.sh` and the comparisons read it. Only raw facts are stored as truth (every per-call
+sample, calls per sample, the loop cost removed); the statistics are properties derived from
+the samples. They are also written into the JSON for readers without this package, but
+`load` recomputes them, so a file can never disagree with itself.
+
+A result converts to a `torch.utils.benchmark.Measurement`, so `Compare` and pickling work.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import json
+import math
+import os
+import tempfile
+from typing import Iterable
+
+from overrides import stats
+from overrides.cases import BASELINE_CASE
+from overrides.errors import UsageError
+
+SCHEMA = "torch-function-overhead/results/1"
+
+
+@dataclasses.dataclass(frozen=True)
+class CaseResult:
+    """Everything measured for one case and op."""
+
+    case: str
+    op: str
+    stmt: str
+    description: str
+    calls_per_sample: int
+    samples_ns: tuple[float, ...]
+    loop_overhead_ns: float  # per call, already removed from every sample
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return bool(self.samples_ns)
+
+    @property
+    def per_call_ns(self) -> float:
+        return stats.headline(self.samples_ns)
+
+    @property
+    def median_ns(self) -> float:
+        return stats.median(self.samples_ns)
+
+    @property
+    def min_ns(self) -> float:
+        return min(self.samples_ns) if self.samples_ns else math.nan
+
+    @property
+    def iqr_ns(self) -> float:
+        return stats.iqr(self.samples_ns)
+
+    @property
+    def stdev_ns(self) -> float:
+        return stats.stdev(self.samples_ns)
+
+    @property
+    def ci95_ns(self) -> tuple[float, float]:
+        return stats.quantile_ci95(self.samples_ns)
+
+    @property
+    def too_spread(self) -> bool:
+        return stats.too_spread(self.samples_ns)
+
+
+@dataclasses.dataclass(frozen=True)
+class RunResult:
+    """One invocation of the benchmark: where it ran, how, and each case's result."""
+
+    environment: dict
+    settings: dict
+    results: tuple[CaseResult, ...]
+    created: str = dataclasses.field(
+        default_factory=lambda: datetime.datetime.now(datetime.timezone.utc).isoformat(
+            timespec="seconds"))
+    interrupted: bool = False
+    wall_s: float = math.nan
+
+    def baseline(self, op: str) -> CaseResult | None:
+        for result in self.results:
+            if result.case == BASELINE_CASE and result.op == op and result.ok:
+                return result
+        return None
+
+    def overhead_ns(self, result: CaseResult) -> float | None:
+        """Headline figure minus the plain-Tensor figure for the same op, if Tensor ran."""
+        base = self.baseline(result.op)
+        if base is None or not result.ok:
+            return None
+        return result.per_call_ns - base.per_call_ns
+
+    def overhead_ratio(self, result: CaseResult) -> float | None:
+        base = self.baseline(result.op)
+        if base is None or not result.ok or base.per_call_ns <= 0:
+            return None
+        return result.per_call_ns / base.per_call_ns
+
+
+def _finite(value: float) -> float | None:
+    return None if value is None or not math.isfinite(value) else round(value, 3)
+
+
+def case_to_dict(run: RunResult, result: CaseResult) -> dict:
+    low, high = result.ci95_ns if result.ok else (math.nan, math.nan)
+    return {
+        "case": result.case,
+        "op": result.op,
+        "stmt": result.stmt,
+        "description": result.description,
+        "unit": "ns",
+        "per_call_ns": _finite(result.per_call_ns) if result.ok else None,
+        "per_call_statistic": f"p{round(stats.HEADLINE_QUANTILE * 100)} of per-call samples",
+        "per_call_ci95_ns": [_finite(low), _finite(high)],
+        "median_ns": _finite(result.median_ns) if result.ok else None,
+        "min_ns": _finite(result.min_ns) if result.ok else None,
+        "iqr_ns": _finite(result.iqr_ns) if result.ok else None,
+        "overhead_ns": _finite(run.overhead_ns(result)) if run.overhead_ns(result) is not None else None,
+        "too_spread": result.too_spread if result.ok else None,
+        "calls_per_sample": result.calls_per_sample,
+        "loop_overhead_ns": _finite(result.loop_overhead_ns),
+        "samples_ns": [round(s, 3) for s in result.samples_ns],
+        "error": result.error,
+    }
+
+
+def to_dict(run: RunResult) -> dict:
+    return {
+        "schema": SCHEMA,
+        "created": run.created,
+        "environment": run.environment,
+        "settings": run.settings,
+        "interrupted": run.interrupted,
+        "wall_s": _finite(run.wall_s),
+        "results": [case_to_dict(run, r) for r in run.results],
+    }
+
+
+def from_dict(data: dict, source: str = "results") -> RunResult:
+    if not isinstance(data, dict) or data.get("schema") != SCHEMA:
+        found = data.get("schema") if isinstance(data, dict) else type(data).__name__
+        raise UsageError(
+            f"{source} is not a results file of this tool (schema {found!r}, expected "
+            f"{SCHEMA!r}); write one with `python bench.py --json PATH`")
+    try:
+        results = tuple(
+            CaseResult(
+                case=r["case"], op=r["op"], stmt=r.get("stmt", ""),
+                description=r.get("description", ""),
+                calls_per_sample=int(r["calls_per_sample"]),
+                samples_ns=tuple(float(s) for s in r["samples_ns"]),
+                loop_overhead_ns=float(r.get("loop_overhead_ns") or 0.0),
+                error=r.get("error"),
+            )
+            for r in data["results"]
+        )
+    except (KeyError, TypeError, ValueError) as exc:
+        raise UsageError(f"{source} is damaged ({type(exc).__name__}: {exc}); "
+                         "re-run `python bench.py --json PATH`") from None
+    return RunResult(
+        environment=data.get("environment", {}),
+        settings=data.get("settings", {}),
+        results=results,
+        created=data.get("created", ""),
+        interrupted=bool(data.get("interrupted", False)),
+        wall_s=float(data.get("wall_s") or math.nan),
+    )
+
+
+def write_json_atomic(path: str, payload: dict) -> None:
+    """Write `payload` as JSON whole or not at all: a temp file beside `path`, then rename."""
+    directory = os.path.dirname(os.path.abspath(path))
+    os.makedirs(directory, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".json", dir=directory)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            json.dump(payload, out, indent=1)
+            out.write("\n")
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def save(run: RunResult, path: str) -> None:
+    write_json_atomic(path, to_dict(run))
+
+
+def load(path: str) -> RunResult:
+    try:
+        with open(path, encoding="utf-8") as src:
+            data = json.load(src)
+    except FileNotFoundError:
+        raise UsageError(f"no results file at {path}; write one with `python bench.py --json {path}`") from None
+    except (OSError, json.JSONDecodeError) as exc:
+        raise UsageError(f"cannot read {path} as JSON ({exc}); pass a file written by --json") from None
+    return from_dict(data, source=path)
+
+
+def to_measurements(run: RunResult, env: str | None = None) -> list:
+    """The run as `torch.utils.benchmark.Measurement`s, for `Compare`, pickling and friends."""
+    from torch.utils.benchmark import Measurement
+    from torch.utils.benchmark.utils.common import TaskSpec
+
+    threads = int(run.environment.get("threads", 1) or 1)
+    measurements = []
+    for result in run.results:
+        if not result.ok:
+            continue
+        spec = TaskSpec(stmt=result.stmt, setup=f"x, y = <{result.case} operands>",
+                        label=result.op, sub_label=result.case,
+                        description=result.description, env=env, num_threads=threads)
+        seconds_per_run = [s * result.calls_per_sample * 1e-9 for s in result.samples_ns]
+        measurements.append(Measurement(result.calls_per_sample, seconds_per_run, spec,
+                                        metadata={"per_call_ns": result.per_call_ns}))
+    return measurements
+
+
+def ok_results(results: Iterable[CaseResult]) -> list[CaseResult]:
+    return [r for r in results if r.ok]

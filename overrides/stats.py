@@ -1,0 +1,84 @@
+"""Statistics over per-call samples: the headline figure, spread, intervals, trust flags.
+
+Pure functions over sequences of floats, no torch and no numpy, so results files can be
+read and judged anywhere and the choices here are easy to test.
+
+Why the headline is a low quantile, not the median or the minimum
+------------------------------------------------------------------
+Noise on this kind of machine only ever adds time: interrupts, another tenant on the core,
+and slow spells in which everything runs 20-60% slower for seconds at a time. The median moves
+with however much of the run fell into slow spells (on the issue's machine, 1151-1883 ns for
+the same code across six invocations), so it says more about the neighbours than about the
+code. The minimum is the right idea (the least disturbed sample) but rests on one sample: one
+lucky or unlucky block moves it. A low quantile keeps the idea and averages over many samples:
+with ~1000+ samples per case the 10th percentile sits on ~100 samples below it and is immune
+to slow spells as long as they cover less than ~90% of the run. `benchmarks/headline_stats.py`
+measures the spread of each candidate across invocations; its output is in the README.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+HEADLINE_QUANTILE = 0.10  # see the module docstring and benchmarks/headline_stats.py
+IQR_WARN_FRACTION = 0.10  # samples with IQR above 10% of the median are too spread to trust
+MIN_TRUSTED_SAMPLES = 20  # below this no interval is meaningful
+Z95 = 1.959963984540054  # two-sided 95% normal quantile
+
+
+def quantile(values: Sequence[float], q: float) -> float:
+    """The q-quantile with linear interpolation between order statistics (numpy's default)."""
+    if not values:
+        return math.nan
+    ordered = sorted(values)
+    position = q * (len(ordered) - 1)
+    low = math.floor(position)
+    high = min(low + 1, len(ordered) - 1)
+    fraction = position - low
+    return ordered[low] + (ordered[high] - ordered[low]) * fraction
+
+
+def median(values: Sequence[float]) -> float:
+    return quantile(values, 0.5)
+
+
+def iqr(values: Sequence[float]) -> float:
+    return quantile(values, 0.75) - quantile(values, 0.25)
+
+
+def headline(values: Sequence[float]) -> float:
+    """The per-call figure this project quotes: the HEADLINE_QUANTILE of the samples."""
+    return quantile(values, HEADLINE_QUANTILE)
+
+
+def quantile_ci95(values: Sequence[float], q: float = HEADLINE_QUANTILE) -> tuple[float, float]:
+    """Distribution-free 95% interval of a quantile from the binomial order statistics.
+
+    It covers sampling noise within one process only; memory layout differs from process to
+    process and moves the figure further (see README, "How sure is a number").
+    """
+    n = len(values)
+    if n < MIN_TRUSTED_SAMPLES:
+        return (math.nan, math.nan)
+    ordered = sorted(values)
+    half_width = Z95 * math.sqrt(n * q * (1 - q))
+    low = max(0, math.floor(n * q - half_width))
+    high = min(n - 1, math.ceil(n * q + half_width))
+    return (ordered[low], ordered[high])
+
+
+def too_spread(values: Sequence[float]) -> bool:
+    """True when the samples are too spread (or too few) to trust the figure."""
+    if len(values) < MIN_TRUSTED_SAMPLES:
+        return True
+    mid = median(values)
+    return mid <= 0 or iqr(values) > IQR_WARN_FRACTION * mid
+
+
+def stdev(values: Sequence[float]) -> float:
+    n = len(values)
+    if n < 2:
+        return math.nan
+    mean = sum(values) / n
+    return math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1))

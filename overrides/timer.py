@@ -1,0 +1,233 @@
+"""The one Timer core: every wall-clock figure this project prints comes from here.
+
+How it times, and why:
+- The statement is pasted `UNROLL` times into a generated function, inside a `for` loop, so
+  the loop's own cost is spread over many calls; the operands and `torch` are fast locals.
+- The clock is `time.perf_counter_ns` (integer nanoseconds; ~80 ns a read in this VM, paid
+  once per sample of ~1 ms, so it is lost in the noise after the empty-loop subtraction).
+- The same generated function with an empty body is timed alongside, and its median cost
+  (loop turns plus the two clock reads) is removed from every sample; the output says so.
+- Targets are timed round-robin: one sample of each target in turn, over and over, the order
+  reversed every other round. On a shared machine the speed drifts by tens of percent for
+  seconds at a time; round-robin puts that drift on every target alike, instead of on
+  whichever target happened to run during a slow spell.
+- GC is off while timing, `torch.set_num_threads` is set (1 by default), every target is warmed
+  up before it is calibrated, and every per-call sample is kept.
+- A target that raises is recorded as failed and dropped from the rotation; the others go on.
+  Ctrl-C stops the rounds and returns what was measured so far, marked interrupted.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import gc
+import time
+from typing import Callable, Sequence
+
+import torch
+
+from overrides.ops import STATEMENT_NAMESPACE
+
+UNROLL = 50  # statements per loop turn: a turn costs ~20 ns, so <0.5 ns per call is loop overhead
+TARGET_SAMPLE_NS = 1_000_000  # ~1 ms a sample: far above clock cost, far below the slow spells
+WARMUP_NS = 50_000_000  # 50 ms per target: the 3.11 interpreter specialises within a few calls
+MIN_SAMPLES = 20  # fewer than this and no spread or interval means anything
+DEFAULT_MIN_TIME_S = 3.0  # per target; see README for how this was chosen against the seed
+PROGRESS_EVERY_NS = 1_000_000_000  # progress callback cadence
+
+_clock = time.perf_counter_ns
+
+
+@dataclasses.dataclass(frozen=True)
+class Target:
+    """One thing to time: a statement over operands `x`, `y`."""
+
+    name: str
+    stmt: str
+    make_operands: Callable[[], tuple]
+
+
+@dataclasses.dataclass(frozen=True)
+class TimerConfig:
+    min_time_s: float = DEFAULT_MIN_TIME_S  # per target, when `samples` is not fixed
+    calls_per_sample: int | None = None  # None: calibrate to ~TARGET_SAMPLE_NS
+    samples: int | None = None  # None: as many rounds as the time budget allows
+    threads: int = 1
+
+
+@dataclasses.dataclass(frozen=True)
+class TimedTarget:
+    """What the core measured for one target: per-call samples, loop cost already removed."""
+
+    name: str
+    stmt: str
+    calls_per_sample: int
+    samples_ns: tuple[float, ...]
+    loop_overhead_ns: float  # per call, already subtracted from every sample
+    error: str | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class TimingRun:
+    targets: tuple[TimedTarget, ...]
+    config: TimerConfig
+    rounds: int
+    wall_s: float
+    interrupted: bool
+
+
+def compile_loop(stmt: str, calls: int, unroll: int = UNROLL) -> Callable[[tuple], int]:
+    """A function `(operands) -> ns` running `stmt` exactly `calls` times, unrolled.
+
+    One extra turn of `unroll` calls runs before the clock starts, so the target's code and
+    data are hot after the previous target's sample.
+    """
+    turns, tail = divmod(calls, unroll)
+    body = stmt if stmt else "pass"
+    unrolled = "\n".join("        " + body for _ in range(unroll))
+    tail_code = "\n".join("    " + body for _ in range(tail))
+    source = (
+        "def _timed(_operands, _turns=%d, _clock=_clock, torch=torch, F=F):\n"
+        "    x, y = _operands\n"
+        "    for _ in range(1):\n%s\n"
+        "    _t0 = _clock()\n"
+        "    for _ in range(_turns):\n%s\n"
+        "%s\n"
+        "    return _clock() - _t0\n"
+    ) % (turns, unrolled, unrolled, tail_code)
+    namespace = dict(STATEMENT_NAMESPACE, _clock=_clock)
+    exec(compile(source, f"<timed loop: {stmt or 'empty'}>", "exec"), namespace)
+    return namespace["_timed"]
+
+
+def calibrate_calls(timed_once: Callable[[int], int], target_ns: int = TARGET_SAMPLE_NS) -> int:
+    """Calls per sample so that one sample takes about `target_ns`."""
+    calls = UNROLL
+    while True:
+        elapsed = min(timed_once(calls) for _ in range(3))
+        if elapsed >= target_ns / 8 or calls >= 10_000_000:
+            break
+        calls *= 4
+    scaled = calls * target_ns / max(elapsed, 1)
+    return max(UNROLL, int(round(scaled / UNROLL)) * UNROLL)
+
+
+class _Slot:
+    """Mutable bookkeeping for one target during a run (never leaves this module)."""
+
+    def __init__(self, target: Target):
+        self.target = target
+        self.operands: tuple = ()
+        self.loop: Callable | None = None
+        self.empty_loop: Callable | None = None
+        self.calls = 0
+        self.raw_ns: list[int] = []
+        self.empty_ns: list[int] = []
+        self.error: str | None = None
+
+    def fail(self, exc: BaseException, when: str) -> None:
+        self.error = f"{when}: {type(exc).__name__}: {exc}"
+
+    def prepare(self, config: TimerConfig) -> None:
+        try:
+            self.operands = tuple(self.target.make_operands())
+        except Exception as exc:  # a failed case must not sink the others
+            self.fail(exc, "building operands")
+            return
+        try:
+            probe = compile_loop(self.target.stmt, UNROLL)
+            deadline = _clock() + WARMUP_NS
+            while _clock() < deadline:
+                probe(self.operands)
+            if config.calls_per_sample:
+                self.calls = config.calls_per_sample
+            else:
+                self.calls = calibrate_calls(
+                    lambda n: compile_loop(self.target.stmt, n)(self.operands)
+                )
+            self.loop = compile_loop(self.target.stmt, self.calls)
+            self.empty_loop = compile_loop("", self.calls)
+        except Exception as exc:
+            self.fail(exc, "warm-up")
+
+    def sample(self) -> None:
+        try:
+            self.raw_ns.append(self.loop(self.operands))
+        except Exception as exc:
+            self.fail(exc, f"sample {len(self.raw_ns) + 1}")
+            return
+        self.empty_ns.append(self.empty_loop(self.operands))
+
+    def result(self) -> TimedTarget:
+        if not self.raw_ns or not self.empty_ns:
+            return TimedTarget(self.target.name, self.target.stmt, self.calls, (), 0.0,
+                               self.error or "no samples taken")
+        empty_sorted = sorted(self.empty_ns)
+        empty_median = empty_sorted[len(empty_sorted) // 2]
+        per_call = tuple((raw - empty_median) / self.calls for raw in self.raw_ns)
+        return TimedTarget(self.target.name, self.target.stmt, self.calls, per_call,
+                           empty_median / self.calls, self.error)
+
+
+def time_targets(
+    targets: Sequence[Target],
+    config: TimerConfig = TimerConfig(),
+    progress: Callable[[str], None] | None = None,
+) -> TimingRun:
+    """Time every target round-robin; see the module docstring for the method."""
+    say = progress or (lambda message: None)
+    slots = [_Slot(t) for t in targets]
+    previous_threads = torch.get_num_threads()
+    gc_was_enabled = gc.isenabled()
+    started = _clock()
+    rounds = 0
+    interrupted = False
+    torch.set_num_threads(config.threads)
+    try:
+        for index, slot in enumerate(slots, 1):
+            say(f"warming up and calibrating {slot.target.name} ({index}/{len(slots)})")
+            slot.prepare(config)
+        gc.collect()
+        gc.disable()
+        live = [s for s in slots if s.error is None]
+        budget_ns = int(config.min_time_s * 1e9) * len(live)
+        rounds_start = next_report = _clock()
+        while live:
+            order = live if rounds % 2 == 0 else live[::-1]
+            for slot in order:
+                slot.sample()
+            rounds += 1
+            live = [s for s in live if s.error is None]
+            now = _clock()
+            if config.samples is not None:
+                done = rounds >= config.samples
+                fraction = rounds / config.samples
+            else:
+                elapsed = now - rounds_start
+                done = elapsed >= budget_ns and rounds >= MIN_SAMPLES
+                fraction = min(1.0, elapsed / max(budget_ns, 1))
+            if done:
+                break
+            if now >= next_report:
+                say(f"timing {len(live)} cases round-robin: {fraction:4.0%} (round {rounds})")
+                next_report = now + PROGRESS_EVERY_NS
+    except KeyboardInterrupt:
+        interrupted = True
+        say(f"interrupted after {rounds} rounds; keeping what was measured")
+    finally:
+        if gc_was_enabled:
+            gc.enable()
+        torch.set_num_threads(previous_threads)
+    wall_s = (_clock() - started) / 1e9
+    return TimingRun(tuple(s.result() for s in slots), config, rounds, wall_s, interrupted)
+
+
+def time_statement(stmt: str, operands: tuple, calls: int, samples: int) -> list[float]:
+    """Per-call ns of `stmt` over `samples` samples, loop cost removed (for tests and tools)."""
+    run = time_targets([Target("stmt", stmt, lambda: operands)],
+                       TimerConfig(calls_per_sample=calls, samples=samples))
+    timed = run.targets[0]
+    if timed.error:
+        raise RuntimeError(timed.error)
+    return list(timed.samples_ns)
+
