@@ -70,9 +70,7 @@ def _notes(run: RunResult) -> list[str]:
         if result.error:
             notes.append(f"{result.case} [{result.op}] failed: {result.error}")
         elif result.too_spread:
-            notes.append(f"! {result.case} [{result.op}]: samples too spread to trust "
-                         f"(IQR {fmt_ns(result.iqr_ns)} ns > {stats.IQR_WARN_FRACTION:.0%} of median"
-                         f" or < {stats.MIN_TRUSTED_SAMPLES} samples); re-run on a quieter machine")
+            notes.append(f"! {result.case} [{result.op}]: {_spread_reason(result)}")
     if run.interrupted:
         notes.append("interrupted: figures cover only the rounds finished before Ctrl-C")
     return notes
@@ -125,10 +123,16 @@ def render(run: RunResult, fmt: str) -> str:
     return {"table": table, "legacy": legacy, "markdown": markdown}[fmt](run)
 
 
+def _spread_reason(result: CaseResult) -> str:
+    n = len(result.samples_ns)
+    if n < stats.MIN_TRUSTED_SAMPLES:
+        return (f"only {n} samples, too few to trust; take at least "
+                f"{stats.MIN_TRUSTED_SAMPLES} (-m) or a longer --min-time")
+    return (f"samples too spread to trust (p5-p25 spans {stats.core_width(result.samples_ns):.1%} "
+            f"of the figure, limit {stats.CORE_WIDTH_WARN_FRACTION:.0%}); re-run on a quieter machine")
+
+
 def spread_warnings(run: RunResult) -> list[str]:
     """One line per case too spread to trust, for stderr."""
-    return [
-        f"warning: {r.case} [{r.op}] samples are too spread to trust (IQR "
-        f"{fmt_ns(r.iqr_ns)} ns on a median of {fmt_ns(r.median_ns)} ns); re-run on a quieter machine"
-        for r in run.results if r.ok and r.too_spread
-    ]
+    return [f"warning: {r.case} [{r.op}]: {_spread_reason(r)}"
+            for r in run.results if r.ok and r.too_spread]

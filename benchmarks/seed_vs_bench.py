@@ -1,0 +1,112 @@
+"""bench.py against the seed benchmark's method, run alternately in one benchmark run.
+
+The seed method (PyTorch's original overrides benchmark, rebuilt here from its description):
+for each case in turn, 1000 blocks of 1000 `torch.add` calls, each block timed with
+`time.time`; the figure is the minimum block divided by 1000. It runs every case after the
+other, so a slow spell of the machine lands on whichever case is running.
+
+This script runs `python bench.py` and the seed method K times each, alternating (bench, seed,
+bench, seed, ...) so both see the same machine over the same minutes, each invocation a fresh
+process. It prints the wall time of each method and, per case, how far its figure spreads
+across the K invocations. Usage: python benchmarks/seed_vs_bench.py [-k 5] [--blocks 1000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+SEED_METHOD = r"""
+import json, sys, time
+sys.path.insert(0, {root!r})
+import torch
+from overrides.cases import SEED_CASES
+torch.set_num_threads(1)
+blocks, calls = {blocks}, {calls}
+out = {{}}
+for case in SEED_CASES:
+    x, y = case.make_operands()
+    times = []
+    for _ in range(blocks):
+        start = time.time()
+        for _ in range(calls):
+            torch.add(x, y)
+        times.append(time.time() - start)
+    out[case.name] = min(times) / calls * 1e9
+print(json.dumps(out))
+"""
+
+
+def run_bench(extra: list[str]) -> tuple[float, dict]:
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "r.json")
+        started = time.perf_counter()
+        subprocess.run([sys.executable, os.path.join(ROOT, "bench.py"), "-q", "--json", path,
+                        *extra], check=True, stdout=subprocess.DEVNULL)
+        wall = time.perf_counter() - started
+        with open(path) as src:
+            data = json.load(src)
+    return wall, {r["case"]: r["per_call_ns"] for r in data["results"]}
+
+
+def run_seed(blocks: int, calls: int) -> tuple[float, dict]:
+    started = time.perf_counter()
+    out = subprocess.run([sys.executable, "-c", SEED_METHOD.format(root=ROOT, blocks=blocks, calls=calls)],
+                         check=True, capture_output=True, text=True)
+    return time.perf_counter() - started, json.loads(out.stdout)
+
+
+def spread_pct(values: list[float]) -> float:
+    return 100 * (max(values) - min(values)) / statistics.median(values)
+
+
+def cv_pct(values: list[float]) -> float:
+    return 100 * statistics.stdev(values) / statistics.mean(values) if len(values) > 1 else 0.0
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("-k", type=int, default=5, help="invocations of each method (default 5)")
+    parser.add_argument("--blocks", type=int, default=1000, help="seed method: blocks per case")
+    parser.add_argument("--calls", type=int, default=1000, help="seed method: calls per block")
+    parser.add_argument("--bench-args", default="", help="extra arguments for bench.py")
+    args = parser.parse_args()
+
+    walls: dict[str, list[float]] = {"bench.py": [], "seed": []}
+    figures: dict[str, list[dict]] = {"bench.py": [], "seed": []}
+    for i in range(args.k):
+        for method in ("bench.py", "seed"):
+            print(f"[{i + 1}/{args.k}] {method} ...", file=sys.stderr, flush=True)
+            if method == "bench.py":
+                wall, figs = run_bench(args.bench_args.split())
+            else:
+                wall, figs = run_seed(args.blocks, args.calls)
+            walls[method].append(wall)
+            figures[method].append(figs)
+
+    print(f"bench.py vs the seed method, {args.k} invocations each, alternating, one run")
+    print(f"{'method':10s} {'wall s (median)':>16s} {'wall s (range)':>16s}")
+    for method in walls:
+        w = walls[method]
+        print(f"{method:10s} {statistics.median(w):16.1f} {min(w):8.1f}-{max(w):<7.1f}")
+    print()
+    print(f"{'case':22s} {'method':9s} {'median ns':>10s} {'range ns':>16s} {'spread %':>9s} {'CV %':>6s}")
+    for case in figures["seed"][0]:
+        for method in ("bench.py", "seed"):
+            vals = [f[case] for f in figures[method]]
+            print(f"{case:22s} {method:9s} {statistics.median(vals):10.0f} "
+                  f"{min(vals):7.0f}-{max(vals):<8.0f} {spread_pct(vals):9.2f} {cv_pct(vals):6.2f}")
+    print("\nspread % = (max - min) / median across invocations; bench.py's figure is its "
+          "per_call_ns (p10), the seed's the minimum block / calls.")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,105 @@
+"""bench.py as a user runs it: flags, formats, the JSON round trip, errors."""
+
+import json
+import re
+
+from overrides import results
+
+QUICK = ["-n", "100", "-m", "25"]  # fixed, tiny: these tests check behaviour, not speed
+
+
+def test_list_names_every_seed_case(bench):
+    out = bench("--list")
+    assert out.returncode == 0
+    for name in ("Tensor", "SubTensor", "WithTorchFunction", "SubWithTorchFunction"):
+        assert re.search(rf"^{name}\s+\S", out.stdout, re.M)
+
+
+def test_table_has_every_case_overhead_and_environment(bench):
+    out = bench(*QUICK)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[0].split()[:3] == ["case", "per", "call"]
+    rows = {line.split()[0]: line for line in lines[2:6]}
+    assert set(rows) == {"Tensor", "SubTensor", "WithTorchFunction", "SubWithTorchFunction"}
+    assert "25x100" in rows["SubTensor"]
+    assert "empty-loop cost" in out.stdout and "removed" in out.stdout
+    assert re.search(r"torch \S+ \(\w+.*Python 3\.\d+.*1 torch thread", out.stdout)
+    assert "timing" in out.stderr  # progress goes to stderr
+
+
+def test_json_round_trip_prints_the_same_table(bench, tmp_path):
+    path = tmp_path / "run.json"
+    measured = bench(*QUICK, "--cases", "Tensor", "SubTensor", "--json", str(path))
+    assert measured.returncode == 0, measured.stderr
+    data = json.loads(path.read_text())
+    assert data["schema"] == results.SCHEMA
+    for key in ("python", "torch_version", "torch_git_hash", "torch_debug_build", "platform",
+                "cpu", "threads", "hostname"):
+        assert key in data["environment"]
+    first = data["results"][0]
+    for key in ("case", "op", "unit", "per_call_ns", "samples_ns", "calls_per_sample",
+                "median_ns", "min_ns", "iqr_ns", "overhead_ns"):
+        assert key in first
+    assert first["unit"] == "ns" and len(first["samples_ns"]) == 25
+    assert data["results"][1]["overhead_ns"] > 0  # SubTensor costs more than Tensor
+    loaded = bench("--load", str(path))
+    assert loaded.returncode == 0
+    assert loaded.stdout == measured.stdout
+
+
+def test_results_convert_to_torch_measurements(tmp_path, bench):
+    import pickle
+
+    from torch.utils.benchmark import Compare
+
+    path = tmp_path / "run.json"
+    assert bench(*QUICK, "--cases", "Tensor", "--json", str(path)).returncode == 0
+    run = results.load(str(path))
+    (measurement,) = results.to_measurements(run)
+    assert measurement.number_per_run == 100
+    # Measurement reports per-run (here per-call) times in seconds, from the same samples.
+    assert abs(measurement.median * 1e9 - run.results[0].median_ns) < 1e-3 * run.results[0].median_ns
+    assert pickle.loads(pickle.dumps(measurement)).median == measurement.median
+    assert "Tensor" in str(Compare([measurement]))
+
+
+def test_legacy_format_is_the_seed_sentence(bench):
+    out = bench(*QUICK, "--format", "legacy")
+    assert out.returncode == 0
+    lines = out.stdout.strip().splitlines()
+    assert len(lines) == 4
+    for line, name in zip(lines, ["Tensor", "SubTensor", "WithTorchFunction", "SubWithTorchFunction"]):
+        assert re.fullmatch(rf"Type {name} had a minimum time of \d+\.\d+ us and a standard "
+                            r"deviation of \d+\.\d+ us\.", line)
+
+
+def test_markdown_format_is_a_pipe_table(bench):
+    out = bench(*QUICK, "--cases", "Tensor", "--format", "markdown")
+    assert out.returncode == 0
+    assert out.stdout.startswith("| case |") and "|---|" in out.stdout
+
+
+def test_bad_input_exits_2_with_one_clear_line(bench, tmp_path):
+    cases = {
+        ("--cases", "Nope"): "unknown case 'Nope'; valid cases: Tensor",
+        ("-n", "0"): "-n/--nreps: 0 must be 1 or more",
+        ("-n", "many"): "'many' is not a whole number",
+        ("--min-time", "-1"): "must be above 0",
+        ("--threads", "0"): "must be 1 or more",
+        ("--load", str(tmp_path / "missing.json")): "no results file at",
+        ("--format", "html"): "invalid choice",
+    }
+    for args, message in cases.items():
+        out = bench(*args)
+        assert out.returncode == 2, (args, out.stderr)
+        assert message in out.stderr, (args, out.stderr)
+        assert len(out.stderr.strip().splitlines()) == 1, out.stderr
+        assert "Traceback" not in out.stderr
+
+
+def test_load_rejects_a_file_that_is_not_ours(bench, tmp_path):
+    path = tmp_path / "other.json"
+    path.write_text(json.dumps({"schema": "something/else", "results": []}))
+    out = bench("--load", str(path))
+    assert out.returncode == 2 and "not a results file of this tool" in out.stderr

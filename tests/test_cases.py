@@ -1,0 +1,35 @@
+"""Each case's op gives the plain-tensor answer, in the case's own type."""
+
+import pytest
+import torch
+
+from overrides import cases, ops
+from overrides.errors import UsageError
+
+
+@pytest.mark.parametrize("case", cases.SEED_CASES, ids=lambda c: c.name)
+def test_seed_case_adds_correctly_and_keeps_its_type(case):
+    x, y = case.make_operands()
+    result = ops.DEFAULT_OP.run(x, y)
+    assert type(result) is type(x)
+    assert torch.equal(cases.unwrap(result), torch.tensor([3.0]))
+
+
+def test_operand_types_are_what_the_names_say():
+    by_name = {c.name: c.make_operands()[0] for c in cases.SEED_CASES}
+    assert type(by_name["Tensor"]) is torch.Tensor
+    assert type(by_name["SubTensor"]) is cases.SubTensor
+    assert not isinstance(by_name["WithTorchFunction"], torch.Tensor)
+    assert isinstance(by_name["SubWithTorchFunction"], torch.Tensor)
+    assert "__torch_function__" in vars(cases.SubWithTorchFunction)
+    assert "__torch_function__" not in vars(cases.SubTensor)
+
+
+def test_unknown_case_lists_the_valid_names():
+    with pytest.raises(UsageError, match="valid cases: Tensor, SubTensor"):
+        cases.get_case("Tensr")
+
+
+def test_default_selection_is_the_seed_cases():
+    assert cases.resolve_cases(None) == cases.SEED_CASES
+    assert [c.stem for c in cases.SEED_CASES] == ["tensor", "subtensor", "overridden", "suboverridden"]

@@ -1,0 +1,33 @@
+"""Statistics: checked against numpy and against known distributions."""
+
+import numpy as np
+import pytest
+
+from overrides import stats
+
+
+@pytest.mark.parametrize("q", [0.0, 0.1, 0.25, 0.5, 0.9, 1.0])
+def test_quantile_matches_numpy(q):
+    values = list(np.random.default_rng(0).normal(1000, 50, 999))
+    assert stats.quantile(values, q) == pytest.approx(np.quantile(values, q))
+
+
+def test_quantile_interval_covers_the_true_quantile_about_95_percent_of_the_time():
+    rng = np.random.default_rng(1)
+    true_q10 = 1000 + 50 * -1.2815515655446004
+    hits = sum(lo <= true_q10 <= hi for lo, hi in
+               (stats.quantile_ci95(list(rng.normal(1000, 50, 500))) for _ in range(400)))
+    assert 0.90 <= hits / 400 <= 0.99
+
+
+def test_too_spread_flags_wide_and_short_samples():
+    # A tight fast core with a heavy slow tail is fine: that is every run on a shared machine.
+    assert not stats.too_spread([1000.0 + i % 10 for i in range(70)] + [1300.0] * 30)
+    assert stats.too_spread([1000.0 + 3 * i for i in range(100)])  # p5..p25 spans ~6%
+    assert stats.too_spread([1000.0] * 5)
+
+
+def test_headline_ignores_a_slow_spell():
+    fast = [1000.0 + i % 7 for i in range(600)]
+    slow = [1500.0 + i % 7 for i in range(400)]  # 40% of the run 50% slower
+    assert stats.headline(fast + slow) < 1010
