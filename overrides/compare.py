@@ -1,0 +1,134 @@
+"""Comparing base against branch: per-case deltas, their intervals, and verdicts.
+
+A verdict is only as good as its interval, and the interval must include every source of
+variation that differs between the two sides. Two kinds of comparison exist:
+
+- Unpaired (`compare_runs`): two results files measured at different times, in different
+  processes. Within-run sampling noise is small, but each process has its own memory layout
+  and the machine drifts between runs; the interval therefore adds a process-to-process term,
+  `UNPAIRED_PROCESS_CV` of the figure per side, measured here as the spread of the headline
+  across separate invocations of the same build (benchmarks/headline_stats.py). That term is
+  what makes unpaired verdicts cautious: it cannot be measured from one run per side.
+- Paired (`overrides/ab.py`): both builds measured alternately in one run, the interval taken
+  from the spread between independent worker pairs. It resolves far smaller changes.
+
+Verdict rules, with threshold T = max(threshold_ns, threshold_pct% of base):
+- `regression`: the interval lies above 0 and the estimate is at least T;
+- `improvement`: the interval lies below 0 and the estimate is at most -T;
+- `no change`: the whole interval lies within [-T, +T];
+- `inconclusive`: anything else (the data cannot carry a claim either way).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+from overrides import stats
+from overrides.results import CaseResult, RunResult
+
+VERDICTS = ("regression", "improvement", "no change", "inconclusive")
+DEFAULT_THRESHOLD_NS = 20.0  # below this a change is not worth a reviewer's attention here
+DEFAULT_THRESHOLD_PCT = 0.5  # ... nor below half a percent of the call's cost
+# Process-to-process spread of the p10 headline for one build: CV 0.9-2.1% across invocations
+# on this machine (README, headline_stats). 1.5% per side is the middle of what was measured.
+UNPAIRED_PROCESS_CV = 0.015
+_BOOTSTRAP_RESAMPLES = 400  # enough for a 95% interval of a quantile difference
+
+
+@dataclasses.dataclass(frozen=True)
+class Comparison:
+    case: str
+    op: str
+    base_ns: float
+    branch_ns: float
+    delta_ns: float
+    ci95_ns: tuple[float, float] | None
+    verdict: str
+    paired: bool
+    # Instruction counts per call, when both sides have them (Callgrind); None otherwise.
+    base_instructions: float | None = None
+    branch_instructions: float | None = None
+
+    @property
+    def delta_pct(self) -> float:
+        return 100.0 * self.delta_ns / self.base_ns if self.base_ns else math.nan
+
+    def to_dict(self) -> dict:
+        def r(v):
+            return None if v is None or not math.isfinite(v) else round(v, 2)
+
+        out = {
+            "case": self.case,
+            "op": self.op,
+            "base_ns": r(self.base_ns),
+            "branch_ns": r(self.branch_ns),
+            "delta_ns": r(self.delta_ns),
+            "delta_pct": r(self.delta_pct),
+            "ci95_ns": None if self.ci95_ns is None else [r(self.ci95_ns[0]), r(self.ci95_ns[1])],
+            "verdict": self.verdict,
+            "paired": self.paired,
+        }
+        if self.base_instructions is not None and self.branch_instructions is not None:
+            out["base_instructions"] = r(self.base_instructions)
+            out["branch_instructions"] = r(self.branch_instructions)
+            out["delta_instructions"] = r(self.branch_instructions - self.base_instructions)
+        return out
+
+
+def threshold_for(base_ns: float, threshold_ns: float, threshold_pct: float) -> float:
+    return max(threshold_ns, threshold_pct / 100.0 * base_ns)
+
+
+def judge(delta: float, ci: tuple[float, float] | None, threshold: float) -> str:
+    """The verdict for an estimate and its 95% interval; see the module docstring."""
+    if ci is None or not all(math.isfinite(v) for v in ci) or not math.isfinite(delta):
+        return "inconclusive"
+    low, high = ci
+    if low > 0 and delta >= threshold:
+        return "regression"
+    if high < 0 and delta <= -threshold:
+        return "improvement"
+    if -threshold <= low and high <= threshold:
+        return "no change"
+    return "inconclusive"
+
+
+def _bootstrap_headline_sd(samples: tuple[float, ...], seed: int) -> float:
+    """Standard error of the headline quantile within one run, by bootstrap."""
+    import random
+
+    rng = random.Random(seed)
+    n = len(samples)
+    values = [stats.headline(rng.choices(samples, k=n)) for _ in range(_BOOTSTRAP_RESAMPLES)]
+    return stats.stdev(values)
+
+
+def compare_results(base: CaseResult, branch: CaseResult, threshold_ns: float,
+                    threshold_pct: float) -> Comparison:
+    """Unpaired comparison of one case measured in two separate runs."""
+    if not (base.ok and branch.ok):
+        return Comparison(base.case, base.op, base.per_call_ns if base.ok else math.nan,
+                          branch.per_call_ns if branch.ok else math.nan, math.nan, None,
+                          "inconclusive", paired=False)
+    delta = branch.per_call_ns - base.per_call_ns
+    variance = sum(
+        _bootstrap_headline_sd(r.samples_ns, seed) ** 2 + (UNPAIRED_PROCESS_CV * r.per_call_ns) ** 2
+        for seed, r in enumerate((base, branch))
+    )
+    half = stats.Z95 * math.sqrt(variance)
+    ci = (delta - half, delta + half)
+    verdict = judge(delta, ci, threshold_for(base.per_call_ns, threshold_ns, threshold_pct))
+    return Comparison(base.case, base.op, base.per_call_ns, branch.per_call_ns, delta, ci,
+                      verdict, paired=False)
+
+
+def compare_runs(base: RunResult, branch: RunResult,
+                 threshold_ns: float = DEFAULT_THRESHOLD_NS,
+                 threshold_pct: float = DEFAULT_THRESHOLD_PCT) -> list[Comparison]:
+    """Compare every (case, op) present in both runs, in the base run's order."""
+    branch_by_key = {(r.case, r.op): r for r in branch.results}
+    return [
+        compare_results(r, branch_by_key[(r.case, r.op)], threshold_ns, threshold_pct)
+        for r in base.results if (r.case, r.op) in branch_by_key
+    ]
