@@ -93,3 +93,16 @@ def stdev(values: Sequence[float]) -> float:
         return math.nan
     mean = sum(values) / n
     return math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1))
+
+
+# Two-sided 95% Student t quantiles by degrees of freedom (beyond 30 the normal is close enough).
+_T95 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179,
+        2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064,
+        2.060, 2.056, 2.052, 2.048, 2.045, 2.042)
+
+
+def t95(df: int) -> float:
+    """The 97.5% quantile of Student's t with `df` degrees of freedom."""
+    if df < 1:
+        return math.inf
+    return _T95[df - 1] if df <= len(_T95) else Z95
