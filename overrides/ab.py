@@ -16,8 +16,7 @@ Why each piece is there:
   95% interval is a t-interval over the per-pair estimates: it is as wide as layout luck
   actually is, and a verdict has to beat it.
 - glibc malloc's heap-top state alone moved plain `torch.add` by ~4% between a virtualenv and
-  its base interpreter, the same in every pair; both workers get `MALLOC_ENV` so that they
-  allocate alike.
+  its base interpreter, the same in every pair; each worker pins it (`overrides/allocator.py`).
 - Several short fresh pairs beat one long pair: the interval needs pair-to-pair spread.
 - Calls per sample are calibrated once (first pair, base side) and used by both sides in every
   pair, so each case's samples are alike and pool into one result per side.
@@ -37,6 +36,7 @@ import time
 from typing import Callable, Sequence
 
 from overrides import stats
+from overrides.allocator import MALLOC_ENV
 from overrides.cases import Case
 from overrides.compare import (DEFAULT_THRESHOLD_NS, DEFAULT_THRESHOLD_PCT, Comparison, judge,
                                threshold_for)
@@ -45,16 +45,12 @@ from overrides.ops import Op
 from overrides.results import CaseResult, RunResult
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-DEFAULT_PAIRS = 6  # enough degrees of freedom for a t-interval, few enough for 60 s per comparison
-DEFAULT_SECONDS_PER_PAIR = 5.0  # sampling time per pair, shared by every case and both sides
+DEFAULT_PAIRS = 10  # degrees of freedom for the t-interval; pairs start in the background, so cheap
+DEFAULT_SECONDS_PER_PAIR = 3.0  # sampling per pair: layout luck, not sampling noise, dominates
 HASH_SEED_BASE = 1000  # pair p runs with PYTHONHASHSEED = HASH_SEED_BASE + p on both sides
 PAD_STEP = 1531  # bytes of environment padding added per pair: moves the initial stack
 WORKER_START_TIMEOUT_S = 120  # importing torch can take a while on a cold disk
 PROGRESS_EVERY_S = 1.0
-# glibc malloc's state at the heap top moved plain torch.add by ~4% between two environments
-# running the same binary (a venv against its base: +128 ns, CI +116..+140, in every pair).
-# A large top pad makes both sides allocate alike; with it the same pair read +7 ns (-2..+16).
-MALLOC_ENV = {"MALLOC_TOP_PAD_": str(256 * 1024 * 1024)}
 
 
 @dataclasses.dataclass(frozen=True)

@@ -8,8 +8,10 @@ import time
 
 from overrides import cases as cases_mod
 from overrides import ops as ops_mod
-from overrides import report, results
+from overrides import environment, report, results
 from overrides.errors import USAGE_EXIT_STATUS, UsageError
+from overrides.ab import DEFAULT_PAIRS, DEFAULT_SECONDS_PER_PAIR
+from overrides.compare import DEFAULT_THRESHOLD_NS, DEFAULT_THRESHOLD_PCT
 from overrides.timer import DEFAULT_MIN_TIME_S, TimerConfig
 
 
@@ -40,6 +42,16 @@ def positive_float(text: str) -> float:
     return value
 
 
+def non_negative_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not value >= 0:
+        raise argparse.ArgumentTypeError(f"{text} must be 0 or more")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = OneLineParser(
         prog="bench.py",
@@ -63,6 +75,17 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--format", choices=report.FORMATS, default="table",
                         help="table (default), legacy (the seed's sentences) or markdown")
     parser.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
+    ab = parser.add_argument_group("paired A/B between two environments")
+    ab.add_argument("--compare", nargs=2, metavar=("BASE_PY", "BRANCH_PY"),
+                    help="measure two interpreters or virtualenvs side by side and judge each case")
+    ab.add_argument("--pairs", type=positive_int, default=DEFAULT_PAIRS, metavar="P",
+                    help=f"fresh worker pairs, each with its own memory layout (default {DEFAULT_PAIRS})")
+    ab.add_argument("--pair-seconds", type=positive_float, default=DEFAULT_SECONDS_PER_PAIR,
+                    metavar="S", help=f"sampling time per pair (default {DEFAULT_SECONDS_PER_PAIR:g})")
+    ab.add_argument("--threshold-ns", type=non_negative_float, default=DEFAULT_THRESHOLD_NS,
+                    metavar="NS", help=f"smallest change worth a verdict, ns (default {DEFAULT_THRESHOLD_NS:g})")
+    ab.add_argument("--threshold-pct", type=non_negative_float, default=DEFAULT_THRESHOLD_PCT,
+                    metavar="PCT", help=f"... or percent of base, whichever is larger (default {DEFAULT_THRESHOLD_PCT:g})")
     return parser
 
 
@@ -88,6 +111,8 @@ def run(argv: list[str]) -> int:
     if args.list:
         print(list_cases())
         return 0
+    if args.compare:
+        return run_compare(args)
     if args.load:
         if args.cases or args.nreps or args.nrepreps or args.json:
             raise UsageError("--load prints a saved file; drop --cases/-n/-m/--json, or drop --load to measure")
@@ -108,6 +133,31 @@ def run(argv: list[str]) -> int:
         print(f"results written to {args.json}", file=sys.stderr)
     failed = [r for r in run_result.results if r.error and not r.ok]
     return 1 if failed else 0
+
+
+def run_compare(args) -> int:
+    """`--compare BASE_PY BRANCH_PY`: paired A/B, table on stdout, exit 1 on a regression."""
+    from overrides import ab, compare
+
+    if args.load or args.nreps or args.nrepreps:
+        raise UsageError("--compare calibrates its own samples; drop --load/-n/-m")
+    selected = cases_mod.resolve_cases(args.cases)
+    config = ab.ABConfig(pairs=args.pairs, seconds_per_pair=args.pair_seconds,
+                         threads=args.threads, threshold_ns=args.threshold_ns,
+                         threshold_pct=args.threshold_pct)
+    outcome = ab.run_ab(args.compare[0], args.compare[1], selected, (ops_mod.DEFAULT_OP,),
+                        config, _progress(args.quiet))
+    environments = {"base": outcome.base_run.environment, "branch": outcome.branch_run.environment}
+    if args.json:
+        results.write_json_atomic(args.json, compare.comparison_payload(
+            outcome.comparisons, outcome.settings, environments))
+    render = report.comparison_markdown if args.format == "markdown" else report.comparison_table
+    print(render(outcome.comparisons, outcome.settings))
+    for side in ("base", "branch"):
+        print(f"{side}: {args.compare[0 if side == 'base' else 1]}: "
+              f"{environment.one_line(environments[side])}")
+    print(f"wall time {outcome.wall_s:.0f} s" + (" (interrupted)" if outcome.interrupted else ""))
+    return 1 if compare.any_regression(outcome.comparisons) else 0
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -27,6 +27,7 @@ import math
 from overrides import stats
 from overrides.results import CaseResult, RunResult
 
+COMPARISON_SCHEMA = "torch-function-overhead/comparison/1"
 VERDICTS = ("regression", "improvement", "no change", "inconclusive")
 DEFAULT_THRESHOLD_NS = 20.0  # below this a change is not worth a reviewer's attention here
 DEFAULT_THRESHOLD_PCT = 0.5  # ... nor below half a percent of the call's cost
@@ -132,3 +133,18 @@ def compare_runs(base: RunResult, branch: RunResult,
         compare_results(r, branch_by_key[(r.case, r.op)], threshold_ns, threshold_pct)
         for r in base.results if (r.case, r.op) in branch_by_key
     ]
+
+
+def comparison_payload(comparisons, settings: dict, environments: dict) -> dict:
+    """The versioned JSON of a comparison (`comparison.json`, `bench.py --compare --json`)."""
+    return {
+        "schema": COMPARISON_SCHEMA,
+        "paired": all(c.paired for c in comparisons) if comparisons else None,
+        "settings": settings,
+        "environments": environments,
+        "comparisons": [c.to_dict() for c in comparisons],
+    }
+
+
+def any_regression(comparisons) -> bool:
+    return any(c.verdict == "regression" for c in comparisons)

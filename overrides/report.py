@@ -136,3 +136,48 @@ def spread_warnings(run: RunResult) -> list[str]:
     """One line per case too spread to trust, for stderr."""
     return [f"warning: {r.case} [{r.op}]: {_spread_reason(r)}"
             for r in run.results if r.ok and r.too_spread]
+
+
+COMPARISON_HEADER = ("case", "base ns", "branch ns", "delta ns", "95% CI ns", "delta %", "verdict")
+
+
+def _comparison_rows(comparisons, multi_op: bool) -> list[list[str]]:
+    rows = [list(COMPARISON_HEADER)]
+    for c in comparisons:
+        ci = "-" if c.ci95_ns is None else f"{fmt_ns(c.ci95_ns[0], True)}..{fmt_ns(c.ci95_ns[1], True)}"
+        pct = "-" if not math.isfinite(c.delta_pct) else f"{c.delta_pct:+.2f}%"
+        rows.append([f"{c.case} [{c.op}]" if multi_op else c.case, fmt_ns(c.base_ns),
+                     fmt_ns(c.branch_ns), fmt_ns(c.delta_ns, True), ci, pct, c.verdict])
+    return rows
+
+
+def comparison_notes(comparisons, settings: dict) -> list[str]:
+    paired = bool(comparisons) and all(c.paired for c in comparisons)
+    threshold = (f"threshold: max({settings.get('threshold_ns')} ns, "
+                 f"{settings.get('threshold_pct')}% of base)")
+    if paired:
+        how = (f"paired A/B: base and branch sampled alternately in {settings.get('pairs')} fresh "
+               f"worker pairs; delta and 95% CI from the pair-to-pair spread (t-interval), so "
+               f"memory-layout luck is inside the interval.")
+    else:
+        how = ("UNPAIRED: the two sides were measured in separate runs. The interval adds a "
+               "process-to-process term (machine drift and memory layout, ~1.5% per side), so only "
+               "changes of a few percent can be called; for small changes measure both builds "
+               "together with `bench.py --compare BASE_PY BRANCH_PY`.")
+    return [how, threshold + "; regression/improvement only when the CI excludes 0 and the delta "
+            "passes the threshold; no change when the whole CI lies within the threshold."]
+
+
+def comparison_table(comparisons, settings: dict) -> str:
+    multi = len({c.op for c in comparisons}) > 1
+    lines = align(_comparison_rows(comparisons, multi))
+    lines.insert(1, "-" * len(lines[0]))
+    return "\n".join(lines + [""] + comparison_notes(comparisons, settings))
+
+
+def comparison_markdown(comparisons, settings: dict) -> str:
+    multi = len({c.op for c in comparisons}) > 1
+    rows = _comparison_rows(comparisons, multi)
+    lines = ["| " + " | ".join(row) + " |" for row in rows]
+    lines.insert(1, "|---|" + "---:|" * (len(COMPARISON_HEADER) - 2) + "---|")
+    return "\n".join(lines + [""] + [f"- {note}" for note in comparison_notes(comparisons, settings)])
