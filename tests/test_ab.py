@@ -1,0 +1,93 @@
+"""Paired A/B: real workers, real torch, a branch with a known injected cost."""
+
+import math
+import random
+import sys
+
+import pytest
+
+from overrides import ab, cases, shimenv, stats
+from overrides.errors import UsageError
+from overrides.ops import DEFAULT_OP
+
+QUICK = ab.ABConfig(pairs=4, seconds_per_pair=1.0)  # behaviour, not precision
+AFFECTED = {"SubTensor", "SubWithTorchFunction"}  # the only cases that reach the shim
+
+
+@pytest.fixture(scope="module")
+def slow_branch(tmp_path_factory):
+    """A virtualenv over this interpreter's packages whose Tensor.__torch_function__ spins ~1 us."""
+    return shimenv.make_shim_env(sys.executable, str(tmp_path_factory.mktemp("env") / "slow"),
+                                 "sleep1us").python
+
+
+def verdicts(outcome):
+    return {c.case: c.verdict for c in outcome.comparisons}
+
+
+def test_a_a_flags_nothing():
+    outcome = ab.run_ab(sys.executable, sys.executable, cases.SEED_CASES, [DEFAULT_OP], QUICK)
+    assert not {case for case, v in verdicts(outcome).items() if v in ("regression", "improvement")}
+    assert outcome.settings["pairs"] == 4
+    assert all(c.paired and c.ci95_ns is not None for c in outcome.comparisons)
+
+
+def test_a_large_injected_cost_flags_exactly_the_affected_cases(slow_branch):
+    outcome = ab.run_ab(sys.executable, slow_branch, cases.SEED_CASES, [DEFAULT_OP], QUICK)
+    flagged = {case for case, v in verdicts(outcome).items() if v == "regression"}
+    assert flagged == AFFECTED, verdicts(outcome)
+    by_case = {c.case: c for c in outcome.comparisons}
+    for name in AFFECTED:  # the spin is >= 1 us, plus the Python call around it
+        assert by_case[name].delta_ns > 800 and by_case[name].ci95_ns[0] > 0
+    # Both sides' pooled samples come back as ordinary results, for reports.
+    assert outcome.branch_run.results[1].per_call_ns > outcome.base_run.results[1].per_call_ns
+
+
+def test_bench_compare_cli_exit_status_and_json(bench, slow_branch, tmp_path):
+    path = tmp_path / "cmp.json"
+    out = bench("--compare", sys.executable, slow_branch, "--cases", "Tensor", "SubTensor",
+                "--pairs", "3", "--pair-seconds", "0.7", "--json", str(path))
+    assert out.returncode == 1, out.stderr  # a regression gates CI
+    assert "regression" in out.stdout and "paired A/B" in out.stdout
+    import json
+
+    data = json.loads(path.read_text())
+    assert data["schema"] == "torch-function-overhead/comparison/1" and data["paired"] is True
+    sub = next(c for c in data["comparisons"] if c["case"] == "SubTensor")
+    assert sub["verdict"] == "regression" and len(sub["ci95_ns"]) == 2
+
+
+def test_bad_interpreters_are_named(bench, tmp_path):
+    out = bench("--compare", sys.executable, str(tmp_path / "nope" / "python"))
+    assert out.returncode == 2 and "no interpreter at" in out.stderr
+    out = bench("--compare", sys.executable, str(tmp_path))
+    assert out.returncode == 2 and "without bin/python" in out.stderr
+    with pytest.raises(UsageError, match="no interpreter 'no-such-python-here' on PATH"):
+        ab.resolve_interpreter("no-such-python-here")
+
+
+def test_an_interpreter_without_torch_is_named(tmp_path):
+    import venv
+
+    venv.EnvBuilder(with_pip=False, symlinks=True).create(tmp_path / "bare")
+    with pytest.raises(UsageError, match="has no torch"):
+        ab.run_ab(sys.executable, str(tmp_path / "bare"), cases.SEED_CASES[:1], [DEFAULT_OP], QUICK)
+
+
+def test_t_interval_over_pairs_covers_95_percent():
+    rng = random.Random(3)
+    hits = 0
+    trials = 2000
+    for _ in range(trials):
+        logs = [rng.gauss(0.01, 0.02) for _ in range(5)]
+        estimates = [ab.PairEstimate(i, "c", "op", v, 1000.0, 1000.0, 100) for i, v in enumerate(logs)]
+        comparison = ab.summarise(estimates, "c", "op", 1000.0, 1010.0, 0.0, 0.0)
+        low, high = comparison.ci95_ns
+        hits += low <= 1000.0 * math.expm1(0.01) <= high
+    assert 0.93 <= hits / trials <= 0.97
+
+
+def test_one_pair_is_inconclusive():
+    estimates = [ab.PairEstimate(0, "c", "op", 0.5, 1000.0, 1500.0, 100)]
+    assert ab.summarise(estimates, "c", "op", 1000.0, 1500.0, 20, 0.5).verdict == "inconclusive"
+    assert stats.t95(4) == pytest.approx(2.776)

@@ -1,0 +1,40 @@
+"""Verdict rules and the unpaired comparison."""
+
+import math
+
+from overrides import compare
+from overrides.results import CaseResult, RunResult
+
+
+def test_verdict_rules():
+    assert compare.judge(100, (50, 150), 20) == "regression"
+    assert compare.judge(10, (5, 15), 20) == "no change"  # real but below the threshold
+    assert compare.judge(-100, (-150, -50), 20) == "improvement"
+    assert compare.judge(30, (-10, 70), 20) == "inconclusive"  # interval crosses 0
+    assert compare.judge(15, (1, 40), 20) == "inconclusive"  # above 0 but may or may not matter
+    assert compare.judge(0, None, 20) == "inconclusive"
+    assert compare.judge(math.nan, (1, 2), 20) == "inconclusive"
+
+
+def _run(samples, case="SubTensor"):
+    result = CaseResult(case, "torch.add", "torch.add(x, y)", "", 100, tuple(samples), 1.0)
+    return RunResult({}, {}, (result,))
+
+
+def test_unpaired_needs_a_change_beyond_process_noise():
+    base = _run([1000.0 + i % 10 for i in range(500)])
+    same = _run([1002.0 + i % 10 for i in range(500)])
+    slower = _run([1200.0 + i % 10 for i in range(500)])  # +20%: beyond any layout luck
+    (c_same,) = compare.compare_runs(base, same)
+    (c_slow,) = compare.compare_runs(base, slower)
+    assert c_same.verdict in ("no change", "inconclusive") and not c_same.paired
+    assert c_slow.verdict == "regression" and c_slow.ci95_ns[0] > 0
+    # the interval carries the process-to-process term, ~1.5% per side
+    assert c_same.ci95_ns[1] - c_same.ci95_ns[0] > 2 * 1.96 * 0.015 * 1000
+
+
+def test_payload_is_versioned():
+    (c,) = compare.compare_runs(_run([1000.0] * 50), _run([1000.0] * 50))
+    payload = compare.comparison_payload([c], {"threshold_ns": 20}, {})
+    assert payload["schema"] == compare.COMPARISON_SCHEMA and payload["paired"] is False
+    assert set(payload["comparisons"][0]) >= {"case", "base_ns", "branch_ns", "delta_ns", "ci95_ns", "verdict"}
