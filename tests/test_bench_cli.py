@@ -103,3 +103,27 @@ def test_load_rejects_a_file_that_is_not_ours(bench, tmp_path):
     path.write_text(json.dumps({"schema": "something/else", "results": []}))
     out = bench("--load", str(path))
     assert out.returncode == 2 and "not a results file of this tool" in out.stderr
+
+
+def test_ctrl_c_keeps_what_was_measured(tmp_path):
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from conftest import ROOT
+
+    path = tmp_path / "partial.json"
+    proc = subprocess.Popen([sys.executable, "bench.py", "--min-time", "30", "--json", str(path)],
+                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    seen = ""
+    while "round-robin" not in seen and time.monotonic() < deadline:  # wait for timing to start
+        seen += proc.stderr.readline()
+    time.sleep(1.5)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    assert "interrupted" in out
+    saved = results.load(str(path))
+    assert saved.interrupted and all(len(r.samples_ns) >= 20 for r in saved.results)
