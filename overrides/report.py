@@ -161,7 +161,7 @@ def comparison_notes(comparisons, settings: dict) -> list[str]:
                f"memory-layout luck is inside the interval.")
     else:
         how = ("UNPAIRED: the two sides were measured in separate runs. The interval adds a "
-               "process-to-process term (machine drift and memory layout, ~1.5% per side), so only "
+               "process-to-process term (machine drift and memory layout, ~3% per side), so only "
                "changes of a few percent can be called; for small changes measure both builds "
                "together with `bench.py --compare BASE_PY BRANCH_PY`.")
     return [how, threshold + "; regression/improvement only when the CI excludes 0 and the delta "

@@ -24,13 +24,13 @@ def _run(samples, case="SubTensor"):
 def test_unpaired_needs_a_change_beyond_process_noise():
     base = _run([1000.0 + i % 10 for i in range(500)])
     same = _run([1002.0 + i % 10 for i in range(500)])
-    slower = _run([1200.0 + i % 10 for i in range(500)])  # +20%: beyond any layout luck
+    slower = _run([1300.0 + i % 10 for i in range(500)])  # +30%: beyond any layout luck
     (c_same,) = compare.compare_runs(base, same)
     (c_slow,) = compare.compare_runs(base, slower)
     assert c_same.verdict in ("no change", "inconclusive") and not c_same.paired
     assert c_slow.verdict == "regression" and c_slow.ci95_ns[0] > 0
-    # the interval carries the process-to-process term, ~1.5% per side
-    assert c_same.ci95_ns[1] - c_same.ci95_ns[0] > 2 * 1.96 * 0.015 * 1000
+    # the interval carries the process-to-process term per side
+    assert c_same.ci95_ns[1] - c_same.ci95_ns[0] > 2 * 1.96 * compare.UNPAIRED_PROCESS_CV * 1000
 
 
 def test_payload_is_versioned():
