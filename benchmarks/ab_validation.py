@@ -72,10 +72,12 @@ def measure(args) -> None:
             log.write(json.dumps(entry) + "\n")
             log.flush()
 
+        names = [c.name for c in cases.SEED_CASES]
         for size in args.sizes:
-            say(f"truth for shim {size!r} (in-process, shim on/off in rounds)")
-            truth = shimenv.shim_truth_ns(size, cases.SEED_CASES, rounds=args.truth_rounds)
-            record({"kind": "truth", "size": size, "truth_ns": truth})
+            truth = shimenv.truth_across_processes(size, names, processes=args.truth_processes,
+                                                   rounds=args.truth_rounds, progress=say)
+            record({"kind": "truth", "size": size, "truth_ns": truth.mean_ns,
+                    "per_process_ns": list(truth.per_process_ns)})
         plan = [("A/A", None)] + [("A/B", size) for size in args.sizes]
         for i in range(max(args.n, args.unpaired_n)):
             for kind, size in plan:
@@ -98,10 +100,16 @@ def summarise(log_path: str) -> None:
     runs = [e for e in entries if e["kind"] != "truth"]
     case_names = [c.name for c in cases.SEED_CASES]
     print("Paired A/B vs unpaired runs, seed cases, shims on torch.Tensor.__torch_function__")
-    print("\nTrue shim cost per case, ns (in-process, shim switched on/off in rounds):")
-    print(f"  {'size':10s}" + "".join(f"{n:>22s}" for n in case_names))
+    print("\nTrue shim cost per case, ns: shim switched on/off in rounds inside one process, mean over"
+          " processes (range across processes in brackets):")
+    print(f"  {'size':10s}" + "".join(f"{n:>24s}" for n in case_names))
+    spreads = {e["size"]: e.get("per_process_ns", []) for e in entries if e["kind"] == "truth"}
     for size, values in truth.items():
-        print(f"  {size:10s}" + "".join(f"{values[n]:22.0f}" for n in case_names))
+        cells = []
+        for n in case_names:
+            per = [p[n] for p in spreads[size]] or [values[n]]
+            cells.append(f"{values[n]:.0f} [{min(per):.0f}..{max(per):.0f}]")
+        print(f"  {size:10s}" + "".join(f"{c:>24s}" for c in cells))
 
     for method in ("paired", "unpaired"):
         mine = [e for e in runs if e["method"] == method]
@@ -157,7 +165,8 @@ def main() -> None:
     parser.add_argument("--pairs", type=int, default=ab.DEFAULT_PAIRS)
     parser.add_argument("--pair-seconds", type=float, default=ab.DEFAULT_SECONDS_PER_PAIR)
     parser.add_argument("--unpaired-min-time", type=float, default=3.0)
-    parser.add_argument("--truth-rounds", type=int, default=8)
+    parser.add_argument("--truth-rounds", type=int, default=6, help="on/off round pairs per truth process")
+    parser.add_argument("--truth-processes", type=int, default=5, help="processes the truth is averaged over")
     parser.add_argument("--log", default="ab_validation.jsonl", help="JSON-lines log (appended)")
     parser.add_argument("--summarise", metavar="LOG", help="print the tables from a log and exit")
     args = parser.parse_args()

@@ -18,6 +18,42 @@ import sys
 import venv
 
 SHIM_MODULE = "_overrides_shim"
+WARMUP_AFTER_SWITCH_S = 0.05  # per case: caches refill within a few hundred calls
+SHIM_HOOK_MODULE = "_overrides_shim_hook"
+
+# The start-up hook installs the shim right after torch is first imported, and imports nothing
+# itself. A first version imported torch from the .pth line; that changed import order and heap
+# layout against the base so much that WithTorchFunction, which the shim cannot reach, read
+# +42 and +65 ns in paired A/B (flagged once), and SubTensor read ~100 ns above its truth.
+_HOOK_SOURCE = '''"""Start-up hook written by overrides.shimenv: shim torch once torch is imported."""
+import sys
+
+
+class _ShimAfterTorchImport:
+    @staticmethod
+    def find_spec(name, path=None, target=None):
+        if name != "torch":
+            return None
+        sys.meta_path.remove(_ShimAfterTorchImport)
+        for finder in sys.meta_path:
+            spec = finder.find_spec(name, path, target) if hasattr(finder, "find_spec") else None
+            if spec is not None:
+                break
+        else:
+            return None
+        load = spec.loader.exec_module
+
+        def exec_module(module):
+            load(module)
+            import _overrides_shim
+            _overrides_shim.install()
+
+        spec.loader.exec_module = exec_module
+        return spec
+
+
+sys.meta_path.insert(0, _ShimAfterTorchImport)
+'''
 
 # What the shim does before calling the original, by name. `bare` only adds the Python call.
 SHIM_WORK = {
@@ -81,9 +117,10 @@ def make_shim_env(base_python: str, dest: str, work: str | None) -> ShimEnv:
     if work is not None:
         with open(os.path.join(site_dir, SHIM_MODULE + ".py"), "w", encoding="utf-8") as module:
             module.write(shim_source(work))
-        # Sorted after _overrides_base.pth, so torch is importable when this line runs.
+        with open(os.path.join(site_dir, SHIM_HOOK_MODULE + ".py"), "w", encoding="utf-8") as hook:
+            hook.write(_HOOK_SOURCE)
         with open(os.path.join(site_dir, "zz_overrides_shim.pth"), "w", encoding="utf-8") as pth:
-            pth.write(f"import {SHIM_MODULE}; {SHIM_MODULE}.install()\n")
+            pth.write(f"import {SHIM_HOOK_MODULE}\n")
     return ShimEnv(dest, python, work or "none")
 
 
@@ -102,38 +139,96 @@ def load_shim(work: str):
     return shim
 
 
-def shim_truth_ns(work: str, cases, rounds: int = 6, seconds_per_round: float = 1.0,
+def shim_truth_ns(work: str, cases, rounds: int = 10, seconds_per_round: float = 1.0,
                   progress=None) -> dict[str, float]:
     """The shim's true cost per case, in this process: on and off in alternating rounds.
 
-    Each switch rewrites a type attribute and so invalidates the interpreter's caches; every
-    round therefore starts with an untimed warm-up (the Timer core's own), and the shim is
-    switched per round, never per sample. Truth = median over rounds of (on - off), pairing
-    each "on" round with the "off" round beside it.
+    The operands and compiled loops are built once and shared by both states, so the only
+    thing that differs between "on" and "off" is the shim (rebuilding them every round moved
+    the figure by +-100 ns on SubTensor: new objects, new layout). Each switch rewrites a type
+    attribute and so invalidates the interpreter's caches; every round therefore starts with an
+    untimed warm-up, and the shim is switched per round, never per sample. Rounds go off, on,
+    on, off, ... (balanced against drift); truth = median over rounds of (on - off) headlines,
+    pairing each "on" round with the "off" round beside it.
     """
+    import time
+
     from overrides import stats
     from overrides.ops import DEFAULT_OP
-    from overrides.timer import Target, TimerConfig, time_targets
+    from overrides.timer import Target, TimerConfig, _Slot
 
     shim = load_shim(work)
+    slots = []
+    for case in cases:
+        operands = case.make_operands()
+        slot = _Slot(Target(case.name, DEFAULT_OP.stmt, lambda operands=operands: operands))
+        slot.prepare(TimerConfig())
+        slots.append(slot)
     per_state: dict[bool, list[dict[str, float]]] = {True: [], False: []}
-    targets = [Target(c.name, DEFAULT_OP.stmt, c.make_operands) for c in cases]
-    config = TimerConfig(min_time_s=seconds_per_round / max(1, len(targets)))
     try:
         for index in range(rounds * 2):
-            state = (index % 4) in (1, 2)  # off, on, on, off, ...: balanced against drift
+            state = (index % 4) in (1, 2)
             shim.install() if state else shim.uninstall()
-            run = time_targets(targets, config)
-            per_state[state].append({t.name: stats.headline(t.samples_ns) for t in run.targets})
+            for slot in slots:  # untimed warm-up after the switch
+                deadline = time.perf_counter() + WARMUP_AFTER_SWITCH_S
+                while time.perf_counter() < deadline:
+                    slot.loop(slot.operands)
+                slot.raw_ns, slot.empty_ns = [], []
+            deadline = time.perf_counter() + seconds_per_round
+            while time.perf_counter() < deadline:
+                for slot in slots:
+                    slot.sample()
+            per_state[state].append({s.target.name: stats.headline(s.result().samples_ns)
+                                     for s in slots})
             if progress:
                 progress(f"truth for shim {work!r}: round {index + 1}/{rounds * 2}")
     finally:
         shim.uninstall()
     return {
-        c.name: stats.median([on[c.name] - off[c.name]
-                              for on, off in zip(per_state[True], per_state[False])])
-        for c in cases
+        case.name: stats.median([on[case.name] - off[case.name]
+                                 for on, off in zip(per_state[True], per_state[False])])
+        for case in cases
     }
+
+
+@dataclasses.dataclass(frozen=True)
+class Truth:
+    """A shim's true cost per case: the mean over processes, and each process's figure."""
+
+    work: str
+    mean_ns: dict
+    per_process_ns: tuple  # one {case: ns} per process
+
+    def spread_ns(self, case: str) -> float:
+        values = [p[case] for p in self.per_process_ns]
+        return max(values) - min(values)
+
+
+def truth_across_processes(work: str, case_names, processes: int = 5, rounds: int = 6,
+                           python: str = sys.executable, progress=None) -> Truth:
+    """`shim_truth_ns` in several fresh processes, each with its own layout, averaged.
+
+    One process has one memory layout, and layout luck moves SubTensor by about +-100 ns, so
+    a single in-process truth carries its process's bias (four single-process truths of the
+    bare shim on SubTensor read 264 to 514 ns). Averaging over processes with different hash
+    seeds gives a truth as free of layout luck as the A/B estimate it is checked against.
+    """
+    from overrides.allocator import MALLOC_ENV
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    script = ("import json, sys; from overrides import cases, shimenv; "
+              "picked = cases.resolve_cases(sys.argv[2:]); "
+              "print(json.dumps(shimenv.shim_truth_ns(sys.argv[1], picked, rounds=%d)))" % rounds)
+    per_process = []
+    for index in range(processes):
+        if progress:
+            progress(f"truth for shim {work!r}: process {index + 1}/{processes}")
+        env = dict(os.environ, PYTHONPATH=root, PYTHONHASHSEED=str(7000 + index), **MALLOC_ENV)
+        out = subprocess.run([python, "-c", script, work, *case_names], capture_output=True,
+                             text=True, check=True, env=env, cwd=root)
+        per_process.append(json.loads(out.stdout))
+    mean = {name: sum(p[name] for p in per_process) / len(per_process) for name in case_names}
+    return Truth(work, mean, tuple(per_process))
 
 
 if __name__ == "__main__":  # python -m overrides.shimenv DEST WORK: make one by hand

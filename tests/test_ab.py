@@ -80,7 +80,7 @@ def test_t_interval_over_pairs_covers_95_percent():
     trials = 2000
     for _ in range(trials):
         logs = [rng.gauss(0.01, 0.02) for _ in range(5)]
-        estimates = [ab.PairEstimate(i, "c", "op", v, 1000.0, 1000.0, 100) for i, v in enumerate(logs)]
+        estimates = [ab.PairEstimate(i, "c", "op", v, v, 1000.0, 1000.0, 100) for i, v in enumerate(logs)]
         comparison = ab.summarise(estimates, "c", "op", 1000.0, 1010.0, 0.0, 0.0)
         low, high = comparison.ci95_ns
         hits += low <= 1000.0 * math.expm1(0.01) <= high
@@ -88,6 +88,6 @@ def test_t_interval_over_pairs_covers_95_percent():
 
 
 def test_one_pair_is_inconclusive():
-    estimates = [ab.PairEstimate(0, "c", "op", 0.5, 1000.0, 1500.0, 100)]
+    estimates = [ab.PairEstimate(0, "c", "op", 0.5, 0.5, 1000.0, 1500.0, 100)]
     assert ab.summarise(estimates, "c", "op", 1000.0, 1500.0, 20, 0.5).verdict == "inconclusive"
     assert stats.t95(4) == pytest.approx(2.776)
