@@ -29,7 +29,7 @@ def test_loop_cost_removal_makes_the_figure_independent_of_calls_per_sample():
                      TimerConfig(calls_per_sample=calls, samples=3000)).targets[0]
         for calls in (50, 500)
     )
-    assert short.loop_overhead_ns - long.loop_overhead_ns > 4  # the removal had work to do
+    assert short.loop_overhead_ns > 3 * long.loop_overhead_ns  # the removal had work to do
     assert abs(statistics.median(short.samples_ns) - statistics.median(long.samples_ns)) < 2
 
 
