@@ -325,7 +325,7 @@ def run_ab(
     runs = {}
     for side in ("base", "branch"):
         case_results = tuple(
-            CaseResult(case=case.name, op=op.name, stmt=op.stmt, description=case.description,
+            CaseResult(case=case.name, op=op.name, stmt=case.stmt_for(op), description=case.description,
                        calls_per_sample=calls[i] or 0, samples_ns=tuple(pooled[side][i]),
                        loop_overhead_ns=loop_cost[side][i],
                        error=errors[i] if not pooled[side][i] else None)

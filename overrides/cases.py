@@ -2,8 +2,11 @@
 
 A case is a named factory for the operands `(x, y)` of the op being timed. The four seed cases
 are those of PyTorch's original overrides benchmark; they sit in `SEED_CASES` and are what
-`python bench.py` runs with no flags. Every other tool (pyspybench.py, record.sh, report.sh)
-resolves names through `get_case`, so a name means the same thing everywhere.
+`python bench.py` runs with no flags. The rest of the catalog (modes, dispatch subclasses,
+mixed and many operands) lives in `overrides/catalog.py` and registers itself here; a user's
+own class or factory is named `pkg.module:factory` (`overrides/usercases.py`). Every tool
+(bench.py, pyspybench.py, record.sh, report.sh) resolves names through `get_case` /
+`resolve_cases`, so a name means the same thing everywhere.
 
 The operand classes live at module level so that they pickle and so that a flamegraph shows
 frames from this file.
@@ -12,7 +15,7 @@ frames from this file.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable
+from typing import Any, Callable, ContextManager
 
 import torch
 
@@ -67,8 +70,16 @@ class SubWithTorchFunction(torch.Tensor):
 
 def unwrap(value: Any) -> Any:
     """The plain-tensor view of a case's result, so results of all cases can be compared."""
+    from torch.utils._python_dispatch import is_traceable_wrapper_subclass
+
+    if type(value) in (tuple, list):  # not torch.Size, a tuple subclass that is already plain
+        return type(value)(unwrap(v) for v in value)
     if isinstance(value, WithTorchFunction):
         return value._tensor
+    if isinstance(value, torch.Tensor) and is_traceable_wrapper_subclass(value):
+        # A wrapper subclass holds its data in inner tensors (__tensor_flatten__ names them).
+        inner_names, _ = value.__tensor_flatten__()
+        return unwrap(getattr(value, inner_names[0]))
     if isinstance(value, torch.Tensor) and type(value) is not torch.Tensor:
         return value.as_subclass(torch.Tensor)
     return value
@@ -83,10 +94,34 @@ class Case:
     make_operands: Callable[[], tuple]
     # Flamegraph file stem; the original README names the seed cases' SVGs this way.
     file_stem: str = ""
+    # A fresh context manager (a TorchFunctionMode, a TorchDispatchMode) to hold active while
+    # the statement runs; the Timer core enters it around each sample, outside the clock.
+    context: Callable[[], ContextManager] | None = None
+    # (op name, statement) pairs: this case's own statement for an op, e.g. torch.cat over 8
+    # operands for the function-call op. Pairs, not a dict, so that a Case stays hashable.
+    stmts: tuple[tuple[str, str], ...] = ()
+    # (op name, reason) pairs: ops that make no sense for these operands; shown as "n/a: reason".
+    not_applicable: tuple[tuple[str, str], ...] = ()
+    # The case whose figure for the same op this one's overhead is quoted against.
+    baseline: str = "Tensor"
 
     @property
     def stem(self) -> str:
         return self.file_stem or self.name.lower()
+
+    def stmt_for(self, op) -> str:
+        """The statement timed for `op` on this case: the case's own, else the op's."""
+        return dict(self.stmts).get(op.name, op.stmt)
+
+    def not_applicable_to(self, op) -> str | None:
+        """Why `op` makes no sense for this case, or None if it does."""
+        return dict(self.not_applicable).get(op.name)
+
+    def active(self) -> ContextManager:
+        """The context to hold while running a statement on this case (for one-off runs)."""
+        import contextlib
+
+        return self.context() if self.context is not None else contextlib.nullcontext()
 
 
 def _subclass_operands(cls: type) -> Callable[[], tuple]:
@@ -108,7 +143,10 @@ SEED_CASES: tuple[Case, ...] = (
     Case("SubTensor", "a torch.Tensor subclass that overrides nothing",
          _subclass_operands(SubTensor), "subtensor"),
     Case("WithTorchFunction", "a tensor-like (not a Tensor) whose __torch_function__ answers the call",
-         _tensor_like_operands, "overridden"),
+         _tensor_like_operands, "overridden",
+         # It has no methods, operators or attributes: these ops say so instead of failing.
+         not_applicable=(("x.add", "not a Tensor"), ("x+y", "not a Tensor"),
+                         ("x.shape", "not a Tensor"))),
     Case("SubWithTorchFunction", "a torch.Tensor subclass whose __torch_function__ defers to super()",
          _subclass_operands(SubWithTorchFunction), "suboverridden"),
 )
@@ -118,34 +156,55 @@ BASELINE_CASE = "Tensor"  # overheads are quoted against plain tensors
 _REGISTRY: dict[str, Case] = {case.name: case for case in SEED_CASES}
 
 
+def register(case: Case) -> Case:
+    """Add a case to the catalog (overrides/catalog.py does this for its cases on import)."""
+    if case.name in _REGISTRY and _REGISTRY[case.name] is not case:
+        raise ValueError(f"case {case.name!r} is registered twice")
+    _REGISTRY[case.name] = case
+    return case
+
+
+def _load_catalog() -> None:
+    # Imported here, not at the top: catalog.py imports this module for Case and the seed
+    # operand classes, so either module can be imported first.
+    import overrides.catalog  # noqa: F401
+
+
 def all_cases() -> tuple[Case, ...]:
+    _load_catalog()
     return tuple(_REGISTRY.values())
 
 
 def case_names() -> list[str]:
+    _load_catalog()
     return list(_REGISTRY)
 
 
 def get_case(name: str) -> Case:
-    """The case called `name`; a UsageError listing the valid names if there is none."""
+    """The case called `name`, or a user case `pkg.module:factory`; a UsageError if neither."""
+    if ":" in name:
+        from overrides.usercases import case_from_spec
+
+        return case_from_spec(name)
+    _load_catalog()
     try:
         return _REGISTRY[name]
     except KeyError:
         raise UsageError(
-            f"unknown case {name!r}; valid cases: {', '.join(case_names())}"
+            f"unknown case {name!r}; valid cases: {', '.join(case_names())}, "
+            "or your own as pkg.module:factory"
         ) from None
 
 
 def resolve_cases(names: list[str] | None) -> tuple[Case, ...]:
-    """Cases for a `--cases` list: None means the seed cases, `all` the whole catalog."""
+    """Cases for a `--cases` list: None means the seed cases, `all` the whole catalog (and may
+    sit beside user cases: `all mypkg.mod:MyTensor`)."""
     if not names:
         return SEED_CASES
-    if names == ["all"]:
-        return all_cases()
-    resolved = []
+    resolved: list[Case] = []
     for name in names:
-        case = get_case(name)
-        if case in resolved:
-            raise UsageError(f"case {name!r} is named twice in --cases; name each case once")
-        resolved.append(case)
+        for case in (all_cases() if name == "all" else (get_case(name),)):
+            if case.name in [c.name for c in resolved]:
+                raise UsageError(f"case {case.name!r} is named twice in --cases; name each case once")
+            resolved.append(case)
     return tuple(resolved)

@@ -12,6 +12,7 @@ from overrides import environment, report, results
 from overrides.errors import USAGE_EXIT_STATUS, UsageError
 from overrides.ab import DEFAULT_PAIRS, DEFAULT_SECONDS_PER_PAIR
 from overrides.compare import DEFAULT_THRESHOLD_NS, DEFAULT_THRESHOLD_PCT
+from overrides.measure import DEFAULT_RUN_BUDGET_S
 from overrides.timer import DEFAULT_MIN_TIME_S, TimerConfig
 
 
@@ -58,15 +59,21 @@ def build_parser() -> argparse.ArgumentParser:
         description="Time torch calls on plain tensors, subclasses and tensor-likes, and show "
                     "the __torch_function__ overhead of each against plain tensors.")
     parser.add_argument("--cases", nargs="+", metavar="NAME",
-                        help="cases to run (default: the four seed cases; 'all': every case)")
-    parser.add_argument("--list", action="store_true", help="list the cases and exit")
+                        help="cases to run (default: the four seed cases; 'all': every case; "
+                             "your own: pkg.module:factory)")
+    parser.add_argument("--op", nargs="+", metavar="OP",
+                        help="ops to time (default: torch.add; 'all': every op, shown as a "
+                             "cases x ops matrix)")
+    parser.add_argument("--list", action="store_true", help="list the cases and ops and exit")
     parser.add_argument("-n", "--nreps", type=positive_int, metavar="N",
                         help="calls per sample (default: calibrated to ~1 ms a sample)")
     parser.add_argument("-m", "--nrepreps", type=positive_int, metavar="M",
                         help="samples per case (default: as many as --min-time allows)")
-    parser.add_argument("--min-time", type=positive_float, default=DEFAULT_MIN_TIME_S,
+    parser.add_argument("--min-time", type=positive_float, default=None,
                         metavar="SECONDS",
-                        help=f"time budget per case when -m is not given (default {DEFAULT_MIN_TIME_S:g})")
+                        help=f"time budget per case when -m is not given (default "
+                             f"{DEFAULT_MIN_TIME_S:g}, scaled down so that a run of many cases "
+                             f"and ops takes about {DEFAULT_RUN_BUDGET_S:g} s)")
     parser.add_argument("--threads", type=positive_int, default=1, metavar="N",
                         help="torch.set_num_threads while timing (default 1)")
     parser.add_argument("--json", metavar="PATH", help="also write the versioned results JSON here")
@@ -101,9 +108,13 @@ def _progress(quiet: bool):
 
 
 def list_cases() -> str:
-    width = max(len(name) for name in cases_mod.case_names())
-    return "\n".join(f"{case.name.ljust(width)}  {case.description}"
-                     for case in cases_mod.all_cases())
+    """`--list`: every case and every op, one aligned line each, with its description."""
+    width = max(len(name) for name in cases_mod.case_names() + [op.name for op in ops_mod.all_ops()])
+    lines = ["cases (--cases NAME ..., or all, or your own as pkg.module:factory):"]
+    lines += [f"  {case.name.ljust(width)}  {case.description}" for case in cases_mod.all_cases()]
+    lines += ["", "ops (--op NAME ..., or all):"]
+    lines += [f"  {op.name.ljust(width)}  {op.stmt}: {op.description}" for op in ops_mod.all_ops()]
+    return "\n".join(lines)
 
 
 def run(argv: list[str]) -> int:
@@ -114,16 +125,21 @@ def run(argv: list[str]) -> int:
     if args.compare:
         return run_compare(args)
     if args.load:
-        if args.cases or args.nreps or args.nrepreps or args.json:
-            raise UsageError("--load prints a saved file; drop --cases/-n/-m/--json, or drop --load to measure")
+        if args.cases or args.op or args.nreps or args.nrepreps or args.json:
+            raise UsageError("--load prints a saved file; drop --cases/--op/-n/-m/--json, or drop --load to measure")
         run_result = results.load(args.load)
     else:
         from overrides.measure import run_benchmark
 
         selected = cases_mod.resolve_cases(args.cases)
-        config = TimerConfig(min_time_s=args.min_time, calls_per_sample=args.nreps,
-                             samples=args.nrepreps, threads=args.threads)
-        run_result = run_benchmark(selected, (ops_mod.DEFAULT_OP,), config, _progress(args.quiet))
+        selected_ops = ops_mod.resolve_ops(args.op)
+        config = TimerConfig(min_time_s=args.min_time or DEFAULT_MIN_TIME_S,
+                             calls_per_sample=args.nreps, samples=args.nrepreps,
+                             threads=args.threads)
+        # Without --min-time, many targets share one run budget (see measure.DEFAULT_RUN_BUDGET_S).
+        budget = None if args.min_time else DEFAULT_RUN_BUDGET_S
+        run_result = run_benchmark(selected, selected_ops, config, _progress(args.quiet),
+                                   run_budget_s=budget)
         if args.json:
             results.save(run_result, args.json)
     for warning in report.spread_warnings(run_result):
@@ -145,7 +161,7 @@ def run_compare(args) -> int:
     config = ab.ABConfig(pairs=args.pairs, seconds_per_pair=args.pair_seconds,
                          threads=args.threads, threshold_ns=args.threshold_ns,
                          threshold_pct=args.threshold_pct)
-    outcome = ab.run_ab(args.compare[0], args.compare[1], selected, (ops_mod.DEFAULT_OP,),
+    outcome = ab.run_ab(args.compare[0], args.compare[1], selected, ops_mod.resolve_ops(args.op),
                         config, _progress(args.quiet))
     environments = {"base": outcome.base_run.environment, "branch": outcome.branch_run.environment}
     if args.json:

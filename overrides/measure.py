@@ -1,17 +1,66 @@
 """Glue from the catalog to the Timer core: time cases x ops, and return a `RunResult`.
 
-Kept apart from the CLI so that tests, pyspybench and the A/B workers build runs the same way.
+Kept apart from the CLI so that tests, pyspybench and the A/B workers build runs the same way:
+`target_for` is the one place a (case, op) becomes a Timer target (the case's own statement,
+its mode), and `not_applicable_reason` decides before timing whether an op makes sense at all.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Callable, Sequence
 
 from overrides import environment
 from overrides.cases import Case
-from overrides.ops import Op
+from overrides.ops import Op, run_statement
 from overrides.results import CaseResult, RunResult
-from overrides.timer import Target, TimerConfig, time_targets
+from overrides.timer import MIN_SAMPLES, TARGET_SAMPLE_NS, Target, TimerConfig, time_targets
+
+# Whole-run time budget when the user did not pick --min-time: the default 3 s per target is
+# kept up to 20 targets (the seed's four cases take 12 s); a matrix (`--cases all --op all`, ~40
+# timed targets) is scaled down to fit this, so it prints in about a minute and a half. The floor
+# keeps ~500 samples of ~1 ms per target, plenty for the p10 and its interval.
+DEFAULT_RUN_BUDGET_S = 60.0
+MIN_SCALED_TIME_S = max(0.5, 2 * MIN_SAMPLES * TARGET_SAMPLE_NS / 1e9)
+
+
+def target_for(case: Case, op: Op) -> Target:
+    """The Timer target for `op` on `case`: the case's own statement if it has one, its mode."""
+    return Target(f"{case.name} [{op.name}]", case.stmt_for(op), case.make_operands, case.context)
+
+
+def not_applicable_reason(case: Case, op: Op) -> str | None:
+    """Why `op` makes no sense for `case` (shown as n/a, not a failure), or None if it does.
+
+    The case's own declaration first. Otherwise (a user's case) the op is tried once on fresh
+    operands: an operand lacking the attribute or operator the statement uses means the op does
+    not apply. Any other error is left for the Timer core to record as a failure.
+    """
+    declared = case.not_applicable_to(op)
+    if declared:
+        return declared
+    try:
+        operands = tuple(case.make_operands())
+        with case.active():
+            run_statement(case.stmt_for(op), *operands)
+    except AttributeError as exc:
+        owner = getattr(exc, "obj", None)
+        if any(owner is operand for operand in operands):
+            return f"{type(owner).__name__} has no .{exc.name}"
+    except TypeError as exc:
+        if str(exc).startswith("unsupported operand type"):
+            return f"no operator: {exc}"
+    except Exception:  # a real failure: the Timer core records it with the others
+        pass
+    return None
+
+
+def scaled_min_time_s(targets: int, per_target_s: float,
+                      run_budget_s: float = DEFAULT_RUN_BUDGET_S) -> float:
+    """Per-target time so that `targets` targets fit `run_budget_s` (never above `per_target_s`)."""
+    if targets * per_target_s <= run_budget_s:
+        return per_target_s
+    return max(MIN_SCALED_TIME_S, run_budget_s / targets)
 
 
 def run_benchmark(
@@ -19,22 +68,43 @@ def run_benchmark(
     ops: Sequence[Op],
     config: TimerConfig,
     progress: Callable[[str], None] | None = None,
+    *,
+    run_budget_s: float | None = None,
 ) -> RunResult:
-    """Time every case under every op in one round-robin, and record it."""
+    """Time every case under every op in one round-robin, and record it.
+
+    Ops that make no sense for a case are recorded as not applicable, untimed. With
+    `run_budget_s` (the CLI passes it when --min-time is not given), `config.min_time_s` is
+    scaled down so that all timed targets fit that budget.
+    """
     pairs = [(case, op) for op in ops for case in cases]
-    targets = [Target(f"{case.name} [{op.name}]", op.stmt, case.make_operands)
-               for case, op in pairs]
-    timing = time_targets(targets, config, progress)
-    results = tuple(
-        CaseResult(
-            case=case.name, op=op.name, stmt=op.stmt, description=case.description,
-            calls_per_sample=timed.calls_per_sample, samples_ns=timed.samples_ns,
-            loop_overhead_ns=timed.loop_overhead_ns, error=timed.error,
-        )
-        for (case, op), timed in zip(pairs, timing.targets)
-    )
+    reasons = [not_applicable_reason(case, op) for case, op in pairs]
+    timed_pairs = [pair for pair, reason in zip(pairs, reasons) if reason is None]
+    scaled_from = None
+    if run_budget_s is not None and config.samples is None:
+        per_target_s = scaled_min_time_s(len(timed_pairs), config.min_time_s, run_budget_s)
+        if per_target_s < config.min_time_s:
+            scaled_from = config.min_time_s
+            config = dataclasses.replace(config, min_time_s=per_target_s)
+    timing = time_targets([target_for(case, op) for case, op in timed_pairs], config, progress)
+    timed_in_order = iter(timing.targets)  # one per applicable pair, in pair order
+    results = []
+    for (case, op), reason in zip(pairs, reasons):
+        common = dict(case=case.name, op=op.name, stmt=case.stmt_for(op),
+                      description=case.description, baseline=case.baseline)
+        if reason is not None:
+            results.append(CaseResult(calls_per_sample=0, samples_ns=(), loop_overhead_ns=0.0,
+                                      not_applicable=reason, **common))
+            continue
+        timed = next(timed_in_order)
+        results.append(CaseResult(calls_per_sample=timed.calls_per_sample,
+                                  samples_ns=timed.samples_ns,
+                                  loop_overhead_ns=timed.loop_overhead_ns, error=timed.error,
+                                  **common))
+    results = tuple(results)
     settings = {
         "min_time_s": config.min_time_s,
+        "min_time_scaled_from_s": scaled_from,
         "calls_per_sample": config.calls_per_sample,
         "samples": config.samples,
         "threads": config.threads,

@@ -26,12 +26,34 @@ class Op:
 
     def run(self, x, y):
         """Run the statement once and return its value (for correctness checks, not timing)."""
-        return eval(self.stmt, dict(STATEMENT_NAMESPACE), {"x": x, "y": y})
+        return run_statement(self.stmt, x, y)
+
+
+def run_statement(stmt: str, x, y):
+    """Evaluate `stmt` once over `x`, `y` in the namespace the Timer core gives it."""
+    return eval(stmt, dict(STATEMENT_NAMESPACE), {"x": x, "y": y})
 
 
 DEFAULT_OP = Op("torch.add", "torch.add(x, y)", "the function call the seed benchmark times")
 
-_REGISTRY: dict[str, Op] = {op.name: op for op in (DEFAULT_OP,)}
+# The same addition through the other ways a user writes it: each enters the C++ argument
+# parser by its own route (method table, number protocol), and each checks for overrides.
+METHOD_OP = Op("x.add", "x.add(y)", "the same addition as a Tensor method call")
+OPERATOR_OP = Op("x+y", "x + y", "the same addition as the + operator (Tensor.__add__)")
+# A function written in Python that checks `has_torch_function` itself and, when an operand
+# overrides, goes through `handle_torch_function` in torch/overrides.py: the Python-level
+# dispatch path. broadcast_tensors (torch.functional) is chosen because its body is that check
+# plus one C call, so the figure is the dispatch path and not the function's own work; it is
+# variadic, so every operand is checked (the mixed case sees both) and it also takes 8 operands.
+PYTHON_FUNCTION_OP = Op("broadcast_tensors", "torch.broadcast_tensors(x, y)",
+                        "torch.functional.broadcast_tensors: Python code that checks "
+                        "has_torch_function, then one C call")
+# Reading an attribute: on a subclass, Tensor's property getters also go through
+# __torch_function__ (func is the getter's __get__).
+ATTRIBUTE_OP = Op("x.shape", "x.shape", "attribute access (Tensor.shape getter)")
+
+_REGISTRY: dict[str, Op] = {op.name: op for op in (
+    DEFAULT_OP, METHOD_OP, OPERATOR_OP, PYTHON_FUNCTION_OP, ATTRIBUTE_OP)}
 
 
 def all_ops() -> tuple[Op, ...]:
@@ -46,8 +68,15 @@ def get_op(name: str) -> Op:
 
 
 def resolve_ops(names: list[str] | None) -> tuple[Op, ...]:
+    """Ops for an `--op` list: None means torch.add, `all` every op."""
     if not names:
         return (DEFAULT_OP,)
     if names == ["all"]:
         return all_ops()
-    return tuple(get_op(name) for name in names)
+    resolved = []
+    for name in names:
+        op = get_op(name)
+        if op in resolved:
+            raise UsageError(f"op {name!r} is named twice in --op; name each op once")
+        resolved.append(op)
+    return tuple(resolved)

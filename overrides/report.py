@@ -9,6 +9,7 @@ import math
 from typing import Sequence
 
 from overrides import environment, stats
+from overrides.cases import BASELINE_CASE
 from overrides.results import CaseResult, RunResult
 
 FORMATS = ("table", "legacy", "markdown")
@@ -41,6 +42,8 @@ HEADER = ("case", "per call ns", "95% CI", "median", "min", "IQR", "overhead ns"
 
 def _row(run: RunResult, result: CaseResult, multi_op: bool) -> list[str]:
     name = f"{result.case} [{result.op}]" if multi_op else result.case
+    if result.not_applicable:
+        return [name, f"n/a: {result.not_applicable}"] + [""] * (len(HEADER) - 2)
     if not result.ok:
         return [name, "failed"] + [""] * (len(HEADER) - 2)
     low, high = result.ci95_ns
@@ -69,8 +72,9 @@ def _notes(run: RunResult) -> list[str]:
     for result in run.results:
         if result.error:
             notes.append(f"{result.case} [{result.op}] failed: {result.error}")
-        elif result.too_spread:
+        elif result.ok and result.too_spread:
             notes.append(f"! {result.case} [{result.op}]: {_spread_reason(result)}")
+    notes += _catalog_notes(run)
     if run.interrupted:
         notes.append("interrupted: figures cover only the rounds finished before Ctrl-C")
     return notes
@@ -83,12 +87,106 @@ def _loop_cost(run: RunResult) -> str:
     return f"{min(costs):.1f}" if max(costs) - min(costs) < 0.05 else f"{min(costs):.1f}-{max(costs):.1f}"
 
 
+def _catalog_notes(run: RunResult) -> list[str]:
+    """What a reader of a catalog run must know: a case timing its own statement, a case
+    measured against another baseline, a time budget scaled down to fit many targets."""
+    notes = []
+    own: dict[str, list[str]] = {}
+    for result in run.results:
+        if result.stmt and result.op in _op_stmts() and result.stmt != _op_stmts()[result.op]:
+            own.setdefault(result.case, []).append(f"{result.stmt} for {result.op}")
+    grouped: dict[tuple[str, ...], list[str]] = {}
+    for case, stmts in own.items():
+        grouped.setdefault(tuple(stmts), []).append(case)
+    for stmts, cases in grouped.items():
+        verb = "times its" if len(cases) == 1 else "time their"
+        notes.append(f"{', '.join(cases)} {verb} own statements: {'; '.join(stmts)}")
+    baselines: dict[str, list[str]] = {}
+    for result in run.results:
+        if result.baseline != BASELINE_CASE and result.case not in baselines.get(result.baseline, []):
+            baselines.setdefault(result.baseline, []).append(result.case)
+    for baseline, cases in baselines.items():
+        notes.append(f"{', '.join(cases)}: overhead and ratio against {baseline} (same statements), "
+                     f"not {BASELINE_CASE}")
+    scaled_from = run.settings.get("min_time_scaled_from_s")
+    if scaled_from:
+        notes.append(f"time budget {run.settings.get('min_time_s'):.2g} s per case and op, scaled down "
+                     f"from {scaled_from:g} s to fit the run in ~{run_budget_s():g} s; "
+                     "--min-time SECONDS sets it")
+    return notes
+
+
+def _op_stmts() -> dict[str, str]:
+    from overrides.ops import all_ops
+
+    return {op.name: op.stmt for op in all_ops()}
+
+
+def run_budget_s() -> float:
+    from overrides.measure import DEFAULT_RUN_BUDGET_S
+
+    return DEFAULT_RUN_BUDGET_S
+
+
 def _multi_op(run: RunResult) -> bool:
     return len({r.op for r in run.results}) > 1
 
 
+def _matrix_cell(run: RunResult, result: CaseResult | None) -> str:
+    if result is None:
+        return ""
+    if result.not_applicable:
+        return f"n/a: {result.not_applicable}"
+    if not result.ok:
+        return "failed"
+    ratio = run.overhead_ratio(result)
+    flag = " !" if result.too_spread else ""
+    return fmt_ns(result.per_call_ns) + ("" if ratio is None else f" ({fmt_ratio(ratio)})") + flag
+
+
+def _matrix_rows(run: RunResult) -> list[list[str]]:
+    """Cases down, ops across; each cell the per-call figure and the ratio to its baseline."""
+    ops = list(dict.fromkeys(r.op for r in run.results))
+    cases = list(dict.fromkeys(r.case for r in run.results))
+    by_key = {(r.case, r.op): r for r in run.results}
+    rows = [["case"] + ops]
+    rows += [[case] + [_matrix_cell(run, by_key.get((case, op))) for op in ops] for case in cases]
+    return rows
+
+
+def _matrix_notes(run: RunResult) -> list[str]:
+    q = round(stats.HEADLINE_QUANTILE * 100)
+    known = _op_stmts()
+    stmts = {r.op: known.get(r.op, r.stmt) for r in run.results}
+    return [f"cells: per call ns ({q}th percentile of per-call samples, the empty-loop cost "
+            f"({_loop_cost(run)} ns/call) removed) and its ratio to plain Tensor for the same op; "
+            "n/a: the op makes no sense for that case and was not timed; intervals and every "
+            "sample are in --json.",
+            "ops: " + "; ".join(f"{op} = {stmt}" for op, stmt in stmts.items())] \
+        + _notes(run)[1:]  # [0] is the single-op table's per-call line, said above for cells
+
+
+def matrix(run: RunResult) -> str:
+    """Several ops: cases by ops, one aligned cell per case and op."""
+    lines = align(_matrix_rows(run))
+    lines.insert(1, "-" * len(lines[0]))
+    lines += [""] + _matrix_notes(run) + [environment.one_line(run.environment)]
+    return "\n".join(lines)
+
+
+def matrix_markdown(run: RunResult) -> str:
+    rows = _matrix_rows(run)
+    lines = ["| " + " | ".join(row) + " |" for row in rows]
+    lines.insert(1, "|" + "|".join(["---"] + ["---:"] * (len(rows[0]) - 1)) + "|")
+    lines += [""] + [f"- {note}" for note in _matrix_notes(run)]
+    lines.append(f"- {environment.one_line(run.environment)}")
+    return "\n".join(lines)
+
+
 def table(run: RunResult) -> str:
     multi = _multi_op(run)
+    if multi:
+        return matrix(run)
     rows = [list(HEADER)] + [_row(run, r, multi) for r in run.results]
     lines = align(rows)
     lines.insert(1, "-" * len(lines[0]))
@@ -100,6 +198,9 @@ def legacy(run: RunResult) -> str:
     """The seed benchmark's sentence per case, so new numbers sit beside historic ones."""
     lines = []
     for result in run.results:
+        if result.not_applicable:
+            lines.append(f"Type {result.case} is not applicable to {result.op}: {result.not_applicable}")
+            continue
         if not result.ok:
             lines.append(f"Type {result.case} failed: {result.error}")
             continue
@@ -111,6 +212,8 @@ def legacy(run: RunResult) -> str:
 
 def markdown(run: RunResult) -> str:
     multi = _multi_op(run)
+    if multi:
+        return matrix_markdown(run)
     rows = [list(HEADER)] + [_row(run, r, multi) for r in run.results]
     lines = ["| " + " | ".join(row) + " |" for row in rows]
     lines.insert(1, "|" + "|".join(["---"] + ["---:"] * (len(HEADER) - 1)) + "|")

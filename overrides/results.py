@@ -38,6 +38,11 @@ class CaseResult:
     samples_ns: tuple[float, ...]
     loop_overhead_ns: float  # per call, already removed from every sample
     error: str | None = None
+    # Why the op makes no sense for this case (not timed, not a failure), e.g. x.shape on a
+    # tensor-like that is not a Tensor.
+    not_applicable: str | None = None
+    # The case whose figure for the same op the overhead is quoted against.
+    baseline: str = BASELINE_CASE
 
     @property
     def ok(self) -> bool:
@@ -85,21 +90,22 @@ class RunResult:
     interrupted: bool = False
     wall_s: float = math.nan
 
-    def baseline(self, op: str) -> CaseResult | None:
+    def baseline(self, op: str, case: str = BASELINE_CASE) -> CaseResult | None:
         for result in self.results:
-            if result.case == BASELINE_CASE and result.op == op and result.ok:
+            if result.case == case and result.op == op and result.ok:
                 return result
         return None
 
     def overhead_ns(self, result: CaseResult) -> float | None:
-        """Headline figure minus the plain-Tensor figure for the same op, if Tensor ran."""
-        base = self.baseline(result.op)
+        """Headline figure minus its baseline's (plain Tensor unless the case names another)
+        for the same op, if the baseline ran."""
+        base = self.baseline(result.op, result.baseline)
         if base is None or not result.ok:
             return None
         return result.per_call_ns - base.per_call_ns
 
     def overhead_ratio(self, result: CaseResult) -> float | None:
-        base = self.baseline(result.op)
+        base = self.baseline(result.op, result.baseline)
         if base is None or not result.ok or base.per_call_ns <= 0:
             return None
         return result.per_call_ns / base.per_call_ns
@@ -129,6 +135,8 @@ def case_to_dict(run: RunResult, result: CaseResult) -> dict:
         "loop_overhead_ns": _finite(result.loop_overhead_ns),
         "samples_ns": [round(s, 3) for s in result.samples_ns],
         "error": result.error,
+        "not_applicable": result.not_applicable,
+        "baseline": result.baseline,
     }
 
 
@@ -159,6 +167,8 @@ def from_dict(data: dict, source: str = "results") -> RunResult:
                 samples_ns=tuple(float(s) for s in r["samples_ns"]),
                 loop_overhead_ns=float(r.get("loop_overhead_ns") or 0.0),
                 error=r.get("error"),
+                not_applicable=r.get("not_applicable"),
+                baseline=r.get("baseline") or BASELINE_CASE,
             )
             for r in data["results"]
         )

@@ -13,16 +13,20 @@ How it times, and why:
   whichever target happened to run during a slow spell.
 - GC is off while timing, `torch.set_num_threads` is set (1 by default), every target is warmed
   up before it is calibrated, and every per-call sample is kept.
+- A target may name a context (a `TorchFunctionMode`, a `TorchDispatchMode`, ...) that must be
+  active while its statement runs. It is entered around each sample and exited after it,
+  outside the clock reads, because round-robin moves to another target after every sample.
 - A target that raises is recorded as failed and dropped from the rotation; the others go on.
   Ctrl-C stops the rounds and returns what was measured so far, marked interrupted.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import gc
 import time
-from typing import Callable, Sequence
+from typing import Callable, ContextManager, Sequence
 
 import torch
 
@@ -45,6 +49,12 @@ class Target:
     name: str
     stmt: str
     make_operands: Callable[[], tuple]
+    # A fresh context manager to hold active while the statement runs (None: nothing). Entered
+    # per sample, outside the clock reads, so it adds no per-call cost.
+    context: Callable[[], ContextManager] | None = None
+
+    def active(self) -> ContextManager:
+        return self.context() if self.context is not None else contextlib.nullcontext()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -140,15 +150,16 @@ class _Slot:
             return
         try:
             probe = compile_loop(self.target.stmt, UNROLL)
-            deadline = _clock() + WARMUP_NS
-            while _clock() < deadline:
-                probe(self.operands)
-            if config.calls_per_sample:
-                self.calls = config.calls_per_sample
-            else:
-                self.calls = calibrate_calls(
-                    lambda n: compile_loop(self.target.stmt, n)(self.operands)
-                )
+            with self.target.active():
+                deadline = _clock() + WARMUP_NS
+                while _clock() < deadline:
+                    probe(self.operands)
+                if config.calls_per_sample:
+                    self.calls = config.calls_per_sample
+                else:
+                    self.calls = calibrate_calls(
+                        lambda n: compile_loop(self.target.stmt, n)(self.operands)
+                    )
             self.loop = compile_loop(self.target.stmt, self.calls)
             self.empty_loop = compile_loop("", self.calls)
         except Exception as exc:
@@ -156,10 +167,12 @@ class _Slot:
 
     def sample(self) -> None:
         try:
-            self.raw_ns.append(self.loop(self.operands))
+            with self.target.active():
+                raw_ns = self.loop(self.operands)
         except Exception as exc:
             self.fail(exc, f"sample {len(self.raw_ns) + 1}")
             return
+        self.raw_ns.append(raw_ns)
         self.empty_ns.append(self.empty_loop(self.operands))
 
     def result(self) -> TimedTarget:

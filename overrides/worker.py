@@ -32,7 +32,8 @@ def _serve(protocol_out) -> None:
     from overrides import environment
     from overrides.cases import resolve_cases
     from overrides.ops import get_op
-    from overrides.timer import Target, TimerConfig, _Slot
+    from overrides.measure import target_for
+    from overrides.timer import TimerConfig, _Slot
 
     def reply(payload: dict) -> None:
         protocol_out.write(json.dumps(payload) + "\n")
@@ -50,7 +51,7 @@ def _serve(protocol_out) -> None:
             for (case_name, op_name), calls in zip(request["targets"], request["calls"]):
                 (case,) = resolve_cases([case_name])
                 op = get_op(op_name)
-                slot = _Slot(Target(f"{case.name} [{op.name}]", op.stmt, case.make_operands))
+                slot = _Slot(target_for(case, op))  # the case's own statement and mode
                 slot.prepare(TimerConfig(calls_per_sample=calls))
                 slots.append(slot)
             gc.collect()

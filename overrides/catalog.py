@@ -1,0 +1,147 @@
+"""The catalog beyond the four seed cases: modes, dispatch subclasses, mixed and many operands.
+
+Real overhead comes from more than `torch.add` on the seed classes: `TorchFunctionMode` and
+`TorchDispatchMode`, `__torch_dispatch__` wrapper subclasses (how FakeTensor, DTensor and many
+libraries work), subclasses that switch `__torch_function__` off, calls where only some operands
+override, and calls with many overloaded operands. Each case here registers itself into the one
+registry in `overrides/cases.py`, so `--cases NAME` and `--cases all` find it everywhere.
+
+Operand classes and modes live at module level so that they pickle and so that a flamegraph
+shows frames from this file.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.utils._pytree as pytree
+from torch.overrides import TorchFunctionMode
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from overrides.cases import (Case, SubWithTorchFunction, Y_VALUE, X_VALUE, _subclass_operands,
+                             plain_operands, register)
+
+# Operands of the many-operands case: the issue's example (torch.cat of 8 subclass tensors). With
+# 8 overloaded operands, the per-operand part of dispatch (collecting overloaded arguments and
+# their types) is several times the fixed part, so a change there shows up.
+MANY_OPERANDS = 8
+
+
+class ForwardingFunctionMode(TorchFunctionMode):
+    """A TorchFunctionMode that only runs the call it intercepts: the cost of having a mode."""
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        return func(*args, **(kwargs or {}))
+
+
+class ForwardingDispatchMode(TorchDispatchMode):
+    """A TorchDispatchMode that only runs the aten op it intercepts."""
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        return func(*args, **(kwargs or {}))
+
+
+class WrapperDispatchTensor(torch.Tensor):
+    """A wrapper subclass in the style of DTensor and TwoTensor: no storage of its own, the data
+    in an inner tensor, `__torch_dispatch__` unwraps, runs the aten op and rewraps (with
+    torch.utils._pytree, as those libraries do: most of its cost is there). Like them it keeps
+    the default `Tensor.__torch_function__`, so a call pays both layers."""
+
+    elem: torch.Tensor
+
+    @staticmethod
+    def __new__(cls, elem: torch.Tensor):
+        wrapper = torch.Tensor._make_wrapper_subclass(
+            cls, elem.size(), strides=elem.stride(), storage_offset=elem.storage_offset(),
+            dtype=elem.dtype, layout=elem.layout, device=elem.device,
+            requires_grad=elem.requires_grad)
+        wrapper.elem = elem
+        return wrapper
+
+    def __init__(self, elem: torch.Tensor):
+        pass  # everything happens in __new__; Tensor.__init__ would not take `elem`
+
+    def __repr__(self) -> str:
+        return f"WrapperDispatchTensor({self.elem!r})"
+
+    # The traceable-subclass protocol: names the inner tensors (cases.unwrap reads it too).
+    def __tensor_flatten__(self):
+        return ["elem"], None
+
+    @staticmethod
+    def __tensor_unflatten__(inner_tensors, ctx, outer_size, outer_stride):
+        return WrapperDispatchTensor(inner_tensors["elem"])
+
+    @classmethod
+    def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
+        args, kwargs = pytree.tree_map_only(cls, lambda t: t.elem, (args, kwargs or {}))
+        out = func(*args, **kwargs)
+        return pytree.tree_map_only(torch.Tensor, cls, out)
+
+
+class SubWithDisabledTorchFunction(torch.Tensor):
+    """A subclass that opts out of `__torch_function__` (as `nn.Parameter` does): results come
+    back as plain Tensors, and the Python `Tensor.__torch_function__` is never entered."""
+
+    __torch_function__ = torch._C._disabled_torch_function_impl
+
+
+def _wrapper_operands() -> tuple:
+    x, y = plain_operands()
+    return WrapperDispatchTensor(x), WrapperDispatchTensor(y)
+
+
+def _mixed_operands() -> tuple:
+    x, y = plain_operands()
+    return x, y.as_subclass(SubWithTorchFunction)
+
+
+def _many_tensors() -> list[torch.Tensor]:
+    return [torch.tensor([X_VALUE if i % 2 == 0 else Y_VALUE]) for i in range(MANY_OPERANDS)]
+
+
+def _many_plain_operands() -> tuple:
+    return _many_tensors(), None
+
+
+def _many_subclass_operands() -> tuple:
+    return [t.as_subclass(SubWithTorchFunction) for t in _many_tensors()], None
+
+
+# The many-operands cases bring their own statements: torch.cat for the function call, and the
+# same Python function as the broadcast_tensors op, over all 8 operands. A method, an operator
+# or an attribute has no 8-operand form.
+_MANY_STMTS = (("torch.add", "torch.cat(x)"), ("broadcast_tensors", "torch.broadcast_tensors(*x)"))
+_MANY_NOT_APPLICABLE = tuple(
+    (op, f"x is a list of {MANY_OPERANDS}") for op in ("x.add", "x+y", "x.shape"))
+
+CATALOG_CASES: tuple[Case, ...] = (
+    Case("TorchFunctionMode",
+         "plain tensors under an active TorchFunctionMode that forwards every call",
+         plain_operands, "functionmode", context=ForwardingFunctionMode),
+    Case("TorchDispatchMode",
+         "plain tensors under an active TorchDispatchMode that forwards every aten op",
+         plain_operands, "dispatchmode", context=ForwardingDispatchMode),
+    Case("WrapperDispatchTensor",
+         "a _make_wrapper_subclass tensor whose __torch_dispatch__ unwraps, runs and rewraps "
+         "with pytree (default __torch_function__, like DTensor)",
+         _wrapper_operands, "wrapperdispatch"),
+    Case("SubWithDisabledTorchFunction",
+         "a torch.Tensor subclass with __torch_function__ = torch._C._disabled_torch_function_impl",
+         _subclass_operands(SubWithDisabledTorchFunction), "subdisabled"),
+    Case("MixedTensorSub",
+         "x a plain Tensor, y a SubWithTorchFunction: only one operand overrides",
+         _mixed_operands, "mixed"),
+    Case("Cat8Tensor",
+         f"{MANY_OPERANDS} plain tensors: torch.cat(x) for torch.add, "
+         f"torch.broadcast_tensors(*x) for broadcast_tensors (baseline of Cat8SubWithTorchFunction)",
+         _many_plain_operands, "cat8tensor",
+         stmts=_MANY_STMTS, not_applicable=_MANY_NOT_APPLICABLE, baseline="Cat8Tensor"),
+    Case("Cat8SubWithTorchFunction",
+         f"{MANY_OPERANDS} SubWithTorchFunction tensors, statements as Cat8Tensor: many "
+         "overloaded operands in one call (overhead against Cat8Tensor)",
+         _many_subclass_operands, "cat8suboverridden",
+         stmts=_MANY_STMTS, not_applicable=_MANY_NOT_APPLICABLE, baseline="Cat8Tensor"),
+)
+
+for _case in CATALOG_CASES:
+    register(_case)
