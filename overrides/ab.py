@@ -1,25 +1,32 @@
 """Paired, interleaved A/B: two environments measured side by side, with intervals you can trust.
 
-Why each piece is there:
+Why each piece is there (figures measured on the 2-core VM this was built on):
 - One persistent worker process per environment (`overrides/worker.py`); the parent asks for
   one ~1 ms sample at a time, alternating base and branch for each case (and which goes first
   alternates every round), so only one worker runs at a time and both see the same machine.
-  The machine's slow spells last seconds, so over a pair's few seconds both sides see the same
-  spells in the same proportion. A pair's estimate per case is the ratio of the two sides'
-  headlines (p10, as everywhere in this tool). The median of the ratios of neighbouring
-  samples was tried too: on the same data its intervals were ~40% wider on SubTensor, and it
-  answers a different question (the median call, not the undisturbed one) from the headline.
+  The machine's slow spells last seconds, so neighbouring samples see the same spell.
+- A pair's estimate per case is the median, over rounds, of log(branch sample / base sample
+  beside it). Pairing in time cancels the slow spells sample by sample: over ~1 s of rounds its
+  spread was 1.0-1.5%, against 4-7% for the ratio of the two sides' p10 headlines (the first
+  version), which must wait for enough undisturbed samples on both sides.
+- Nothing else runs while a pair samples: the parent pins itself and both workers to one CPU,
+  and the next pair starts only after this one is done. Load on the other vCPU slows this one
+  (p10 +5%, medians +20-40% here); starting the next pair in the background (the first
+  version) made per-pair estimates swing by +-10%.
+- Every process is launched by its interpreter's real path (`sys.executable` as the interpreter
+  reports it), never through a wrapper: pyenv's `python3` shim adds its own variables to the
+  environment, which moved the stack and faked -1% on SubTensor in a venv-against-base A/A.
+  The environment blocks of the two sides are padded to the same size, so the stacks line up.
 - Memory layout differs per process and moves a 5 us call by +-5% under address-space
-  randomisation. Within a pair, layouts are matched as far as they can be: both workers run
-  with randomisation off (`setarch -R`), the same `PYTHONHASHSEED`, the same environment
-  padding, and are pinned to the same CPU. But two *different* environments still differ by a
-  fixed layout amount, which would look like a real change if one layout were used throughout.
-  So the layout is varied between pairs (a new hash seed and padding for each pair), and the
-  95% interval is a t-interval over the per-pair estimates: it is as wide as layout luck
-  actually is, and a verdict has to beat it.
+  randomisation. Within a pair, layouts are matched: randomisation off (`setarch -R`), the same
+  `PYTHONHASHSEED`, the same environment padding, the same CPU. What is left still differs
+  from process to process (~1% on the subclass cases in A/A, same interpreter on both sides),
+  and two *different* environments differ by a layout amount too. So the layout is varied
+  between pairs (a new hash seed and padding each pair), which side starts and prepares first
+  alternates, and the 95% interval is a t-interval over the per-pair estimates: as wide as
+  process-to-process luck really is.
 - glibc malloc's heap-top state alone moved plain `torch.add` by ~4% between a virtualenv and
   its base interpreter, the same in every pair; each worker pins it (`overrides/allocator.py`).
-- Several short fresh pairs beat one long pair: the interval needs pair-to-pair spread.
 - Calls per sample are calibrated once (first pair, base side) and used by both sides in every
   pair, so each case's samples are alike and pool into one result per side.
 """
@@ -33,7 +40,6 @@ import os
 import platform
 import shutil
 import subprocess
-import sys
 import time
 from typing import Callable, Sequence
 
@@ -47,12 +53,17 @@ from overrides.ops import Op
 from overrides.results import CaseResult, RunResult
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-DEFAULT_PAIRS = 10  # degrees of freedom for the t-interval; pairs start in the background, so cheap
-DEFAULT_SECONDS_PER_PAIR = 3.0  # sampling per pair: layout luck, not sampling noise, dominates
+DEFAULT_PAIRS = 10  # degrees of freedom for the t-interval, against ~2.5 s start-up per pair
+DEFAULT_SECONDS_PER_PAIR = 2.5  # 10 pairs of 2.5 s fit the four seed cases in ~55 s here
 HASH_SEED_BASE = 1000  # pair p runs with PYTHONHASHSEED = HASH_SEED_BASE + p on both sides
 PAD_STEP = 1531  # bytes of environment padding added per pair: moves the initial stack
-WORKER_START_TIMEOUT_S = 120  # importing torch can take a while on a cold disk
+PAD_VARIABLE = "OVERRIDES_LAYOUT_PAD"
+PROBE_TIMEOUT_S = 120  # asking an interpreter for its path and torch; a cold disk is slow
 PROGRESS_EVERY_S = 1.0
+# Printed by an interpreter asked who it is: its real path, and whether torch is importable
+# (found, not imported: that would take seconds).
+_PROBE = ("import importlib.util, json, sys; print(json.dumps({'executable': sys.executable, "
+          "'torch': importlib.util.find_spec('torch') is not None}))")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -72,8 +83,8 @@ class PairEstimate:
     pair: int
     case: str
     op: str
-    log_ratio: float  # log(branch headline / base headline) within this pair: the estimate
-    median_log_ratio: float  # median of log(branch sample / base sample beside it), for study
+    log_ratio: float  # median over rounds of log(branch sample / base sample beside it)
+    headline_log_ratio: float  # log(branch p10 / base p10) in this pair, for study only
     base_ns: float  # headline of the base samples in this pair
     branch_ns: float
     samples: int
@@ -90,8 +101,8 @@ class ABResult:
     interrupted: bool = False
 
 
-def resolve_interpreter(spec: str) -> str:
-    """An interpreter path from an interpreter, a virtualenv directory, or a name on PATH."""
+def _interpreter_path(spec: str) -> str:
+    """The executable a spec names: an interpreter, a virtualenv directory, or a name on PATH."""
     if os.path.isdir(spec):
         for candidate in ("bin/python", "bin/python3", "Scripts/python.exe"):
             path = os.path.join(spec, candidate)
@@ -108,6 +119,26 @@ def resolve_interpreter(spec: str) -> str:
     return found
 
 
+def resolve_interpreter(spec: str) -> str:
+    """The real path of the interpreter `spec` names, checked to run and to have torch.
+
+    The interpreter is asked for its own `sys.executable`, so a wrapper (pyenv's shims, a
+    script) is looked through: the workers then start the same way on both sides.
+    """
+    path = _interpreter_path(spec)
+    try:
+        probe = subprocess.run([path, "-c", _PROBE], capture_output=True, text=True,
+                               timeout=PROBE_TIMEOUT_S)
+        answer = json.loads(probe.stdout.strip().splitlines()[-1])
+    except (OSError, subprocess.TimeoutExpired, json.JSONDecodeError, IndexError) as exc:
+        raise UsageError(f"{spec} does not run as a Python interpreter ({exc}); pass a Python "
+                         "executable or a virtualenv directory") from None
+    if not answer["torch"]:
+        raise UsageError(f"{spec} has no torch; install torch into that environment or pass an "
+                         "interpreter that has it")
+    return answer["executable"]
+
+
 class WorkerError(Exception):
     """A worker died or said it cannot go on."""
 
@@ -115,26 +146,21 @@ class WorkerError(Exception):
 class _Worker:
     """The parent's handle on one worker process."""
 
-    def __init__(self, label: str, python: str, pair: int, config: ABConfig, cpu: int | None):
+    def __init__(self, label: str, python: str, env: dict, config: ABConfig):
         self.label = label
         self.python = python
-        env = dict(os.environ)
-        env["PYTHONPATH"] = ROOT + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-        env["OVERRIDES_WORKER_THREADS"] = str(config.threads)
-        env.update(MALLOC_ENV)
         command = [python, "-m", "overrides.worker"]
-        if config.fix_layout:
-            env["PYTHONHASHSEED"] = str(HASH_SEED_BASE + pair)
-            env["OVERRIDES_LAYOUT_PAD"] = "p" * (PAD_STEP * pair % 8192)
-            setarch = shutil.which("setarch")
-            if setarch:
-                command = [setarch, platform.machine(), "-R"] + command
-        # Start (import torch) on the CPU given; `pin` moves the worker to the timing CPU later.
-        preexec = (lambda: os.sched_setaffinity(0, {cpu})) if cpu is not None else None
+        setarch = shutil.which("setarch")
+        if config.fix_layout and setarch:
+            command = [setarch, platform.machine(), "-R"] + command
         self.process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                         stderr=subprocess.PIPE, text=True, bufsize=1, env=env,
-                                        cwd=ROOT, preexec_fn=preexec)
+                                        cwd=ROOT)
         self.environment: dict = {}
+
+    def send(self, request: dict) -> None:
+        self.process.stdin.write(json.dumps(request) + "\n")
+        self.process.stdin.flush()
 
     def read(self) -> dict:
         line = self.process.stdout.readline()
@@ -147,18 +173,12 @@ class _Worker:
             raise WorkerError(f"{self.label} worker ({self.python}): {reply['fatal']}")
         return reply
 
-    def pin(self, cpu: int | None) -> None:
-        if cpu is not None:
-            os.sched_setaffinity(self.process.pid, {cpu})
+    def ask(self, request: dict) -> dict:
+        self.send(request)
+        return self.read()
 
     def wait_ready(self) -> None:
-        reply = self.read()
-        self.environment = reply["environment"]
-
-    def ask(self, request: dict) -> dict:
-        self.process.stdin.write(json.dumps(request) + "\n")
-        self.process.stdin.flush()
-        return self.read()
+        self.environment = self.read()["environment"]
 
     def close(self) -> None:
         # A worker holds nothing worth a graceful exit, and tearing down torch takes ~1 s that
@@ -170,56 +190,79 @@ class _Worker:
             stream.close()
 
 
-def _cpus() -> tuple[int | None, int | None]:
-    """(timing CPU, start-up CPU). Both workers of a pair time on the same CPU; the next pair
-    imports torch on another one meanwhile, so start-up costs no sampling time."""
-    if not hasattr(os, "sched_getaffinity"):
-        return None, None
-    allowed = sorted(os.sched_getaffinity(0))
-    return allowed[-1], (allowed[0] if len(allowed) > 1 else allowed[-1])
+def _worker_env(config: ABConfig, pair: int, extra_pad: int) -> dict:
+    """The environment of one worker: the same on both sides of a pair but for `extra_pad`,
+    which makes up for a shorter interpreter path so both stacks start at the same place."""
+    env = dict(os.environ)
+    env.pop(PAD_VARIABLE, None)
+    env["PYTHONPATH"] = ROOT + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    env["OVERRIDES_WORKER_THREADS"] = str(config.threads)
+    env.update(MALLOC_ENV)
+    if config.fix_layout:
+        env["PYTHONHASHSEED"] = str(HASH_SEED_BASE + pair)
+        env[PAD_VARIABLE] = "p" * (PAD_STEP * pair % 8192 + extra_pad)
+    return env
 
 
 class _Pair:
-    """Two workers started together with the same layout settings."""
+    """Two workers started together with matched layouts; which side starts (and prepares)
+    first alternates from pair to pair, so an order effect cannot pose as a change."""
 
     def __init__(self, base_py: str, branch_py: str, index: int, config: ABConfig):
         self.index = index
-        _, startup_cpu = _cpus()
-        self.base = _Worker("base", base_py, index, config, startup_cpu)
-        self.branch = _Worker("branch", branch_py, index, config, startup_cpu)
+        sides = (("base", base_py), ("branch", branch_py))
+        self.order = sides if index % 2 == 0 else sides[::-1]
+        # argv[0] and the kernel's copy of the path both sit on the new stack.
+        longest = max(len(python) for _, python in sides)
+        self.workers = {label: _Worker(label, python, _worker_env(config, index, 2 * (longest - len(python))), config)
+                        for label, python in self.order}
 
     def ready(self) -> tuple[_Worker, _Worker]:
-        timing_cpu, _ = _cpus()
         try:
-            for worker in (self.base, self.branch):
-                worker.wait_ready()
-                worker.pin(timing_cpu)
+            for label, _ in self.order:
+                self.workers[label].wait_ready()
         except (WorkerError, json.JSONDecodeError) as exc:
             self.close()
-            if "No module named 'torch'" in str(exc):
-                side = self.base if self.base.python in str(exc) else self.branch
-                raise UsageError(f"{side.python} has no torch; install torch into that environment "
-                                 "or pass an interpreter that has it") from None
             raise UsageError(f"a worker could not start: {exc}") from None
-        return self.base, self.branch
+        return self.workers["base"], self.workers["branch"]
+
+    def in_order(self) -> list[_Worker]:
+        return [self.workers[label] for label, _ in self.order]
 
     def close(self) -> None:
-        self.base.close()
-        self.branch.close()
+        for worker in self.workers.values():
+            worker.close()
+
+
+def _timing_cpu() -> int | None:
+    """The CPU a pair samples on: the parent and both workers share it, one runs at a time."""
+    if not hasattr(os, "sched_getaffinity"):
+        return None
+    return max(os.sched_getaffinity(0))
+
+
+def _pin(pids: Sequence[int], cpu: int | None) -> None:
+    if cpu is not None:
+        for pid in pids:
+            os.sched_setaffinity(pid, {cpu})
+
+
+def _paired_log_ratios(base_samples: Sequence[float], branch_samples: Sequence[float]) -> list[float]:
+    """log(branch / base) for each round's two neighbouring samples."""
+    return [math.log(b / a) for a, b in zip(base_samples, branch_samples) if a > 0 and b > 0]
 
 
 def _pair_estimates(pair: int, targets: Sequence[tuple[Case, Op]], base_out: list,
                     branch_out: list) -> list[PairEstimate]:
     estimates = []
     for (case, op), a, b in zip(targets, base_out, branch_out):
-        n = min(len(a["samples_ns"]), len(b["samples_ns"]))
-        ratios = [math.log(bs / as_) for as_, bs in zip(a["samples_ns"][:n], b["samples_ns"][:n])
-                  if as_ > 0 and bs > 0]
+        ratios = _paired_log_ratios(a["samples_ns"], b["samples_ns"])
         if not ratios:
             continue
         base_head, branch_head = stats.headline(a["samples_ns"]), stats.headline(b["samples_ns"])
-        estimates.append(PairEstimate(pair, case.name, op.name, math.log(branch_head / base_head),
-                                      stats.median(ratios), base_head, branch_head, n))
+        estimates.append(PairEstimate(pair, case.name, op.name, stats.median(ratios),
+                                      math.log(branch_head / base_head), base_head, branch_head,
+                                      len(ratios)))
     return estimates
 
 
@@ -237,6 +280,97 @@ def summarise(estimates: Sequence[PairEstimate], case: str, op: str, base_ns: fl
     return Comparison(case, op, base_ns, branch_ns, delta, ci, verdict, paired=True)
 
 
+@dataclasses.dataclass
+class _Pooled:
+    """What the pairs of one run have gathered so far (mutable, never leaves this module)."""
+
+    targets: list
+    calls: list
+    errors: list
+    samples: dict
+    loop_cost: dict
+    environments: dict = dataclasses.field(default_factory=dict)
+    estimates: list = dataclasses.field(default_factory=list)
+
+    @classmethod
+    def empty(cls, targets: list) -> "_Pooled":
+        n = len(targets)
+        return cls(targets, [None] * n, [None] * n,
+                   {side: [[] for _ in range(n)] for side in ("base", "branch")},
+                   {side: [0.0] * n for side in ("base", "branch")})
+
+
+def _prepare(pair: _Pair, base: _Worker, pooled: _Pooled) -> list[int]:
+    """Build, warm up and (first pair only) calibrate every target on both workers; returns
+    the targets both sides can time. Later pairs prepare both workers at once (two CPUs)."""
+    wire_targets = [[case.name, op.name] for case, op in pooled.targets]
+    if any(calls is None for calls in pooled.calls):
+        pooled.calls = base.ask({"cmd": "prepare", "targets": wire_targets, "calls": pooled.calls})["calls"]
+    workers = pair.in_order()
+    for worker in workers:
+        worker.send({"cmd": "prepare", "targets": wire_targets, "calls": pooled.calls})
+    replies = {worker.label: worker.read() for worker in workers}
+    live = []
+    for i, (e_base, e_branch) in enumerate(zip(replies["base"]["errors"], replies["branch"]["errors"])):
+        if e_base or e_branch:
+            pooled.errors[i] = "; ".join(f"{side}: {e}" for side, e in
+                                         (("base", e_base), ("branch", e_branch)) if e)
+        elif pooled.errors[i] is None:
+            live.append(i)
+    return live
+
+
+def _sample_pair(pair: _Pair, live: list[int], pooled: _Pooled, config: ABConfig,
+                 say: Callable[[str], None]) -> None:
+    """Alternate one sample of base and branch per target until the pair's time is spent."""
+    base, branch = pair.workers["base"], pair.workers["branch"]
+    cpu = _timing_cpu()
+    parent_cpus = os.sched_getaffinity(0) if cpu is not None else None
+    _pin([base.process.pid, branch.process.pid, 0], cpu)
+    try:
+        started = time.monotonic()
+        next_report = started + PROGRESS_EVERY_S
+        rounds = 0
+        while live and time.monotonic() - started < config.seconds_per_pair:
+            for position, i in enumerate(live):
+                order = (base, branch) if (rounds + position) % 2 == 0 else (branch, base)
+                for worker in order:
+                    reply = worker.ask({"cmd": "sample", "target": i})
+                    if "error" in reply:
+                        pooled.errors[i] = f"{worker.label}: {reply['error']}"
+            live = [i for i in live if pooled.errors[i] is None]
+            rounds += 1
+            if time.monotonic() >= next_report:
+                done = min(1.0, (time.monotonic() - started) / config.seconds_per_pair)
+                say(f"pair {pair.index + 1}/{config.pairs}: sampling {done:4.0%} (round {rounds})")
+                next_report += PROGRESS_EVERY_S
+    finally:
+        if parent_cpus is not None:
+            os.sched_setaffinity(0, parent_cpus)
+
+
+def _run_pair(index: int, base_py: str, branch_py: str, pooled: _Pooled, config: ABConfig,
+              say: Callable[[str], None]) -> None:
+    say(f"pair {index + 1}/{config.pairs}: starting workers")
+    pair = _Pair(base_py, branch_py, index, config)
+    try:
+        base, branch = pair.ready()
+        pooled.environments = {"base": base.environment, "branch": branch.environment}
+        live = _prepare(pair, base, pooled)
+        _sample_pair(pair, live, pooled, config, say)
+        outputs = {worker.label: worker.ask({"cmd": "result"})["targets"] for worker in (base, branch)}
+    finally:
+        pair.close()
+    for side, out in outputs.items():
+        for i, target in enumerate(out):
+            pooled.samples[side][i].extend(target["samples_ns"])
+            pooled.loop_cost[side][i] = target["loop_overhead_ns"]
+    ok = [i for i in range(len(pooled.targets)) if pooled.errors[i] is None]
+    pooled.estimates += _pair_estimates(index, [pooled.targets[i] for i in ok],
+                                        [outputs["base"][i] for i in ok],
+                                        [outputs["branch"][i] for i in ok])
+
+
 def run_ab(
     base_spec: str,
     branch_spec: str,
@@ -248,99 +382,47 @@ def run_ab(
     """Measure base and branch side by side; see the module docstring for the method."""
     say = progress or (lambda message: None)
     base_py, branch_py = resolve_interpreter(base_spec), resolve_interpreter(branch_spec)
-    targets = [(case, op) for op in ops for case in cases]
-    wire_targets = [[case.name, op.name] for case, op in targets]
-    calls: list[int | None] = [None] * len(targets)
-    pooled = {"base": [[] for _ in targets], "branch": [[] for _ in targets]}
-    loop_cost = {"base": [0.0] * len(targets), "branch": [0.0] * len(targets)}
-    errors: list[str | None] = [None] * len(targets)
-    environments: dict = {}
-    estimates: list[PairEstimate] = []
+    pooled = _Pooled.empty([(case, op) for op in ops for case in cases])
     started = time.monotonic()
     interrupted = False
     pairs_done = 0
-    upcoming: _Pair | None = None
     try:
-        upcoming = _Pair(base_py, branch_py, 0, config)
-        for pair in range(config.pairs):
-            say(f"pair {pair + 1}/{config.pairs}: waiting for workers")
-            current = upcoming
-            base, branch = current.ready()
-            upcoming = (_Pair(base_py, branch_py, pair + 1, config)
-                        if pair + 1 < config.pairs else None)
-            try:
-                environments = {"base": base.environment, "branch": branch.environment}
-                prepared = base.ask({"cmd": "prepare", "targets": wire_targets, "calls": calls})
-                calls = prepared["calls"]
-                branch_prepared = branch.ask({"cmd": "prepare", "targets": wire_targets, "calls": calls})
-                live = []
-                for i, (e_base, e_branch) in enumerate(zip(prepared["errors"], branch_prepared["errors"])):
-                    if e_base or e_branch:
-                        errors[i] = "; ".join(f"{side}: {e}" for side, e in
-                                              (("base", e_base), ("branch", e_branch)) if e)
-                    else:
-                        live.append(i)
-                pair_start = time.monotonic()
-                next_report = pair_start + PROGRESS_EVERY_S
-                rounds = 0
-                while live and time.monotonic() - pair_start < config.seconds_per_pair:
-                    for position, i in enumerate(live):
-                        order = (base, branch) if (rounds + position) % 2 == 0 else (branch, base)
-                        for worker in order:
-                            reply = worker.ask({"cmd": "sample", "target": i})
-                            if "error" in reply:
-                                errors[i] = f"{worker.label}: {reply['error']}"
-                    live = [i for i in live if errors[i] is None]
-                    rounds += 1
-                    if time.monotonic() >= next_report:
-                        done = (time.monotonic() - pair_start) / config.seconds_per_pair
-                        say(f"pair {pair + 1}/{config.pairs}: sampling {min(done, 1):4.0%} (round {rounds})")
-                        next_report += PROGRESS_EVERY_S
-                base_out = base.ask({"cmd": "result"})["targets"]
-                branch_out = branch.ask({"cmd": "result"})["targets"]
-            finally:
-                current.close()
-            for side, out in (("base", base_out), ("branch", branch_out)):
-                for i, target in enumerate(out):
-                    pooled[side][i].extend(target["samples_ns"])
-                    loop_cost[side][i] = target["loop_overhead_ns"]
-            ok = [i for i in range(len(targets)) if errors[i] is None]
-            estimates += _pair_estimates(pair, [targets[i] for i in ok],
-                                         [base_out[i] for i in ok], [branch_out[i] for i in ok])
+        for index in range(config.pairs):
+            _run_pair(index, base_py, branch_py, pooled, config, say)
             pairs_done += 1
     except KeyboardInterrupt:
         interrupted = True
         say(f"interrupted after {pairs_done} pairs; keeping what was measured")
     except WorkerError as exc:
         raise UsageError(str(exc)) from None
-    finally:
-        if upcoming is not None:
-            upcoming.close()
 
     settings = {"mode": "paired A/B", "pairs": pairs_done, "pairs_asked": config.pairs,
                 "seconds_per_pair": config.seconds_per_pair, "threads": config.threads,
                 "fix_layout": config.fix_layout, "hash_seed_base": HASH_SEED_BASE,
                 "threshold_ns": config.threshold_ns, "threshold_pct": config.threshold_pct,
-                "calls_per_sample": calls}
+                "calls_per_sample": pooled.calls,
+                "estimator": "mean over pairs of the median log ratio of neighbouring samples"}
     runs = {}
     for side in ("base", "branch"):
         case_results = tuple(
             CaseResult(case=case.name, op=op.name, stmt=case.stmt_for(op), description=case.description,
-                       calls_per_sample=calls[i] or 0, samples_ns=tuple(pooled[side][i]),
-                       loop_overhead_ns=loop_cost[side][i],
-                       error=errors[i] if not pooled[side][i] else None)
-            for i, (case, op) in enumerate(targets))
-        runs[side] = RunResult(environments.get(side, {}), dict(settings, side=side), case_results,
-                               interrupted=interrupted, wall_s=time.monotonic() - started)
+                       calls_per_sample=pooled.calls[i] or 0, samples_ns=tuple(pooled.samples[side][i]),
+                       loop_overhead_ns=pooled.loop_cost[side][i],
+                       error=pooled.errors[i] if not pooled.samples[side][i] else None,
+                       baseline=case.baseline)
+            for i, (case, op) in enumerate(pooled.targets))
+        runs[side] = RunResult(pooled.environments.get(side, {}), dict(settings, side=side),
+                               case_results, interrupted=interrupted,
+                               wall_s=time.monotonic() - started)
     comparisons = []
-    for i, (case, op) in enumerate(targets):
+    for i, (case, op) in enumerate(pooled.targets):
         base_result, branch_result = runs["base"].results[i], runs["branch"].results[i]
         if not (base_result.ok and branch_result.ok):
             comparisons.append(Comparison(case.name, op.name, math.nan, math.nan, math.nan, None,
                                           "inconclusive", paired=True))
             continue
-        comparisons.append(summarise(estimates, case.name, op.name, base_result.per_call_ns,
+        comparisons.append(summarise(pooled.estimates, case.name, op.name, base_result.per_call_ns,
                                      branch_result.per_call_ns, config.threshold_ns,
                                      config.threshold_pct))
-    return ABResult(tuple(comparisons), runs["base"], runs["branch"], tuple(estimates), settings,
-                    time.monotonic() - started, interrupted)
+    return ABResult(tuple(comparisons), runs["base"], runs["branch"], tuple(pooled.estimates),
+                    settings, time.monotonic() - started, interrupted)

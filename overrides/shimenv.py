@@ -55,8 +55,11 @@ class _ShimAfterTorchImport:
 sys.meta_path.insert(0, _ShimAfterTorchImport)
 '''
 
-# What the shim does before calling the original, by name. `bare` only adds the Python call.
+# What the shim does before calling the original, by name. `partial` adds only a C-level
+# functools.partial call (no Python frame): the smallest real change we can inject. `bare`
+# adds a Python function call around the original.
 SHIM_WORK = {
+    "partial": None,
     "bare": "",
     "loop10": "for _ in range(10): pass",
     "loop40": "for _ in range(40): pass",
@@ -93,11 +96,29 @@ class ShimEnv:
     work: str
 
 
+_PARTIAL_SOURCE = '''"""Start-up shim written by overrides.shimenv: functools.partial around __torch_function__."""
+import functools
+import torch
+
+_original = torch.Tensor.__torch_function__.__func__
+_shim = functools.partial(_original)
+
+
+def install():
+    torch.Tensor.__torch_function__ = classmethod(_shim)
+
+
+def uninstall():
+    torch.Tensor.__torch_function__ = classmethod(_original)
+'''
+
+
 def shim_source(work: str) -> str:
     if work not in SHIM_WORK:
         raise ValueError(f"unknown shim work {work!r}; choose from {', '.join(SHIM_WORK)}")
-    body = SHIM_WORK[work] or "pass"
-    return _SHIM_SOURCE.format(work=body)
+    if SHIM_WORK[work] is None:
+        return _PARTIAL_SOURCE
+    return _SHIM_SOURCE.format(work=SHIM_WORK[work] or "pass")
 
 
 def base_site_packages(python: str) -> list[str]:

@@ -33,8 +33,17 @@ import torch
 from overrides.ops import STATEMENT_NAMESPACE
 
 UNROLL = 50  # statements per loop turn: a turn costs ~20 ns, so <0.5 ns per call is loop overhead
+# Untimed calls before the clock starts in every sample: the previous sample ran another target
+# (or, in A/B, another process), so caches and branch predictors hold its state. A few calls
+# refill them; 50 (the first version) cost SubTensor a third of its sample time for nothing.
+WARM_CALLS = 10
 TARGET_SAMPLE_NS = 1_000_000  # ~1 ms a sample: far above clock cost, far below the slow spells
 WARMUP_NS = 50_000_000  # 50 ms per target: the 3.11 interpreter specialises within a few calls
+# Calibration times the warm probe (UNROLL calls) this often and sizes samples from its 10th
+# percentile: what an undisturbed sample costs. Compiling a fresh loop per trial (the first
+# version) timed cold code and gave SubTensor 50 calls in one run and 150 in the next.
+CALIBRATION_PROBES = 30
+MAX_CALLS_PER_SAMPLE = 10_000_000
 MIN_SAMPLES = 20  # fewer than this and no spread or interval means anything
 DEFAULT_MIN_TIME_S = 3.0  # per target; see README for how this was chosen against the seed
 PROGRESS_EVERY_NS = 1_000_000_000  # progress callback cadence
@@ -86,44 +95,46 @@ class TimingRun:
     interrupted: bool
 
 
-def compile_loop(stmt: str, calls: int, unroll: int = UNROLL) -> Callable[[tuple], int]:
+def compile_loop(stmt: str, calls: int, unroll: int = UNROLL,
+                 warm_calls: int = WARM_CALLS) -> Callable[[tuple], int]:
     """A function `(operands) -> ns` running `stmt` exactly `calls` times, unrolled.
 
-    One extra turn of `unroll` calls runs before the clock starts, so the target's code and
-    data are hot after the previous target's sample.
+    `warm_calls` more run before the clock starts, so the target's code and data are hot
+    after whatever ran before this sample.
     """
     turns, tail = divmod(calls, unroll)
     if stmt:
         unrolled = "\n".join("        " + stmt for _ in range(unroll))
         tail_code = "\n".join("    " + stmt for _ in range(tail))
+        warm_code = "\n".join("    " + stmt for _ in range(warm_calls))
     else:
         # The empty loop: one `pass` per turn, not `unroll` of them, since each `pass` is a NOP
         # the real loop does not run (~2 ns a call here, which would be wrongly subtracted).
-        unrolled, tail_code = "        pass", ""
+        unrolled, tail_code, warm_code = "        pass", "", ""
     source = (
         "def _timed(_operands, _turns=%d, _clock=_clock, torch=torch, F=F):\n"
         "    x, y = _operands\n"
-        "    for _ in range(1):\n%s\n"
+        "%s\n"
         "    _t0 = _clock()\n"
         "    for _ in range(_turns):\n%s\n"
         "%s\n"
         "    return _clock() - _t0\n"
-    ) % (turns, unrolled, unrolled, tail_code)
+    ) % (turns, warm_code, unrolled, tail_code)
     namespace = dict(STATEMENT_NAMESPACE, _clock=_clock)
     exec(compile(source, f"<timed loop: {stmt or 'empty'}>", "exec"), namespace)
     return namespace["_timed"]
 
 
-def calibrate_calls(timed_once: Callable[[int], int], target_ns: int = TARGET_SAMPLE_NS) -> int:
-    """Calls per sample so that one sample takes about `target_ns`."""
-    calls = UNROLL
-    while True:
-        elapsed = min(timed_once(calls) for _ in range(3))
-        if elapsed >= target_ns / 8 or calls >= 10_000_000:
-            break
-        calls *= 4
-    scaled = calls * target_ns / max(elapsed, 1)
-    return max(UNROLL, int(round(scaled / UNROLL)) * UNROLL)
+def calibrate_calls(probe: Callable[[tuple], int], operands: tuple,
+                    target_ns: int = TARGET_SAMPLE_NS) -> int:
+    """Calls per sample so that an undisturbed sample takes about `target_ns`.
+
+    `probe` is a warmed-up `compile_loop(stmt, UNROLL)`; see CALIBRATION_PROBES for why.
+    """
+    times = sorted(probe(operands) for _ in range(CALIBRATION_PROBES))
+    per_call_ns = max(times[len(times) // 10], 1) / UNROLL
+    calls = round(target_ns / per_call_ns / UNROLL) * UNROLL
+    return min(MAX_CALLS_PER_SAMPLE, max(UNROLL, calls))
 
 
 class _Slot:
@@ -154,12 +165,7 @@ class _Slot:
                 deadline = _clock() + WARMUP_NS
                 while _clock() < deadline:
                     probe(self.operands)
-                if config.calls_per_sample:
-                    self.calls = config.calls_per_sample
-                else:
-                    self.calls = calibrate_calls(
-                        lambda n: compile_loop(self.target.stmt, n)(self.operands)
-                    )
+                self.calls = config.calls_per_sample or calibrate_calls(probe, self.operands)
             self.loop = compile_loop(self.target.stmt, self.calls)
             self.empty_loop = compile_loop("", self.calls)
         except Exception as exc:

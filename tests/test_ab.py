@@ -1,5 +1,6 @@
 """Paired A/B: real workers, real torch, a branch with a known injected cost."""
 
+import dataclasses
 import math
 import random
 import sys
@@ -26,7 +27,11 @@ def verdicts(outcome):
 
 
 def test_a_a_flags_nothing():
-    outcome = ab.run_ab(sys.executable, sys.executable, cases.SEED_CASES, [DEFAULT_OP], QUICK)
+    # Four 1-s pairs leave a wide interval (t with 3 degrees of freedom); the false-positive
+    # rate at the default threshold is measured by benchmarks/ab_validation.py, not here. What
+    # must hold every time: the same interpreter on both sides is never called 2% slower.
+    config = dataclasses.replace(QUICK, threshold_pct=2.0)
+    outcome = ab.run_ab(sys.executable, sys.executable, cases.SEED_CASES, [DEFAULT_OP], config)
     assert not {case for case, v in verdicts(outcome).items() if v in ("regression", "improvement")}
     assert outcome.settings["pairs"] == 4
     assert all(c.paired and c.ci95_ns is not None for c in outcome.comparisons)
