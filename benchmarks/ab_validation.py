@@ -72,12 +72,12 @@ def measure(args) -> None:
             log.write(json.dumps(entry) + "\n")
             log.flush()
 
-        names = [c.name for c in cases.SEED_CASES]
         for size in args.sizes:
-            truth = shimenv.truth_across_processes(size, names, processes=args.truth_processes,
-                                                   rounds=args.truth_rounds, progress=say)
+            truth = shimenv.truth_across_processes(size, processes=args.truth_processes, progress=say)
             record({"kind": "truth", "size": size, "truth_ns": truth.mean_ns,
                     "per_process_ns": list(truth.per_process_ns)})
+        if args.truth_only:
+            return
         plan = [("A/A", None)] + [("A/B", size) for size in args.sizes]
         for i in range(max(args.n, args.unpaired_n)):
             for kind, size in plan:
@@ -166,10 +166,12 @@ def main() -> None:
     parser.add_argument("--pairs", type=int, default=ab.DEFAULT_PAIRS)
     parser.add_argument("--pair-seconds", type=float, default=ab.DEFAULT_SECONDS_PER_PAIR)
     parser.add_argument("--unpaired-min-time", type=float, default=3.0)
-    # One process's truth carries its layout's luck (+-40 ns on SubTensor here); averaged over
-    # 12 processes the truth's own error is ~10 ns, well inside the A/B interval it checks.
-    parser.add_argument("--truth-rounds", type=int, default=4, help="on/off round pairs per truth process")
-    parser.add_argument("--truth-processes", type=int, default=12, help="processes the truth is averaged over")
+    # One process's truth carries its layout's luck; averaged over processes with different hash
+    # seeds the truth is as free of it as the A/B estimate it checks.
+    parser.add_argument("--truth-processes", type=int, default=shimenv.TRUTH_PROCESSES,
+                        help=f"processes the truth is averaged over (default {shimenv.TRUTH_PROCESSES})")
+    parser.add_argument("--truth-only", action="store_true",
+                        help="measure the truths only and append them to the log (later truths win)")
     parser.add_argument("--log", default="ab_validation.jsonl", help="JSON-lines log (appended)")
     parser.add_argument("--summarise", metavar="LOG", help="print the tables from a log and exit")
     args = parser.parse_args()

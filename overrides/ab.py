@@ -12,7 +12,9 @@ Why each piece is there (figures measured on the 2-core VM this was built on):
 - Nothing else runs while a pair samples: the parent pins itself and both workers to one CPU,
   and the next pair starts only after this one is done. Load on the other vCPU slows this one
   (p10 +5%, medians +20-40% here); starting the next pair in the background (the first
-  version) made per-pair estimates swing by +-10%.
+  version) made p10-ratio estimates swing by +-10%, and even with the paired median it gained
+  nothing (two imports on one CPU take as long as a pair samples) and read the bare shim
+  0.9% against 1.3% without it, over 30 pairs each.
 - Every process is launched by its interpreter's real path (`sys.executable` as the interpreter
   reports it), never through a wrapper: pyenv's `python3` shim adds its own variables to the
   environment, which moved the stack and faked -1% on SubTensor in a venv-against-base A/A.
@@ -51,6 +53,7 @@ from overrides.compare import (DEFAULT_THRESHOLD_NS, DEFAULT_THRESHOLD_PCT, Comp
 from overrides.errors import UsageError
 from overrides.ops import Op
 from overrides.results import CaseResult, RunResult
+from overrides.usercases import USER_DIR_VARIABLE
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEFAULT_PAIRS = 10  # degrees of freedom for the t-interval, against ~2.5 s start-up per pair
@@ -74,6 +77,8 @@ class ABConfig:
     threshold_ns: float = DEFAULT_THRESHOLD_NS
     threshold_pct: float = DEFAULT_THRESHOLD_PCT
     fix_layout: bool = True  # setarch -R + per-pair hash seed; off only to show why it is on
+    # Hash seeds to count instructions under (Callgrind), after the timing; empty: no counts.
+    instruction_seeds: tuple[int, ...] = ()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -153,6 +158,9 @@ class _Worker:
         setarch = shutil.which("setarch")
         if config.fix_layout and setarch:
             command = [setarch, platform.machine(), "-R"] + command
+        # Run from this checkout (`-m` puts the working directory first on sys.path, and a
+        # PyTorch checkout's torch/ must not shadow the build); user cases are found through
+        # USER_DIR_VARIABLE (see _worker_env).
         self.process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                         stderr=subprocess.PIPE, text=True, bufsize=1, env=env,
                                         cwd=ROOT)
@@ -197,6 +205,7 @@ def _worker_env(config: ABConfig, pair: int, extra_pad: int) -> dict:
     env.pop(PAD_VARIABLE, None)
     env["PYTHONPATH"] = ROOT + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     env["OVERRIDES_WORKER_THREADS"] = str(config.threads)
+    env[USER_DIR_VARIABLE] = os.getcwd()
     env.update(MALLOC_ENV)
     if config.fix_layout:
         env["PYTHONHASHSEED"] = str(HASH_SEED_BASE + pair)
@@ -214,20 +223,34 @@ class _Pair:
         self.order = sides if index % 2 == 0 else sides[::-1]
         # argv[0] and the kernel's copy of the path both sit on the new stack.
         longest = max(len(python) for _, python in sides)
-        self.workers = {label: _Worker(label, python, _worker_env(config, index, 2 * (longest - len(python))), config)
+        self.workers = {label: _Worker(label, python, _worker_env(config, index, 2 * (longest - len(python))),
+                                       config)
                         for label, python in self.order}
-
-    def ready(self) -> tuple[_Worker, _Worker]:
-        try:
-            for label, _ in self.order:
-                self.workers[label].wait_ready()
-        except (WorkerError, json.JSONDecodeError) as exc:
-            self.close()
-            raise UsageError(f"a worker could not start: {exc}") from None
-        return self.workers["base"], self.workers["branch"]
+        self.prepared: dict[str, dict] = {}
 
     def in_order(self) -> list[_Worker]:
         return [self.workers[label] for label, _ in self.order]
+
+    def start_prepare(self, wire_targets: list, calls: list, only: Sequence[str] = ("base", "branch")) -> None:
+        """Queue the prepare request: a worker reads it once it has imported torch."""
+        for worker in self.in_order():
+            if worker.label in only:
+                worker.send({"cmd": "prepare", "targets": wire_targets, "calls": calls})
+
+    def wait_ready(self) -> None:
+        try:
+            for worker in self.in_order():
+                if not worker.environment:
+                    worker.environment = worker.read()["environment"]
+        except (WorkerError, json.JSONDecodeError) as exc:
+            self.close()
+            raise UsageError(f"a worker could not start: {exc}") from None
+
+    def finish_prepare(self, labels: Sequence[str] = ("base", "branch")) -> None:
+        self.wait_ready()
+        for worker in self.in_order():
+            if worker.label in labels:
+                self.prepared[worker.label] = worker.read()
 
     def close(self) -> None:
         for worker in self.workers.values():
@@ -292,6 +315,9 @@ class _Pooled:
     environments: dict = dataclasses.field(default_factory=dict)
     estimates: list = dataclasses.field(default_factory=list)
 
+    def wire_targets(self) -> list[list[str]]:
+        return [[case.name, op.name] for case, op in self.targets]
+
     @classmethod
     def empty(cls, targets: list) -> "_Pooled":
         n = len(targets)
@@ -300,24 +326,31 @@ class _Pooled:
                    {side: [0.0] * n for side in ("base", "branch")})
 
 
-def _prepare(pair: _Pair, base: _Worker, pooled: _Pooled) -> list[int]:
-    """Build, warm up and (first pair only) calibrate every target on both workers; returns
-    the targets both sides can time. Later pairs prepare both workers at once (two CPUs)."""
-    wire_targets = [[case.name, op.name] for case, op in pooled.targets]
-    if any(calls is None for calls in pooled.calls):
-        pooled.calls = base.ask({"cmd": "prepare", "targets": wire_targets, "calls": pooled.calls})["calls"]
-    workers = pair.in_order()
-    for worker in workers:
-        worker.send({"cmd": "prepare", "targets": wire_targets, "calls": pooled.calls})
-    replies = {worker.label: worker.read() for worker in workers}
+def _live_targets(pair: _Pair, pooled: _Pooled) -> list[int]:
+    """The targets both prepared workers of `pair` can time; records the others' errors."""
     live = []
-    for i, (e_base, e_branch) in enumerate(zip(replies["base"]["errors"], replies["branch"]["errors"])):
+    for i, (e_base, e_branch) in enumerate(zip(pair.prepared["base"]["errors"],
+                                              pair.prepared["branch"]["errors"])):
         if e_base or e_branch:
             pooled.errors[i] = "; ".join(f"{side}: {e}" for side, e in
                                          (("base", e_base), ("branch", e_branch)) if e)
         elif pooled.errors[i] is None:
             live.append(i)
     return live
+
+
+def _first_pair(base_py: str, branch_py: str, pooled: _Pooled, config: ABConfig) -> _Pair:
+    """Pair 0, started on an idle machine; its base worker calibrates the calls per sample that
+    every worker then uses."""
+    pair = _Pair(base_py, branch_py, 0, config)
+    pair.wait_ready()
+    wire = pooled.wire_targets()
+    pair.start_prepare(wire, pooled.calls, only=("base",))
+    pair.finish_prepare(("base",))
+    pooled.calls = pair.prepared["base"]["calls"]
+    pair.start_prepare(wire, pooled.calls, only=("branch",))
+    pair.finish_prepare(("branch",))
+    return pair
 
 
 def _sample_pair(pair: _Pair, live: list[int], pooled: _Pooled, config: ABConfig,
@@ -341,32 +374,22 @@ def _sample_pair(pair: _Pair, live: list[int], pooled: _Pooled, config: ABConfig
             live = [i for i in live if pooled.errors[i] is None]
             rounds += 1
             if time.monotonic() >= next_report:
-                done = min(1.0, (time.monotonic() - started) / config.seconds_per_pair)
-                say(f"pair {pair.index + 1}/{config.pairs}: sampling {done:4.0%} (round {rounds})")
+                say(f"pair {pair.index + 1}/{config.pairs}: sampling, round {rounds}")
                 next_report += PROGRESS_EVERY_S
     finally:
         if parent_cpus is not None:
             os.sched_setaffinity(0, parent_cpus)
 
 
-def _run_pair(index: int, base_py: str, branch_py: str, pooled: _Pooled, config: ABConfig,
-              say: Callable[[str], None]) -> None:
-    say(f"pair {index + 1}/{config.pairs}: starting workers")
-    pair = _Pair(base_py, branch_py, index, config)
-    try:
-        base, branch = pair.ready()
-        pooled.environments = {"base": base.environment, "branch": branch.environment}
-        live = _prepare(pair, base, pooled)
-        _sample_pair(pair, live, pooled, config, say)
-        outputs = {worker.label: worker.ask({"cmd": "result"})["targets"] for worker in (base, branch)}
-    finally:
-        pair.close()
+def _collect(pair: _Pair, pooled: _Pooled) -> None:
+    """The pair's samples into the pool, and its per-case estimates."""
+    outputs = {label: pair.workers[label].ask({"cmd": "result"})["targets"] for label in ("base", "branch")}
     for side, out in outputs.items():
         for i, target in enumerate(out):
             pooled.samples[side][i].extend(target["samples_ns"])
             pooled.loop_cost[side][i] = target["loop_overhead_ns"]
     ok = [i for i in range(len(pooled.targets)) if pooled.errors[i] is None]
-    pooled.estimates += _pair_estimates(index, [pooled.targets[i] for i in ok],
+    pooled.estimates += _pair_estimates(pair.index, [pooled.targets[i] for i in ok],
                                         [outputs["base"][i] for i in ok],
                                         [outputs["branch"][i] for i in ok])
 
@@ -386,15 +409,33 @@ def run_ab(
     started = time.monotonic()
     interrupted = False
     pairs_done = 0
+    current = upcoming = None
     try:
+        say(f"pair 1/{config.pairs}: starting workers and calibrating")
+        current = _first_pair(base_py, branch_py, pooled, config)
         for index in range(config.pairs):
-            _run_pair(index, base_py, branch_py, pooled, config, say)
+            pooled.environments = {label: w.environment for label, w in current.workers.items()}
+            live = _live_targets(current, pooled)
+            _sample_pair(current, live, pooled, config, say)
+            _collect(current, pooled)
+            current.close()
             pairs_done += 1
+            if index + 1 < config.pairs:
+                # Started only now, on an idle machine: see the module docstring.
+                say(f"pair {index + 2}/{config.pairs}: starting workers")
+                upcoming = _Pair(base_py, branch_py, index + 1, config)
+                upcoming.start_prepare(pooled.wire_targets(), pooled.calls)
+                upcoming.finish_prepare()
+                current, upcoming = upcoming, None
     except KeyboardInterrupt:
         interrupted = True
         say(f"interrupted after {pairs_done} pairs; keeping what was measured")
     except WorkerError as exc:
         raise UsageError(str(exc)) from None
+    finally:
+        for pair in (current, upcoming):
+            if pair is not None:
+                pair.close()
 
     settings = {"mode": "paired A/B", "pairs": pairs_done, "pairs_asked": config.pairs,
                 "seconds_per_pair": config.seconds_per_pair, "threads": config.threads,
@@ -424,5 +465,26 @@ def run_ab(
         comparisons.append(summarise(pooled.estimates, case.name, op.name, base_result.per_call_ns,
                                      branch_result.per_call_ns, config.threshold_ns,
                                      config.threshold_pct))
+    if config.instruction_seeds and not interrupted:
+        comparisons, runs = _with_counts(base_py, branch_py, pooled.targets, comparisons, runs,
+                                         settings, config, say)
     return ABResult(tuple(comparisons), runs["base"], runs["branch"], tuple(pooled.estimates),
                     settings, time.monotonic() - started, interrupted)
+
+
+def _with_counts(base_py: str, branch_py: str, targets, comparisons, runs: dict, settings: dict,
+                 config: ABConfig, say) -> tuple[list, dict]:
+    """Count instructions on both sides under the same seeds; the counts judge (see compare)."""
+    from overrides import callgrind, compare
+    from overrides.measure import not_applicable_reason
+
+    counted = [(case.name, op.name) for case, op in targets if not not_applicable_reason(case, op)]
+    say(f"counting instructions: {len(config.instruction_seeds)} seed(s) x 2 builds with Callgrind")
+    base_counts, branch_counts = callgrind.count_builds([base_py, branch_py], counted,
+                                                        config.instruction_seeds, say=say)
+    settings["instructions"] = {"seeds": list(config.instruction_seeds),
+                                "threshold": callgrind.DEFAULT_THRESHOLD_INSTRUCTIONS,
+                                "threshold_pct": callgrind.DEFAULT_THRESHOLD_INSTRUCTIONS_PCT}
+    runs = {side: dataclasses.replace(run, instructions=callgrind.to_dict(counts))
+            for (side, run), counts in zip(runs.items(), (base_counts, branch_counts))}
+    return compare.with_counts(comparisons, callgrind.compare_counts(base_counts, branch_counts)), runs

@@ -29,6 +29,7 @@ from overrides.cases import Case, plain_operands
 from overrides.errors import UsageError
 
 SPEC_FORM = "pkg.module:factory"
+USER_DIR_VARIABLE = "OVERRIDES_USER_DIR"  # the user's directory, for worker processes run elsewhere
 
 
 def _is_tensor_subclass(obj: Any) -> bool:
@@ -43,9 +44,12 @@ def _defines_torch_dispatch(cls: type) -> bool:
 
 def _import(spec: str, module_name: str):
     # `python bench.py` puts the checkout on sys.path, not the directory it is run from; a user
-    # naming `mymodule:MyTensor` means the module beside them, as `python -m` would find it.
-    if os.getcwd() not in sys.path:
-        sys.path.append(os.getcwd())
+    # naming `mymodule:MyTensor` means the module beside them. Their directory goes at the END
+    # of sys.path: run from a PyTorch checkout, a `torch/` folder there must not shadow the
+    # installed torch. Worker processes run elsewhere and get the user's directory passed on.
+    for folder in (os.environ.get(USER_DIR_VARIABLE), os.getcwd()):
+        if folder and folder not in sys.path:
+            sys.path.append(folder)
     try:
         return importlib.import_module(module_name)
     except ModuleNotFoundError as exc:
