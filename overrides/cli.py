@@ -4,53 +4,18 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 
 from overrides import cases as cases_mod
 from overrides import ops as ops_mod
 from overrides import environment, report, results
+from overrides.argtypes import OneLineParser, non_negative_float, positive_float, positive_int
 from overrides.errors import USAGE_EXIT_STATUS, UsageError
+from overrides.files import write_json_atomic
+from overrides.progress import stderr_progress
 from overrides.ab import DEFAULT_PAIRS, DEFAULT_SECONDS_PER_PAIR
 from overrides.compare import DEFAULT_THRESHOLD_NS, DEFAULT_THRESHOLD_PCT
 from overrides.measure import DEFAULT_RUN_BUDGET_S
 from overrides.timer import DEFAULT_MIN_TIME_S, TimerConfig
-
-
-class OneLineParser(argparse.ArgumentParser):
-    """argparse, but a bad argument is one line naming the problem, not a usage dump."""
-
-    def error(self, message: str):
-        raise UsageError(f"{message} (see {self.prog} --help)")
-
-
-def positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text} must be 1 or more")
-    return value
-
-
-def positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"{text} must be above 0")
-    return value
-
-
-def non_negative_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not value >= 0:
-        raise argparse.ArgumentTypeError(f"{text} must be 0 or more")
-    return value
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -82,6 +47,13 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--format", choices=report.FORMATS, default="table",
                         help="table (default), legacy (the seed's sentences) or markdown")
     parser.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
+    counts = parser.add_argument_group("instruction counts (Callgrind)")
+    counts.add_argument("--instructions", action="store_true",
+                        help="count instructions per call with Callgrind instead of timing "
+                             "(with --compare: as well as timing)")
+    counts.add_argument("--seeds", nargs="+", type=positive_int, metavar="SEED",
+                        help="hash seeds, one valgrind process (one memory layout) each "
+                             "(default: 1; with --compare: 1 2 3)")
     ab = parser.add_argument_group("paired A/B between two environments")
     ab.add_argument("--compare", nargs=2, metavar=("BASE_PY", "BRANCH_PY"),
                     help="measure two interpreters or virtualenvs side by side and judge each case")
@@ -94,17 +66,6 @@ def build_parser() -> argparse.ArgumentParser:
     ab.add_argument("--threshold-pct", type=non_negative_float, default=DEFAULT_THRESHOLD_PCT,
                     metavar="PCT", help=f"... or percent of base, whichever is larger (default {DEFAULT_THRESHOLD_PCT:g})")
     return parser
-
-
-def _progress(quiet: bool):
-    if quiet:
-        return None
-    started = time.monotonic()
-
-    def say(message: str) -> None:
-        print(f"[{time.monotonic() - started:5.1f}s] {message}", file=sys.stderr, flush=True)
-
-    return say
 
 
 def list_cases() -> str:
@@ -128,9 +89,21 @@ def run(argv: list[str]) -> int:
         if args.cases or args.op or args.nreps or args.nrepreps or args.json:
             raise UsageError("--load prints a saved file; drop --cases/--op/-n/-m/--json, or drop --load to measure")
         run_result = results.load(args.load)
+    elif args.instructions:
+        from overrides.callgrind import DEFAULT_SEEDS
+        from overrides.measure import count_benchmark
+
+        if args.nreps or args.nrepreps or args.min_time:
+            raise UsageError("--instructions counts a fixed loop; drop -n/-m/--min-time")
+        run_result = count_benchmark(cases_mod.resolve_cases(args.cases), ops_mod.resolve_ops(args.op),
+                                     args.seeds or DEFAULT_SEEDS, progress=stderr_progress(args.quiet))
+        if args.json:
+            results.save(run_result, args.json)
     else:
         from overrides.measure import run_benchmark
 
+        if args.seeds:
+            raise UsageError("--seeds chooses layouts for --instructions; add --instructions or drop --seeds")
         selected = cases_mod.resolve_cases(args.cases)
         selected_ops = ops_mod.resolve_ops(args.op)
         config = TimerConfig(min_time_s=args.min_time or DEFAULT_MIN_TIME_S,
@@ -138,7 +111,7 @@ def run(argv: list[str]) -> int:
                              threads=args.threads)
         # Without --min-time, many targets share one run budget (see measure.DEFAULT_RUN_BUDGET_S).
         budget = None if args.min_time else DEFAULT_RUN_BUDGET_S
-        run_result = run_benchmark(selected, selected_ops, config, _progress(args.quiet),
+        run_result = run_benchmark(selected, selected_ops, config, stderr_progress(args.quiet),
                                    run_budget_s=budget)
         if args.json:
             results.save(run_result, args.json)
@@ -158,14 +131,22 @@ def run_compare(args) -> int:
     if args.load or args.nreps or args.nrepreps:
         raise UsageError("--compare calibrates its own samples; drop --load/-n/-m")
     selected = cases_mod.resolve_cases(args.cases)
+    seeds = ()
+    if args.instructions:
+        from overrides.callgrind import DEFAULT_COMPARE_SEEDS, find_valgrind
+
+        find_valgrind()  # now, not after a minute of timing
+        seeds = tuple(args.seeds or DEFAULT_COMPARE_SEEDS)
+    elif args.seeds:
+        raise UsageError("--seeds chooses layouts for --instructions; add --instructions or drop --seeds")
     config = ab.ABConfig(pairs=args.pairs, seconds_per_pair=args.pair_seconds,
                          threads=args.threads, threshold_ns=args.threshold_ns,
-                         threshold_pct=args.threshold_pct)
+                         threshold_pct=args.threshold_pct, instruction_seeds=seeds)
     outcome = ab.run_ab(args.compare[0], args.compare[1], selected, ops_mod.resolve_ops(args.op),
-                        config, _progress(args.quiet))
+                        config, stderr_progress(args.quiet))
     environments = {"base": outcome.base_run.environment, "branch": outcome.branch_run.environment}
     if args.json:
-        results.write_json_atomic(args.json, compare.comparison_payload(
+        write_json_atomic(args.json, compare.comparison_payload(
             outcome.comparisons, outcome.settings, environments))
     render = report.comparison_markdown if args.format == "markdown" else report.comparison_table
     print(render(outcome.comparisons, outcome.settings))

@@ -51,9 +51,12 @@ class Comparison:
     ci95_ns: tuple[float, float] | None
     verdict: str
     paired: bool
-    # Instruction counts per call, when both sides have them (Callgrind); None otherwise.
+    # Instruction counts per call, when both sides have them (Callgrind); None otherwise. With
+    # counts, `verdict` is the counts' verdict and `wall_verdict` keeps the wall-clock one.
     base_instructions: float | None = None
     branch_instructions: float | None = None
+    instructions_ci95: tuple[float, float] | None = None
+    wall_verdict: str | None = None
 
     @property
     def delta_pct(self) -> float:
@@ -77,8 +80,34 @@ class Comparison:
         if self.base_instructions is not None and self.branch_instructions is not None:
             out["base_instructions"] = r(self.base_instructions)
             out["branch_instructions"] = r(self.branch_instructions)
-            out["delta_instructions"] = r(self.branch_instructions - self.base_instructions)
+            out["delta_instructions"] = r(self.delta_instructions)
+            out["instructions_ci95"] = (None if self.instructions_ci95 is None
+                                        else [r(v) for v in self.instructions_ci95])
+            out["wall_verdict"] = self.wall_verdict
+            out["judged_on"] = "instructions"
         return out
+
+    @property
+    def delta_instructions(self) -> float | None:
+        if self.base_instructions is None or self.branch_instructions is None:
+            return None
+        return self.branch_instructions - self.base_instructions
+
+
+def with_counts(comparisons, count_comparisons) -> list[Comparison]:
+    """The comparisons, judged on instruction counts wherever both sides have them: a change in
+    counts beyond the threshold is a regression whatever the wall-clock noise said."""
+    by_key = {(c.case, c.op): c for c in count_comparisons}
+    out = []
+    for c in comparisons:
+        counted = by_key.get((c.case, c.op))
+        if counted is None:
+            out.append(c)
+            continue
+        out.append(dataclasses.replace(
+            c, base_instructions=counted.base, branch_instructions=counted.branch,
+            instructions_ci95=counted.ci95, wall_verdict=c.verdict, verdict=counted.verdict))
+    return out
 
 
 def threshold_for(base_ns: float, threshold_ns: float, threshold_pct: float) -> float:

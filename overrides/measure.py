@@ -113,3 +113,26 @@ def run_benchmark(
     }
     return RunResult(environment.collect(config.threads), settings, results,
                      interrupted=timing.interrupted, wall_s=timing.wall_s)
+
+
+def count_benchmark(cases: Sequence[Case], ops: Sequence[Op], seeds: Sequence[int],
+                    python: str | None = None,
+                    progress: Callable[[str], None] | None = None) -> RunResult:
+    """Count instructions per call of every case under every op with Callgrind (one valgrind
+    process per hash seed), and record it as a results file with no timings."""
+    import sys
+
+    from overrides import callgrind
+
+    pairs = [(case, op) for op in ops for case in cases]
+    reasons = [not_applicable_reason(case, op) for case, op in pairs]
+    targets = [(case.name, op.name) for (case, op), reason in zip(pairs, reasons) if reason is None]
+    python = python or sys.executable
+    runs = callgrind.count(python, targets, seeds, say=progress)
+    results = tuple(CaseResult(case=case.name, op=op.name, stmt=case.stmt_for(op),
+                               description=case.description, calls_per_sample=0, samples_ns=(),
+                               loop_overhead_ns=0.0, not_applicable=reason, baseline=case.baseline)
+                    for (case, op), reason in zip(pairs, reasons))
+    settings = {"method": "instruction counts (Callgrind)", "seeds": list(seeds)}
+    return RunResult(environment.collect(1), settings, results,
+                     wall_s=sum(run.wall_s for run in runs), instructions=callgrind.to_dict(runs))

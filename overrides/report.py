@@ -222,8 +222,71 @@ def markdown(run: RunResult) -> str:
     return "\n".join(lines)
 
 
+INSTRUCTION_HEADER = ("case", "instructions/call", "range over seeds", "repeat spread",
+                      "overhead", "vs Tensor", "seeds")
+
+
+def _instruction_rows(run: RunResult) -> list[list[str]]:
+    from overrides import callgrind
+
+    count_runs = callgrind.from_dict(run.instructions)
+    per_case = callgrind.per_call_by_case(count_runs)
+    spreads: dict[tuple[str, str], float] = {}
+    for count_run in count_runs:
+        for c in count_run.cases:
+            spreads[(c.case, c.op)] = max(spreads.get((c.case, c.op), 0.0), c.spread_pct)
+    multi = _multi_op(run)
+    rows = [list(INSTRUCTION_HEADER)]
+    for result in run.results:
+        name = f"{result.case} [{result.op}]" if multi else result.case
+        values = per_case.get((result.case, result.op))
+        if result.not_applicable:
+            rows.append([name, f"n/a: {result.not_applicable}"] + [""] * 5)
+            continue
+        if not values:
+            rows.append([name, "failed"] + [""] * 5)
+            continue
+        mean = sum(values) / len(values)
+        base_values = per_case.get((result.baseline, result.op))
+        base = sum(base_values) / len(base_values) if base_values else None
+        rows.append([name, fmt_ns(mean), f"{fmt_ns(min(values))}-{fmt_ns(max(values))}",
+                     f"{spreads[(result.case, result.op)]:.3f}%",
+                     fmt_ns(None if base is None else mean - base, signed=True),
+                     fmt_ratio(None if not base else mean / base), str(len(values))])
+    return rows
+
+
+def _instruction_notes(run: RunResult) -> list[str]:
+    settings = (run.instructions or {}).get("settings", {})
+    seeds = (run.instructions or {}).get("seeds", [])
+    return [f"instructions/call: Callgrind, one valgrind process per hash seed ({', '.join(map(str, seeds))}); "
+            f"median of repeats 2-{settings.get('repeats')} of {settings.get('calls_per_repeat')} calls, "
+            "the loop and the toggles removed; repeat spread = (max - min) / median of those repeats.",
+            "Counts move with memory layout (up to ~1% between hash seeds): compare builds over "
+            "several seeds (--seeds 1 2 3), never across one layout each."]
+
+
+def instruction_table(run: RunResult) -> str:
+    lines = align(_instruction_rows(run))
+    lines.insert(1, "-" * len(lines[0]))
+    return "\n".join(lines + [""] + _instruction_notes(run) + [environment.one_line(run.environment)])
+
+
+def instruction_markdown(run: RunResult) -> str:
+    rows = _instruction_rows(run)
+    lines = ["| " + " | ".join(row) + " |" for row in rows]
+    lines.insert(1, "|" + "|".join(["---"] + ["---:"] * (len(rows[0]) - 1)) + "|")
+    return "\n".join(lines + [""] + [f"- {note}" for note in _instruction_notes(run)])
+
+
 def render(run: RunResult, fmt: str) -> str:
-    return {"table": table, "legacy": legacy, "markdown": markdown}[fmt](run)
+    """The run in format `fmt`; counted instructions get their own table (after the timings,
+    when the run has both)."""
+    timed = any(r.ok for r in run.results)
+    parts = [{"table": table, "legacy": legacy, "markdown": markdown}[fmt](run)] if timed or not run.instructions else []
+    if run.instructions:
+        parts.append(instruction_markdown(run) if fmt == "markdown" else instruction_table(run))
+    return "\n\n".join(parts)
 
 
 def _spread_reason(result: CaseResult) -> str:
@@ -242,15 +305,32 @@ def spread_warnings(run: RunResult) -> list[str]:
 
 
 COMPARISON_HEADER = ("case", "base ns", "branch ns", "delta ns", "95% CI ns", "delta %", "verdict")
+# With instruction counts on both sides, the wall verdict moves aside and the counts decide.
+COUNTED_HEADER = ("case", "base ns", "branch ns", "delta ns", "95% CI ns", "wall verdict",
+                  "delta instr", "95% CI instr", "verdict")
+
+
+def _interval(ci, signed: bool = True) -> str:
+    return "-" if ci is None else f"{fmt_ns(ci[0], signed)}..{fmt_ns(ci[1], signed)}"
+
+
+def _counted(comparisons) -> bool:
+    return any(c.delta_instructions is not None for c in comparisons)
 
 
 def _comparison_rows(comparisons, multi_op: bool) -> list[list[str]]:
-    rows = [list(COMPARISON_HEADER)]
+    counted = _counted(comparisons)
+    rows = [list(COUNTED_HEADER if counted else COMPARISON_HEADER)]
     for c in comparisons:
-        ci = "-" if c.ci95_ns is None else f"{fmt_ns(c.ci95_ns[0], True)}..{fmt_ns(c.ci95_ns[1], True)}"
-        pct = "-" if not math.isfinite(c.delta_pct) else f"{c.delta_pct:+.2f}%"
-        rows.append([f"{c.case} [{c.op}]" if multi_op else c.case, fmt_ns(c.base_ns),
-                     fmt_ns(c.branch_ns), fmt_ns(c.delta_ns, True), ci, pct, c.verdict])
+        name = f"{c.case} [{c.op}]" if multi_op else c.case
+        wall = [name, fmt_ns(c.base_ns), fmt_ns(c.branch_ns), fmt_ns(c.delta_ns, True),
+                _interval(c.ci95_ns)]
+        if counted:
+            rows.append(wall + [c.wall_verdict or c.verdict, fmt_ns(c.delta_instructions, True),
+                                _interval(c.instructions_ci95), c.verdict])
+        else:
+            pct = "-" if not math.isfinite(c.delta_pct) else f"{c.delta_pct:+.2f}%"
+            rows.append(wall + [pct, c.verdict])
     return rows
 
 
@@ -267,8 +347,17 @@ def comparison_notes(comparisons, settings: dict) -> list[str]:
                "process-to-process term (machine drift and memory layout, ~3% per side), so only "
                "changes of a few percent can be called; for small changes measure both builds "
                "together with `bench.py --compare BASE_PY BRANCH_PY`.")
-    return [how, threshold + "; regression/improvement only when the CI excludes 0 and the delta "
-            "passes the threshold; no change when the whole CI lies within the threshold."]
+    notes = [how, threshold + "; regression/improvement only when the CI excludes 0 and the delta "
+             "passes the threshold; no change when the whole CI lies within the threshold."]
+    if _counted(comparisons):
+        counts = settings.get("instructions", {})
+        notes.append(
+            f"verdict: judged on instruction counts per call (Callgrind, hash seeds "
+            f"{', '.join(map(str, counts.get('seeds', [])))}, base and branch matched per seed; "
+            f"CI over the seeds), threshold max({counts.get('threshold')} instructions, "
+            f"{counts.get('threshold_pct')}% of base): counts do not see machine noise, so a "
+            "change beyond it is a regression whatever the wall clock says.")
+    return notes
 
 
 def comparison_table(comparisons, settings: dict) -> str:
@@ -282,5 +371,5 @@ def comparison_markdown(comparisons, settings: dict) -> str:
     multi = len({c.op for c in comparisons}) > 1
     rows = _comparison_rows(comparisons, multi)
     lines = ["| " + " | ".join(row) + " |" for row in rows]
-    lines.insert(1, "|---|" + "---:|" * (len(COMPARISON_HEADER) - 2) + "---|")
+    lines.insert(1, "|---|" + "---:|" * (len(rows[0]) - 2) + "---|")
     return "\n".join(lines + [""] + [f"- {note}" for note in comparison_notes(comparisons, settings)])

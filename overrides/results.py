@@ -15,13 +15,12 @@ import dataclasses
 import datetime
 import json
 import math
-import os
-import tempfile
 from typing import Iterable
 
 from overrides import stats
 from overrides.cases import BASELINE_CASE
 from overrides.errors import UsageError
+from overrides.files import write_json_atomic
 
 SCHEMA = "torch-function-overhead/results/1"
 
@@ -89,6 +88,18 @@ class RunResult:
             timespec="seconds"))
     interrupted: bool = False
     wall_s: float = math.nan
+    # Callgrind's counts (overrides/callgrind.py's JSON), when the run counted instructions.
+    instructions: dict | None = None
+
+    def instructions_per_call(self, result: CaseResult) -> float | None:
+        """The case's instructions per call, the mean over hash seeds, if counted."""
+        if not self.instructions:
+            return None
+        from overrides import callgrind
+
+        values = callgrind.per_call_by_case(callgrind.from_dict(self.instructions)).get(
+            (result.case, result.op))
+        return sum(values) / len(values) if values else None
 
     def baseline(self, op: str, case: str = BASELINE_CASE) -> CaseResult | None:
         for result in self.results:
@@ -129,7 +140,7 @@ def case_to_dict(run: RunResult, result: CaseResult) -> dict:
         "median_ns": _finite(result.median_ns) if result.ok else None,
         "min_ns": _finite(result.min_ns) if result.ok else None,
         "iqr_ns": _finite(result.iqr_ns) if result.ok else None,
-        "overhead_ns": _finite(run.overhead_ns(result)) if run.overhead_ns(result) is not None else None,
+        "overhead_ns": _finite(run.overhead_ns(result)),
         "too_spread": result.too_spread if result.ok else None,
         "calls_per_sample": result.calls_per_sample,
         "loop_overhead_ns": _finite(result.loop_overhead_ns),
@@ -137,6 +148,7 @@ def case_to_dict(run: RunResult, result: CaseResult) -> dict:
         "error": result.error,
         "not_applicable": result.not_applicable,
         "baseline": result.baseline,
+        "instructions_per_call": _finite(run.instructions_per_call(result)),
     }
 
 
@@ -149,6 +161,7 @@ def to_dict(run: RunResult) -> dict:
         "interrupted": run.interrupted,
         "wall_s": _finite(run.wall_s),
         "results": [case_to_dict(run, r) for r in run.results],
+        "instructions": run.instructions,
     }
 
 
@@ -182,23 +195,8 @@ def from_dict(data: dict, source: str = "results") -> RunResult:
         created=data.get("created", ""),
         interrupted=bool(data.get("interrupted", False)),
         wall_s=float(data.get("wall_s") or math.nan),
+        instructions=data.get("instructions"),
     )
-
-
-def write_json_atomic(path: str, payload: dict) -> None:
-    """Write `payload` as JSON whole or not at all: a temp file beside `path`, then rename."""
-    directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".json", dir=directory)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as out:
-            json.dump(payload, out, indent=1)
-            out.write("\n")
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
 
 
 def save(run: RunResult, path: str) -> None:

@@ -95,6 +95,10 @@ class TimingRun:
     interrupted: bool
 
 
+def _repeated(stmt: str, times: int, indent: str) -> str:
+    return "\n".join(indent + stmt for _ in range(times))
+
+
 def compile_loop(stmt: str, calls: int, unroll: int = UNROLL,
                  warm_calls: int = WARM_CALLS) -> Callable[[tuple], int]:
     """A function `(operands) -> ns` running `stmt` exactly `calls` times, unrolled.
@@ -104,9 +108,8 @@ def compile_loop(stmt: str, calls: int, unroll: int = UNROLL,
     """
     turns, tail = divmod(calls, unroll)
     if stmt:
-        unrolled = "\n".join("        " + stmt for _ in range(unroll))
-        tail_code = "\n".join("    " + stmt for _ in range(tail))
-        warm_code = "\n".join("    " + stmt for _ in range(warm_calls))
+        unrolled = _repeated(stmt, unroll, "        ")
+        tail_code, warm_code = _repeated(stmt, tail, "    "), _repeated(stmt, warm_calls, "    ")
     else:
         # The empty loop: one `pass` per turn, not `unroll` of them, since each `pass` is a NOP
         # the real loop does not run (~2 ns a call here, which would be wrongly subtracted).
@@ -123,6 +126,21 @@ def compile_loop(stmt: str, calls: int, unroll: int = UNROLL,
     namespace = dict(STATEMENT_NAMESPACE, _clock=_clock)
     exec(compile(source, f"<timed loop: {stmt or 'empty'}>", "exec"), namespace)
     return namespace["_timed"]
+
+
+def compile_hot_loop(stmt: str, name: str = "hot_loop",
+                     unroll: int = UNROLL) -> Callable[[tuple, int], None]:
+    """A function `(operands, turns)` running `stmt` `turns * unroll` times and nothing else:
+    no clock, no result kept. It is what a profiler should see (`pyspybench.py`); `name`
+    becomes the frame's name in the flamegraph."""
+    source = (
+        "def %s(_operands, _turns, torch=torch, F=F):\n"
+        "    x, y = _operands\n"
+        "    for _ in range(_turns):\n%s\n"
+    ) % (name, _repeated(stmt, unroll, "        "))
+    namespace = dict(STATEMENT_NAMESPACE)
+    exec(compile(source, f"<hot loop: {stmt}>", "exec"), namespace)
+    return namespace[name]
 
 
 def calibrate_calls(probe: Callable[[tuple], int], operands: tuple,

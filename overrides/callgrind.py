@@ -1,0 +1,458 @@
+"""Instruction counts with Callgrind: deterministic per-call costs, and deltas between builds.
+
+Wall time on a shared machine is noisy; instruction counts are not. A 95 ns change is hundreds
+of instructions. How the counts are made, and why (figures from the valgrind 3.19 / torch 2.13
+CPU machine this was built on):
+
+- All selected cases are counted in ONE valgrind process started with the interpreter asked
+  for (never `python` from PATH). `torch.utils.benchmark`'s `collect_callgrind` starts valgrind
+  and imports torch anew for every Timer: ~68 s a case here.
+- Instrumentation is off while Python starts and imports torch (`--instr-atstart=no`: 57 s of
+  a 66 s run was `import torch` under instrumentation). When the worker is ready, the parent
+  switches it on from outside (`callgrind_control -i on PID`); with instrumentation off the
+  collection toggles count nothing. Collection (`--collect-atstart=no`) is toggled on and off
+  around each measured loop through torch's client requests, and each loop dumps its own
+  profile. The worker leaves with `os._exit`: interpreter shutdown under valgrind costs 6-11 s.
+- Repeats of a loop were bimodal (9.98M or 10.28M for 1000 plain calls): glibc's
+  `malloc_consolidate`, reached from torch's allocator about every 1,650 calls.
+  `MALLOC_TOP_PAD_` (set in every timing process anyway, `overrides/allocator.py`) makes it
+  rare. The first repeat of each case runs 0.4-1.8k per call high once, so it is run and
+  dropped; the figure is the median of the rest (robust to a rare consolidation), and the
+  spread of the rest is reported.
+- Counts depend on object addresses, and under valgrind addresses move only when the history
+  before the loop changes: the hash seed, the environment (content, length, order), the
+  listing of the first folder on sys.path. So the worker runs with a fixed, minimal
+  environment, padded so both builds' argument lists are the same length, from a fixed empty
+  folder, with a given `PYTHONHASHSEED`. Two such runs gave identical counts. Across layouts
+  counts still move (0.2-0.8% per case), so a verdict should rest on several hash seeds
+  (`--seeds`), matched between base and branch, with the interval from their spread.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import dataclasses
+import gc
+import glob
+import json
+import math
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from typing import Callable, Sequence
+
+from overrides import stats
+from overrides.allocator import MALLOC_ENV
+from overrides.errors import UsageError
+from overrides.usercases import USER_DIR_VARIABLE
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SCHEMA = "torch-function-overhead/instructions/1"
+INSTALL_HINT = "install it with `apt-get install valgrind` (Debian/Ubuntu) or your system's package manager"
+DEFAULT_SEEDS = (1,)
+DEFAULT_COMPARE_SEEDS = (1, 2, 3)  # comparing builds: a verdict must not rest on one layout
+# Repeats per case; the first is dropped, the figure is the median of the rest. pymalloc's
+# bookkeeping (_PyObject_Free) moves a repeat by 15-30k instructions now and then; a median of
+# six shrugs that off.
+DEFAULT_REPEATS = 7
+CALLS_PER_REPEAT = 1000  # ~10M instructions for plain tensors: the toggles' cost is lost in it
+# Uninstrumented calls before counting. The interpreter re-tries failed specialisations with
+# exponential back-off; after 500 calls the second and third repeats still paid ~15
+# instructions a call in _Py_Specialize_* that later repeats did not.
+WARMUP_CALLS = 5000
+MAX_PARALLEL = 2  # valgrind processes at once: counts do not care what else runs
+RUN_TIMEOUT_S = 600
+FUNCTIONS_KEPT = 400  # per case, by self cost: enough to diff, small enough for a JSON file
+PAD_VARIABLE = "OVERRIDES_LAYOUT_PAD"
+# Verdicts on counts. Across 9 layouts SubTensor's per-call count ranged 0.83% (+-108 of 39k),
+# so a single layout cannot carry less than ~1%; over several matched seeds the t-interval of
+# the deltas decides, and the threshold is what is worth a reviewer's attention.
+DEFAULT_THRESHOLD_INSTRUCTIONS = 50.0
+DEFAULT_THRESHOLD_INSTRUCTIONS_PCT = 0.25
+SINGLE_LAYOUT_ALLOWANCE_PCT = 1.0  # one seed: no spread to measure, so this much is layout luck
+
+
+@dataclasses.dataclass(frozen=True)
+class CaseCounts:
+    """One case's instruction counts in one valgrind run (one layout)."""
+
+    case: str
+    op: str
+    per_call: float  # median of the repeats after the first: the figure
+    repeats: tuple[float, ...]  # every repeat's per-call count, the dropped first one included
+    functions: dict  # function -> self instructions per call (last repeat), largest first
+    error: str | None = None
+
+    @property
+    def spread_pct(self) -> float:
+        """(max - min) / median of the repeats that make the figure."""
+        used = self.repeats[1:]
+        if len(used) < 2 or not self.per_call:
+            return 0.0
+        return 100.0 * (max(used) - min(used)) / self.per_call
+
+
+@dataclasses.dataclass(frozen=True)
+class CountRun:
+    """One valgrind process: every case counted under one hash seed."""
+
+    seed: int
+    cases: tuple[CaseCounts, ...]
+    settings: dict
+    wall_s: float
+
+    def get(self, case: str, op: str) -> CaseCounts | None:
+        return next((c for c in self.cases if c.case == case and c.op == op), None)
+
+
+def find_valgrind() -> tuple[str, str]:
+    """(valgrind, callgrind_control) paths, or a UsageError saying how to install them."""
+    valgrind, control = shutil.which("valgrind"), shutil.which("callgrind_control")
+    if not valgrind or not control:
+        raise UsageError(f"valgrind not found; {INSTALL_HINT}")
+    return valgrind, control
+
+
+def valgrind_version(valgrind: str) -> str:
+    return subprocess.run([valgrind, "--version"], capture_output=True, text=True).stdout.strip()
+
+
+# ---------------------------------------------------------------------------------------------
+# The worker: runs under valgrind, started as `python -c _WORKER_CODE SPEC`.
+
+_WORKER_CODE = "import sys; from overrides.callgrind import _worker_main; _worker_main(sys.argv[1])"
+
+
+def _worker_main(spec_json: str) -> None:
+    """Build every target, warm up, say ready, wait for instrumentation, count, leave."""
+    spec = json.loads(spec_json)
+    import torch
+
+    from overrides import cases, ops
+    from overrides.timer import UNROLL, compile_hot_loop
+
+    torch.set_num_threads(1)
+    targets = []
+    for case_name, op_name in spec["targets"]:
+        case = cases.get_case(case_name)
+        op = ops.get_op(op_name)
+        loop = compile_hot_loop(case.stmt_for(op), "counted_loop")
+        targets.append((case, tuple(case.make_operands()), loop))
+    empty = compile_hot_loop("pass", "counted_loop", unroll=1)  # the loop and toggles alone
+    turns = spec["calls"] // UNROLL
+    for case, operands, loop in targets:
+        with case.active():
+            loop(operands, max(1, spec["warmup_calls"] // UNROLL))
+    toggle, toggle_and_dump = torch._C._valgrind_toggle, torch._C._valgrind_toggle_and_dump_stats
+    gc.collect()
+    gc.disable()  # as when timing: a collection every ~700 allocations moved repeats by 0.3%
+    print(json.dumps({"ready": os.getpid()}), flush=True)
+    sys.stdin.readline()  # the parent has switched instrumentation on
+    order = []
+    for repeat in range(spec["repeats"]):
+        for index, (case, operands, loop) in enumerate(targets):
+            with case.active():
+                toggle()
+                loop(operands, turns)
+                toggle_and_dump()
+            order.append(["target", index, repeat])
+        toggle()
+        empty((None, None), turns)
+        toggle_and_dump()
+        order.append(["empty", -1, repeat])
+    print(json.dumps({"dumps": order}), flush=True)
+    os._exit(0)
+
+
+# ---------------------------------------------------------------------------------------------
+# Reading callgrind's output (written with --compress-strings=no --compress-pos=no).
+
+_ADDRESS = re.compile(r"0x[0-9a-fA-F]+")
+
+
+def clean_function(name: str, object_file: str | None) -> str:
+    """A function name that means the same in two builds: no addresses, no argument lists, no
+    directories (the object file's base name is kept for context)."""
+    name = _ADDRESS.sub("?", name.strip())
+    depth, cut = 0, len(name)
+    for i, char in enumerate(name):  # drop the outermost argument list: "f(int, ...)" -> "f"
+        if char == "(":
+            if depth == 0 and i > 0:
+                cut = i
+                break
+            depth += 1
+        elif char == ")":
+            depth -= 1
+    name = name[:cut] or name
+    if object_file:
+        name += f" [{os.path.basename(object_file)}]"
+    return name
+
+
+def read_dump(path: str) -> tuple[int, dict[str, int]]:
+    """(total instructions, self instructions per function) of one callgrind dump."""
+    total = 0
+    functions: dict[str, int] = {}
+    current, current_object, object_file = None, None, None
+    skip_next_cost = False
+    with open(path, encoding="utf-8", errors="replace") as src:
+        for line in src:
+            if line.startswith(("summary:", "totals:")):
+                total = max(total, int(line.split(":", 1)[1].split()[0]))
+            elif line.startswith("ob="):
+                object_file = line[3:].strip()
+            elif line.startswith("fn="):
+                current, current_object = line[3:].strip(), object_file
+            elif line.startswith("calls="):
+                skip_next_cost = True  # the next cost line is the call's inclusive cost
+            elif line[:1].isdigit() or line[:1] in "+-*":
+                if skip_next_cost:
+                    skip_next_cost = False
+                    continue
+                parts = line.split()
+                if current is not None and len(parts) >= 2:
+                    key = clean_function(current, current_object)
+                    functions[key] = functions.get(key, 0) + int(parts[1])
+    return total, functions
+
+
+# ---------------------------------------------------------------------------------------------
+# Running it
+
+def _environment(seed: int, pad: int, user_dir: str | None) -> dict:
+    """The whole environment of the valgrind process: fixed content, fixed order. The user's
+    directory is passed only when a user case needs it (it would move the layout otherwise)."""
+    env = {
+        "PATH": "/usr/local/bin:/usr/bin:/bin",
+        "HOME": os.environ.get("HOME", "/"),
+        "LC_ALL": "C.UTF-8",
+        "PYTHONHASHSEED": str(seed),
+        "PYTHONPATH": ROOT,
+        "PYTHONDONTWRITEBYTECODE": "1",  # no __pycache__ appearing between two runs
+        **MALLOC_ENV,
+        PAD_VARIABLE: "p" * pad,
+    }
+    if user_dir:
+        env[USER_DIR_VARIABLE] = user_dir
+    return env
+
+
+def _fixed_cwd() -> str:
+    """An empty folder with a fixed name: the first entry of sys.path for `python -c`."""
+    path = os.path.join(tempfile.gettempdir(), "overrides-callgrind-cwd")
+    os.makedirs(path, exist_ok=True)
+    return path
+
+
+def count_once(python: str, targets: Sequence[tuple[str, str]], seed: int, *, pad: int = 0,
+               repeats: int = DEFAULT_REPEATS, calls: int = CALLS_PER_REPEAT,
+               say: Callable[[str], None] | None = None) -> CountRun:
+    """Count every (case, op) in one valgrind process under hash seed `seed`."""
+    valgrind, control = find_valgrind()
+    say = say or (lambda message: None)
+    user_dir = os.getcwd() if any(":" in case for case, _ in targets) else None
+    spec = json.dumps({"targets": [list(t) for t in targets], "calls": calls, "repeats": repeats,
+                       "warmup_calls": WARMUP_CALLS})
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="overrides-callgrind-") as out_dir:
+        command = [valgrind, "--tool=callgrind", "--instr-atstart=no", "--collect-atstart=no",
+                   "--compress-strings=no", "--compress-pos=no", "-q",
+                   f"--callgrind-out-file={out_dir}/callgrind.out.%p",
+                   python, "-c", _WORKER_CODE, spec]
+        process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                   stderr=subprocess.PIPE, text=True, cwd=_fixed_cwd(),
+                                   env=_environment(seed, pad, user_dir))
+        try:
+            ready = _read_json(process, "ready")
+            say(f"callgrind seed {seed}: imports done in {time.monotonic() - started:.0f} s; counting")
+            switched = subprocess.run([control, "-i", "on", str(ready["ready"])],
+                                      capture_output=True, text=True, timeout=60)
+            if switched.returncode != 0:
+                raise UsageError(f"callgrind_control could not switch instrumentation on: "
+                                 f"{switched.stderr.strip() or switched.stdout.strip()}")
+            process.stdin.write("go\n")
+            process.stdin.flush()
+            order = _read_json(process, "dumps")["dumps"]
+            process.wait(timeout=RUN_TIMEOUT_S)
+        finally:
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+        dumps = sorted(glob.glob(os.path.join(out_dir, f"callgrind.out.{ready['ready']}.*")),
+                       key=lambda p: int(p.rsplit(".", 1)[1]))
+        if len(dumps) < len(order):
+            raise UsageError(f"callgrind wrote {len(dumps)} profiles, {len(order)} expected; "
+                             "is this torch built with valgrind support (torch._C._valgrind_toggle)?")
+        per_target: dict[int, list[tuple[int, dict]]] = {}
+        empty: dict[int, int] = {}
+        for (kind, index, repeat), path in zip(order, dumps):
+            total, functions = read_dump(path)
+            if kind == "empty":
+                empty[repeat] = total
+            else:
+                per_target.setdefault(index, []).append((total, functions if repeat == repeats - 1 else {}))
+    results = []
+    for index, (case, op) in enumerate(targets):
+        rows = per_target.get(index, [])
+        repeats_per_call = tuple((total - empty.get(r, 0)) / calls for r, (total, _) in enumerate(rows))
+        last_functions = rows[-1][1] if rows else {}
+        top = sorted(last_functions.items(), key=lambda kv: -kv[1])[:FUNCTIONS_KEPT]
+        figure = stats.median(repeats_per_call[1:] or repeats_per_call) if rows else math.nan
+        results.append(CaseCounts(case, op, figure, repeats_per_call,
+                                  {name: value / calls for name, value in top},
+                                  None if rows else "no profile"))
+    settings = {"seed": seed, "repeats": repeats, "calls_per_repeat": calls,
+                "statistic": "median of repeats 2..n, loop and toggles removed",
+                "valgrind": valgrind_version(valgrind), "python": python,
+                "environment": sorted(_environment(seed, pad, user_dir)),
+                "malloc_top_pad": MALLOC_ENV.get("MALLOC_TOP_PAD_")}
+    return CountRun(seed, tuple(results), settings, time.monotonic() - started)
+
+
+def _read_json(process: subprocess.Popen, key: str) -> dict:
+    for line in process.stdout:
+        line = line.strip()
+        if line.startswith("{"):
+            message = json.loads(line)
+            if key in message:
+                return message
+    err = process.stderr.read().strip().splitlines()
+    raise UsageError(f"the counting process ended early: {err[-1] if err else 'no message'}")
+
+
+def count(python: str, targets: Sequence[tuple[str, str]], seeds: Sequence[int] = DEFAULT_SEEDS,
+          *, pad: int = 0, repeats: int = DEFAULT_REPEATS,
+          say: Callable[[str], None] | None = None) -> list[CountRun]:
+    """One valgrind process per seed, up to MAX_PARALLEL at once; runs in seed order."""
+    return count_builds([python], targets, seeds, pads=[pad], repeats=repeats, say=say)[0]
+
+
+def count_builds(pythons: Sequence[str], targets: Sequence[tuple[str, str]],
+                 seeds: Sequence[int] = DEFAULT_SEEDS, *, pads: Sequence[int] | None = None,
+                 repeats: int = DEFAULT_REPEATS,
+                 say: Callable[[str], None] | None = None) -> list[list[CountRun]]:
+    """Every build under every seed (the same seeds, so layouts are matched build to build),
+    MAX_PARALLEL valgrind processes at once; one list of runs per build, in seed order."""
+    find_valgrind()
+    pads = list(pads) if pads is not None else pads_for(pythons)
+    with concurrent.futures.ThreadPoolExecutor(max_workers=MAX_PARALLEL) as pool:
+        futures = [[pool.submit(count_once, python, targets, seed, pad=pad, repeats=repeats, say=say)
+                    for seed in seeds] for python, pad in zip(pythons, pads)]
+        return [[future.result() for future in build] for build in futures]
+
+
+def pads_for(pythons: Sequence[str]) -> list[int]:
+    """Environment padding per interpreter so every argument list is as long as the longest."""
+    longest = max(len(p) for p in pythons)
+    return [longest - len(p) for p in pythons]
+
+
+# ---------------------------------------------------------------------------------------------
+# The JSON (inside a results file, and record.sh's LABEL-instructions.json)
+
+def to_dict(runs: Sequence[CountRun]) -> dict:
+    return {
+        "schema": SCHEMA,
+        "seeds": [run.seed for run in runs],
+        "settings": runs[0].settings if runs else {},
+        "runs": [{"seed": run.seed, "wall_s": round(run.wall_s, 1),
+                  "cases": [{"case": c.case, "op": c.op, "instructions_per_call": round(c.per_call, 1),
+                             "repeats": [round(r, 1) for r in c.repeats],
+                             "spread_pct": round(c.spread_pct, 4), "error": c.error,
+                             "functions": {k: round(v, 2) for k, v in c.functions.items()}}
+                            for c in run.cases]}
+                 for run in runs],
+    }
+
+
+def from_dict(data: dict, source: str = "instructions") -> list[CountRun]:
+    if not isinstance(data, dict) or data.get("schema") != SCHEMA:
+        raise UsageError(f"{source} is not an instruction-count file of this tool; "
+                         "count again with --instructions")
+    return [CountRun(run["seed"], tuple(
+        CaseCounts(c["case"], c["op"], c["instructions_per_call"], tuple(c["repeats"]),
+                   c.get("functions", {}), c.get("error")) for c in run["cases"]),
+        data.get("settings", {}), run.get("wall_s", math.nan)) for run in data["runs"]]
+
+
+def per_call_by_case(runs: Sequence[CountRun]) -> dict[tuple[str, str], list[float]]:
+    """(case, op) -> the per-call count under each seed, in seed order."""
+    out: dict[tuple[str, str], list[float]] = {}
+    for run in runs:
+        for c in run.cases:
+            if c.error is None:
+                out.setdefault((c.case, c.op), []).append(c.per_call)
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Deltas between builds
+
+@dataclasses.dataclass(frozen=True)
+class CountComparison:
+    case: str
+    op: str
+    base: float  # mean per-call count over seeds
+    branch: float
+    delta: float
+    ci95: tuple[float, float] | None  # over matched seeds; None with one seed
+    verdict: str
+    seeds: int
+
+
+def compare_counts(base_runs: Sequence[CountRun], branch_runs: Sequence[CountRun],
+                   threshold: float = DEFAULT_THRESHOLD_INSTRUCTIONS,
+                   threshold_pct: float = DEFAULT_THRESHOLD_INSTRUCTIONS_PCT) -> list[CountComparison]:
+    """Per (case, op): mean delta over seeds present on both sides, its interval, a verdict.
+
+    Several seeds: a t-interval over the matched per-seed deltas. One seed: no spread to take an
+    interval from, so the change must also exceed SINGLE_LAYOUT_ALLOWANCE_PCT of the count."""
+    from overrides.compare import judge
+
+    branch_by_seed = {run.seed: run for run in branch_runs}
+    deltas: dict[tuple[str, str], list[tuple[float, float]]] = {}
+    for run in base_runs:
+        other = branch_by_seed.get(run.seed)
+        if other is None:
+            continue
+        for c in run.cases:
+            b = other.get(c.case, c.op)
+            if c.error is None and b is not None and b.error is None:
+                deltas.setdefault((c.case, c.op), []).append((c.per_call, b.per_call))
+    out = []
+    for (case, op), pairs in deltas.items():
+        base = sum(a for a, _ in pairs) / len(pairs)
+        branch = sum(b for _, b in pairs) / len(pairs)
+        diffs = [b - a for a, b in pairs]
+        delta = sum(diffs) / len(diffs)
+        limit = max(threshold, threshold_pct / 100 * base)
+        if len(diffs) >= 2:
+            half = stats.t95(len(diffs) - 1) * stats.stdev(diffs) / math.sqrt(len(diffs))
+            ci = (delta - half, delta + half)
+        else:
+            allowance = SINGLE_LAYOUT_ALLOWANCE_PCT / 100 * base
+            ci = (delta - allowance, delta + allowance)
+            limit = max(limit, allowance)
+        out.append(CountComparison(case, op, base, branch, delta, ci if len(diffs) >= 2 else None,
+                                   judge(delta, ci, limit), len(diffs)))
+    return out
+
+
+def function_deltas(base_runs: Sequence[CountRun], branch_runs: Sequence[CountRun], case: str,
+                    op: str, count_: int = 15) -> list[tuple[str, float, float]]:
+    """(function, base, branch) self instructions per call, largest |change| first, from the
+    first seed present on both sides."""
+    branch_by_seed = {run.seed: run for run in branch_runs}
+    for run in base_runs:
+        other = branch_by_seed.get(run.seed)
+        a, b = run.get(case, op), other.get(case, op) if other else None
+        if a and b:
+            names = set(a.functions) | set(b.functions)
+            rows = [(n, a.functions.get(n, 0.0), b.functions.get(n, 0.0)) for n in names]
+            rows.sort(key=lambda r: -abs(r[2] - r[1]))
+            return [r for r in rows[:count_] if abs(r[2] - r[1]) >= 0.5]
+    return []

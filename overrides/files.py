@@ -1,0 +1,43 @@
+"""Files written whole or not at all: a temp file beside the target, then a rename.
+
+An interrupted run must never leave half a results file, SVG or ZIP that looks complete.
+Everything this project writes for a user goes through here.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import tempfile
+from typing import Iterator
+
+_UMASK = os.umask(0)
+os.umask(_UMASK)
+_DEFAULT_MODE = 0o666 & ~_UMASK  # what open(path, "w") would have given
+
+
+@contextlib.contextmanager
+def atomic_path(path: str, suffix: str = "") -> Iterator[str]:
+    """A temporary path beside `path`; renamed onto `path` if the block succeeds, else removed."""
+    directory = os.path.dirname(os.path.abspath(path))
+    os.makedirs(directory, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=suffix, dir=directory)
+    os.close(fd)
+    try:
+        yield tmp
+        os.chmod(tmp, _DEFAULT_MODE)  # mkstemp makes it private; the result is an ordinary file
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+def write_text_atomic(path: str, text: str) -> None:
+    with atomic_path(path) as tmp:
+        with open(tmp, "w", encoding="utf-8") as out:
+            out.write(text)
+
+
+def write_json_atomic(path: str, payload) -> None:
+    write_text_atomic(path, json.dumps(payload, indent=1) + "\n")

@@ -1,0 +1,381 @@
+"""Flamegraphs with py-spy: record a case's hot loop, read its collapsed stacks, diff two builds.
+
+`record_case` runs `py-spy record --native` on `pyspybench.py CASE` twice at once, once for the
+SVG a person looks at and once for py-spy's raw collapsed stacks, which the differential view
+reads. (py-spy writes one format per recording; the two recordings sample the same loop in
+two processes, at the same time, so a case costs one recording's wall time.)
+
+The differential view answers "where did the branch spend its extra time?" in nanoseconds per
+call: a function's share of the hot loop's samples times the case's per-call time, base against
+branch. Shares alone mislead: a branch that adds a frame lowers every other frame's share. It
+ranks functions by their own (self) time, which adds up to the whole call's change, so a
+wrapper the branch inserts shows its own cost rather than everything it wraps. Each delta
+comes with an error: py-spy's sampling error widened by the spread two processes of one build
+show (PROCESS_DISPERSION), because with ~1000 samples a function's share moves by a percent or
+two by chance, which on a 7 us call is as large as the regressions this tool looks for.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+import re
+import shutil
+import subprocess
+import sys
+from typing import Mapping, Sequence
+
+from overrides.errors import UsageError
+from overrides.hotloop import DEFAULT_SECONDS, frame_name
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PYSPYBENCH = os.path.join(ROOT, "pyspybench.py")
+# Samples a second: py-spy --native keeps up at this rate here, and DEFAULT_SECONDS of hot
+# loop give 1000+ samples (the default 100/s would need twice as long per case).
+PYSPY_RATE_HZ = 200
+START_TIMEOUT_S = 120  # importing torch under py-spy, on a cold disk
+PYSPY_VARIABLE = "PYSPY"  # which py-spy to use, when not the one on PATH
+INSTALL_HINT = "install it with `python3 -m pip install py-spy` (no root needed to record a process it starts)"
+HOT_LOOP_PREFIX = frame_name("")  # every hot-loop frame's name starts with this
+# A frame's change counts when it is this many errors from zero: a hot loop has hundreds of
+# frames, and at 2 errors one in twenty would "change" by chance.
+SIGNIFICANT_Z = 3.0
+# Two processes of the same build differ per function by more than sampling does: each has its
+# own layout, and layout luck lands on particular functions (one process spent 34 of 600
+# samples in at::_ops::alias::call, others almost none). Between six recordings of one build
+# (15 pairs, 279 frames above 100 ns) the binomial z-scores had sd 2.06, and 14% passed 3;
+# errors are therefore the binomial ones times this factor, which left none past 3.
+PROCESS_DISPERSION = 2.1
+
+
+@dataclasses.dataclass(frozen=True)
+class Recording:
+    case: str
+    svg_path: str
+    folded_path: str
+    samples: int  # samples inside the hot loop, in the raw recording
+    seconds: float
+
+
+def find_pyspy(python: str | None = None) -> str:
+    """$PYSPY, or py-spy beside the interpreter (a virtualenv's bin/) or on PATH; else a
+    UsageError saying how to install it."""
+    given = os.environ.get(PYSPY_VARIABLE)
+    if given:
+        if os.access(given, os.X_OK) and not os.path.isdir(given):
+            return given
+        raise UsageError(f"{PYSPY_VARIABLE}={given} is not an executable py-spy; {INSTALL_HINT}, "
+                         f"or unset {PYSPY_VARIABLE}")
+    for folder in filter(None, (os.path.dirname(python or ""), os.path.dirname(sys.executable))):
+        candidate = os.path.join(folder, "py-spy")
+        if os.access(candidate, os.X_OK):
+            return candidate
+    found = shutil.which("py-spy")
+    if found:
+        return found
+    raise UsageError(f"py-spy not found; {INSTALL_HINT}")
+
+
+def _explain_failure(stderr: str, case: str) -> str:
+    """One line saying why a py-spy run failed, and what to do about it."""
+    for line in stderr.splitlines():
+        if "pyspybench.py: error:" in line:
+            return line.split("pyspybench.py: error:", 1)[1].strip()
+    lowered = stderr.lower()
+    if any(word in lowered for word in ("permission denied", "operation not permitted", "ptrace")):
+        return ("py-spy was refused access to the benchmark process it started (ptrace): allow "
+                "it with /proc/sys/kernel/yama/ptrace_scope at 0 or 1 (`sysctl "
+                "kernel.yama.ptrace_scope=1`), and in a container add CAP_SYS_PTRACE "
+                "(`docker run --cap-add SYS_PTRACE`)")
+    last = [line for line in stderr.strip().splitlines() if line.strip()]
+    return f"py-spy failed on {case}: {last[-1] if last else 'no message'}"
+
+
+def record_case(python: str, case: str, svg_path: str, folded_path: str, *, op: str | None = None,
+                seconds: float = DEFAULT_SECONDS, rate_hz: int = PYSPY_RATE_HZ,
+                pyspy: str | None = None) -> Recording:
+    """Record `case`'s hot loop under `python` into an SVG and a collapsed-stacks file.
+
+    Both files are written whole or not at all; a failure raises UsageError with the reason.
+    """
+    pyspy = pyspy or find_pyspy(python)
+    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    jobs = []
+    for fmt, path in (("flamegraph", svg_path), ("raw", folded_path)):
+        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+        partial = path + ".partial"
+        # pyspybench imports and warms up unsampled, then hands its hot loop to py-spy.
+        command = [python, PYSPYBENCH, case, "--seconds", f"{seconds:g}", "--record", partial,
+                   "--format", fmt, "--rate", str(rate_hz), "--pyspy", pyspy]
+        if op:
+            command += ["--op", op]
+        jobs.append((subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                      text=True, env=env), partial, path))  # cwd: the user's, for their cases
+    failures = []
+    try:
+        for process, partial, _ in jobs:
+            _, stderr = process.communicate(timeout=seconds + START_TIMEOUT_S)
+            if process.returncode != 0 or not os.path.exists(partial):
+                failures.append(_explain_failure(stderr, case))
+    except subprocess.TimeoutExpired:
+        failures.append(f"py-spy on {case} did not finish within {seconds + START_TIMEOUT_S:.0f} s")
+    finally:
+        for process, partial, _ in jobs:
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+    if failures:
+        for _, partial, _ in jobs:
+            if os.path.exists(partial):
+                os.unlink(partial)
+        raise UsageError(failures[0])
+    for _, partial, path in jobs:
+        os.replace(partial, path)
+    return Recording(case, svg_path, folded_path, hot_loop_total(read_folded(folded_path)), seconds)
+
+
+# ---------------------------------------------------------------------------------------------
+# Collapsed stacks
+
+_LINE_NUMBER = re.compile(r":\d+\)$")  # "f (file.py:12)" -> "f (file.py)": lines move between builds
+_ADDRESS = re.compile(r"\b0x[0-9a-fA-F]+\b")
+_PROCESS_FRAME = re.compile(r'^process \d+:')
+
+
+_TEMPLATE_ARGUMENTS = re.compile(r"<[^<>]*>")
+
+
+def clean_frame(frame: str) -> str:
+    """A frame name that means the same thing in two builds, short enough to read: no line
+    numbers, no addresses, no directories, no C++ template arguments."""
+    frame = _ADDRESS.sub("?", _LINE_NUMBER.sub(")", frame.strip()))
+    match = re.match(r"^(.*) \((.+)\)$", frame)
+    name, location = match.groups() if match else (frame, None)
+    if location and (location.endswith(".py") or location.startswith("<")):
+        return f"{name} ({'/'.join(location.split('/')[-2:])})"  # Python: <locals> are not templates
+    # innermost first: "f<a<b>, c>::g" -> "f<a\x00, c>::g" -> "f\x00::g" -> "f<>::g"
+    shorter = _TEMPLATE_ARGUMENTS.sub("\x00", name)
+    while shorter != name:
+        name, shorter = shorter, _TEMPLATE_ARGUMENTS.sub("\x00", shorter)
+    name = name.replace("\x00", "<>")
+    if location is None:
+        return name
+    # "/long/path/to/torch/_tensor.py" -> "torch/_tensor.py": one directory for context
+    return f"{name} ({'/'.join(location.replace(chr(92), '/').split('/')[-2:])})"
+
+
+def read_folded(path: str) -> dict[tuple[str, ...], int]:
+    """Collapsed stacks ("frame;frame;frame count" per line), frames cleaned, counts merged."""
+    stacks: dict[tuple[str, ...], int] = {}
+    with open(path, encoding="utf-8", errors="replace") as src:
+        for line in src:
+            line = line.rstrip("\n")
+            if not line.strip():
+                continue
+            body, _, count = line.rpartition(" ")
+            try:
+                samples = int(count)
+            except ValueError:
+                continue
+            frames = [f for f in body.split(";") if f and not _PROCESS_FRAME.match(f)]
+            key = tuple(clean_frame(f) for f in frames)
+            stacks[key] = stacks.get(key, 0) + samples
+    return stacks
+
+
+def hot_loop_stacks(stacks: Mapping[tuple[str, ...], int]) -> dict[tuple[str, ...], int]:
+    """Only the samples taken inside the hot loop, each stack cut to start at the loop's frame
+    (what ran before it, importing torch above all, is not part of any call)."""
+    out: dict[tuple[str, ...], int] = {}
+    for stack, samples in stacks.items():
+        for depth, frame in enumerate(stack):
+            if frame.startswith(HOT_LOOP_PREFIX):
+                key = stack[depth:]
+                out[key] = out.get(key, 0) + samples
+                break
+    return out
+
+
+def hot_loop_total(stacks: Mapping[tuple[str, ...], int]) -> int:
+    return sum(hot_loop_stacks(stacks).values())
+
+
+def frame_samples(stacks: Mapping[tuple[str, ...], int]) -> tuple[dict[str, int], dict[str, int]]:
+    """(inclusive, self) samples per frame name; a frame counts once per sample even if it
+    recurses."""
+    inclusive: dict[str, int] = {}
+    own: dict[str, int] = {}
+    for stack, samples in stacks.items():
+        for frame in set(stack):
+            inclusive[frame] = inclusive.get(frame, 0) + samples
+        if stack:
+            own[stack[-1]] = own.get(stack[-1], 0) + samples
+    return inclusive, own
+
+
+# ---------------------------------------------------------------------------------------------
+# The differential view
+
+@dataclasses.dataclass(frozen=True)
+class FrameDelta:
+    """One frame's time per call in base and branch: its own (self) time, which is what the
+    ranking uses, and its inclusive time (with what it calls), for context."""
+
+    frame: str
+    base_self_ns: float
+    branch_self_ns: float
+    error_ns: float  # one standard error of the self-time delta, from the sample counts
+    base_ns: float  # inclusive
+    branch_ns: float
+
+    @property
+    def delta_ns(self) -> float:
+        """Change of the frame's own time per call. Over all frames these add up to the change
+        of the whole call; an inserted wrapper shows its own cost, not what it wraps."""
+        return self.branch_self_ns - self.base_self_ns
+
+    @property
+    def new(self) -> bool:
+        return self.base_ns == 0 and self.branch_ns > 0
+
+    @property
+    def z(self) -> float:
+        return self.delta_ns / self.error_ns if self.error_ns > 0 else 0.0
+
+    @property
+    def significant(self) -> bool:
+        return abs(self.z) >= SIGNIFICANT_Z
+
+
+def _share_error(count: int, total: int) -> float:
+    """Standard error of a frame's share of `total` samples, from one process to another: the
+    binomial error (at least half a sample's, so a frame never seen still has one) times
+    PROCESS_DISPERSION."""
+    p = max(count, 0.5) / total
+    return PROCESS_DISPERSION * math.sqrt(p * (1 - p) / total)
+
+
+def differential(base: Mapping[tuple[str, ...], int], branch: Mapping[tuple[str, ...], int],
+                 base_per_call_ns: float, branch_per_call_ns: float) -> list[FrameDelta]:
+    """Every frame of either hot loop, as ns per call in base and branch, the most significant
+    change of its own time first."""
+    base_loop, branch_loop = hot_loop_stacks(base), hot_loop_stacks(branch)
+    base_total, branch_total = sum(base_loop.values()), sum(branch_loop.values())
+    if not base_total or not branch_total:
+        return []
+    (base_inc, base_own), (branch_inc, branch_own) = frame_samples(base_loop), frame_samples(branch_loop)
+    deltas = []
+    for frame in set(base_inc) | set(branch_inc):
+        b, r = base_own.get(frame, 0), branch_own.get(frame, 0)
+        error = math.hypot(_share_error(b, base_total) * base_per_call_ns,
+                           _share_error(r, branch_total) * branch_per_call_ns)
+        deltas.append(FrameDelta(
+            frame, b / base_total * base_per_call_ns, r / branch_total * branch_per_call_ns, error,
+            base_inc.get(frame, 0) / base_total * base_per_call_ns,
+            branch_inc.get(frame, 0) / branch_total * branch_per_call_ns))
+    deltas.sort(key=lambda d: (-abs(d.z), -abs(d.delta_ns), d.frame))
+    return deltas
+
+
+def top_changes(deltas: Sequence[FrameDelta], count: int = 12) -> tuple[list[FrameDelta], list[FrameDelta]]:
+    """(grew, shrank): the significant changes of own time, largest first, at most `count` each."""
+    grew = sorted((d for d in deltas if d.significant and d.delta_ns > 0), key=lambda d: -d.delta_ns)
+    shrank = sorted((d for d in deltas if d.significant and d.delta_ns < 0), key=lambda d: d.delta_ns)
+    return grew[:count], shrank[:count]
+
+
+# ---------------------------------------------------------------------------------------------
+# A differential flamegraph (SVG), drawn here: the branch's hot loop, each frame coloured by how
+# much its function's own time per call changed against base (red: more, blue: less, grey:
+# within SIGNIFICANT_Z errors). By function, not by call path: a branch that inserts a
+# wrapper moves everything under it to new paths, and colouring by path would paint all of
+# that "new" while only the wrapper costs anything.
+
+SVG_WIDTH = 1200
+ROW_HEIGHT = 17
+FONT_SIZE = 11
+CHAR_WIDTH = 6.2  # average width of a FONT_SIZE character, to cut labels that would not fit
+MIN_WIDTH_PX = 0.5  # frames narrower than this are not drawn
+
+
+def _tree(stacks: Mapping[tuple[str, ...], int]) -> dict[tuple[str, ...], int]:
+    """Inclusive samples per call path (every prefix of every stack)."""
+    paths: dict[tuple[str, ...], int] = {}
+    for stack, samples in stacks.items():
+        for depth in range(1, len(stack) + 1):
+            paths[stack[:depth]] = paths.get(stack[:depth], 0) + samples
+    return paths
+
+
+def _escape(text: str) -> str:
+    return (text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+            .replace('"', "&quot;"))
+
+
+def _colour(delta: FrameDelta | None, scale_ns: float) -> str:
+    if delta is None or not delta.significant or scale_ns <= 0:
+        return "rgb(225,225,225)"
+    fade = int(215 - 165 * min(1.0, abs(delta.delta_ns) / scale_ns))
+    return f"rgb(235,{fade},{fade})" if delta.delta_ns > 0 else f"rgb({fade},{fade},235)"
+
+
+def differential_svg(base: Mapping[tuple[str, ...], int], branch: Mapping[tuple[str, ...], int],
+                     base_per_call_ns: float, branch_per_call_ns: float, title: str) -> str:
+    """The differential flamegraph as SVG text (static: tooltips, no script)."""
+    by_frame = {d.frame: d for d in differential(base, branch, base_per_call_ns, branch_per_call_ns)}
+    if not by_frame:
+        raise ValueError("no hot-loop samples on one side; nothing to compare")
+    paths = _tree(hot_loop_stacks(branch))
+    total = sum(count for path, count in paths.items() if len(path) == 1)
+    scale = max((abs(d.delta_ns) for d in by_frame.values() if d.significant), default=0.0)
+    depth = max(len(path) for path in paths)
+    top_margin, bottom_margin = 50, 40
+    height = top_margin + depth * ROW_HEIGHT + bottom_margin
+    px_per_sample = (SVG_WIDTH - 20) / total
+    # x offsets: children laid out left to right inside their parent, alphabetically
+    offsets: dict[tuple[str, ...], float] = {(): 10.0}
+    children: dict[tuple[str, ...], list[tuple[str, ...]]] = {}
+    for path in paths:
+        children.setdefault(path[:-1], []).append(path)
+    pending = [()]
+    while pending:
+        parent = pending.pop()
+        x = offsets[parent]
+        for child in sorted(children.get(parent, [])):
+            offsets[child] = x
+            x += paths[child] * px_per_sample
+            pending.append(child)
+    parts = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{SVG_WIDTH}" height="{height}" '
+        f'viewBox="0 0 {SVG_WIDTH} {height}" font-family="Verdana, sans-serif" font-size="{FONT_SIZE}">',
+        f'<rect x="0" y="0" width="{SVG_WIDTH}" height="{height}" fill="white"/>',
+        f'<text x="{SVG_WIDTH / 2}" y="20" text-anchor="middle" font-size="15">{_escape(title)}</text>',
+        f'<text x="{SVG_WIDTH / 2}" y="38" text-anchor="middle" fill="#555">width: share of the '
+        f'branch\'s samples; colour: change of the function\'s own time per call against base '
+        f'(red: more, blue: less, grey: within {SIGNIFICANT_Z:g} errors)</text>',
+    ]
+    for path in sorted(paths):
+        count = paths[path]
+        width = count * px_per_sample
+        if width < MIN_WIDTH_PX:
+            continue
+        x = offsets[path]
+        y = height - bottom_margin - len(path) * ROW_HEIGHT
+        label = path[-1]
+        delta = by_frame.get(label)
+        fits = int((width - 4) / CHAR_WIDTH)
+        shown = label if len(label) <= fits else (label[:fits - 2] + ".." if fits > 3 else "")
+        tip = f"{label}: {count} samples on this path"
+        if delta is not None:
+            tip += (f"; own time {delta.base_self_ns:,.0f} -> {delta.branch_self_ns:,.0f} ns per call "
+                    f"({delta.delta_ns:+,.0f}, {delta.z:+.1f} errors)")
+        parts.append(
+            f'<g><title>{_escape(tip)}</title><rect x="{x:.2f}" y="{y}" width="{width:.2f}" '
+            f'height="{ROW_HEIGHT - 1}" fill="{_colour(delta, scale)}" stroke="white" stroke-width="0.5"/>'
+            + (f'<text x="{x + 3:.2f}" y="{y + ROW_HEIGHT - 5}">{_escape(shown)}</text>' if shown else "")
+            + "</g>")
+    parts.append(f'<text x="10" y="{height - 12}" fill="#555">branch: {total} samples at '
+                 f'{branch_per_call_ns:,.0f} ns per call; base: {base_per_call_ns:,.0f} ns per call</text>')
+    parts.append("</svg>")
+    return "\n".join(parts) + "\n"

@@ -1,0 +1,474 @@
+"""`scripts/report.sh BASE BRANCH`: compare two builds and pack what a PR reviewer needs into a ZIP.
+
+BASE and BRANCH are each a label recorded earlier by `scripts/record.sh` (one checkout rebuilt
+between the two) or an interpreter / virtualenv, measured on the spot. Two interpreters are
+compared live, side by side (`overrides/ab.py`, paired: the sharpest verdicts); anything else is
+compared from two separate runs (`overrides/compare.py`, unpaired, and the report says what that
+costs). Then, for every case that regressed (every case with --all), both builds' py-spy
+flamegraphs, their screenshots, and a differential view of where the branch's extra time went.
+
+The ZIP holds report.md (ready to paste into a PR), comparison.json, base/branch .txt and .json
+(the bench outputs), base-NAME.svg / branch-NAME.svg with their PNGs, and diff-NAME.svg/.png.
+It is written whole or not at all; the runs/ folders keep every file finished before an
+interruption.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+import shutil
+import sys
+import tempfile
+import time
+import zipfile
+from typing import Callable, Sequence
+
+from overrides import compare, environment, report, results
+from overrides.errors import UsageError
+from overrides.files import atomic_path, write_json_atomic, write_text_atomic
+
+DEFAULT_OUTPUT = "report.zip"
+ROLES = ("base", "branch")
+DIFF_ROWS = 12  # frames listed per direction (grew, shrank) in a case's differential table
+
+
+@dataclasses.dataclass(frozen=True)
+class Side:
+    """One of BASE and BRANCH: a recorded label or an interpreter measured on the spot."""
+
+    role: str
+    spec: str
+    label: str | None = None  # set when the spec is a recorded label
+    python: str | None = None  # the interpreter: given, or the one the label was recorded with
+
+
+@dataclasses.dataclass
+class Figure:
+    """A file for the ZIP (and maybe a note about why it is missing)."""
+
+    name: str
+    path: str | None
+    note: str | None = None
+
+
+def classify(spec: str, role: str, runs: str) -> Side:
+    """A recorded label if runs/SPEC exists, else an interpreter or virtualenv, else exit 2."""
+    from overrides import ab, record
+
+    if os.sep not in spec and spec in record.recorded_labels(runs):
+        recorded = record.load_label(runs, spec)
+        return Side(role, spec, label=spec, python=recorded.python)
+    looks_like_interpreter = os.sep in spec or os.path.isdir(spec) or shutil.which(spec)
+    if not looks_like_interpreter:
+        known = record.recorded_labels(runs)
+        raise UsageError(
+            f"{role.upper()} {spec!r} is neither a label recorded in {runs} "
+            f"({'recorded: ' + ', '.join(known) if known else 'none recorded yet'}) nor an "
+            "interpreter or virtualenv; record it with `scripts/record.sh --label "
+            f"{spec}` or pass a Python executable")
+    return Side(role, spec, python=ab.resolve_interpreter(spec))
+
+
+class Report:
+    """Gathers the numbers, figures and notes of one report, then writes the ZIP."""
+
+    def __init__(self, runs: str, workdir: str, say: Callable[[str], None]):
+        self.runs = runs
+        self.workdir = workdir  # figures made here (PNGs, differential SVGs) until zipped
+        self.say = say
+        self.notes: list[str] = []
+        self.files: list[Figure] = []
+        self.sections: list[str] = []
+        self.recorded: dict = {}
+        self.counts: list | None = None  # [base runs, branch runs] of Callgrind, when both counted
+
+    # -- numbers ---------------------------------------------------------------------------
+
+    def measure(self, sides: Sequence[Side], case_names: Sequence[str] | None, op: str | None,
+                ab_config) -> tuple[list, dict, dict]:
+        """(comparisons, RunResult per role, settings)."""
+        from overrides import ab, cases as cases_mod, ops as ops_mod, record
+
+        selected = cases_mod.resolve_cases(list(case_names) if case_names else None)
+        names = [case.name for case in selected]
+        if all(side.label is None for side in sides):
+            outcome = ab.run_ab(sides[0].python, sides[1].python, selected,
+                                ops_mod.resolve_ops([op] if op else None), ab_config, self.say)
+            if outcome.interrupted:
+                raise KeyboardInterrupt
+            runs = {"base": outcome.base_run, "branch": outcome.branch_run}
+            if all(run.instructions for run in runs.values()):
+                from overrides import callgrind
+
+                self.counts = [callgrind.from_dict(runs[role].instructions) for role in ROLES]
+            for side in sides:  # kept as record.sh would, so flamegraphs land beside them
+                recorder = record.Recorder(self.runs, side.role, side.python, names, op, self.say)
+                recorder.manifest.update(results=f"{side.role}.json", text=f"{side.role}.txt",
+                                         measured_by="paired A/B in report.sh")
+                results.save(runs[side.role], recorder.path(f"{side.role}.json"))
+                write_text_atomic(recorder.path(f"{side.role}.txt"), report.table(runs[side.role]) + "\n")
+                recorder.save()
+                self.recorded[side.role] = recorder.finish()
+            return list(outcome.comparisons), runs, outcome.settings
+        recorded = {}
+        for side in sides:
+            if side.label is not None:
+                recorded[side.role] = record.load_label(self.runs, side.label)
+            else:
+                recorded[side.role] = record.record(
+                    side.role, side.python, names, op=op, directory=self.runs, flamegraphs=False,
+                    instructions=bool(ab_config.instruction_seeds),
+                    seeds=ab_config.instruction_seeds, progress=self.say)
+        self.recorded = recorded
+        runs = {role: results.load(recorded[role].results_path) for role in ROLES}
+        comparisons = compare.compare_runs(runs["base"], runs["branch"], ab_config.threshold_ns,
+                                           ab_config.threshold_pct)
+        settings = {"mode": "unpaired", "threshold_ns": ab_config.threshold_ns,
+                    "threshold_pct": ab_config.threshold_pct}
+        count_files = [recorded[role].instructions_path() for role in ROLES]
+        if all(count_files):
+            comparisons, runs = self._judge_on_counts(comparisons, runs, count_files, settings)
+        elif any(count_files):
+            self.notes.append("Only one side has instruction counts (record both with "
+                              "`record.sh --instructions`), so the verdicts rest on wall time.")
+        return comparisons, runs, settings
+
+    def _judge_on_counts(self, comparisons, runs: dict, count_files, settings: dict):
+        from overrides import callgrind
+
+        counts = []
+        for path in count_files:
+            with open(path, encoding="utf-8") as src:
+                counts.append(callgrind.from_dict(json.load(src), source=path))
+        self.counts = counts
+        seeds = sorted({run.seed for run in counts[0]} & {run.seed for run in counts[1]})
+        if not seeds:
+            self.notes.append("The two sides' instruction counts share no hash seed (record both "
+                              "with the same --seeds), so the verdicts rest on wall time.")
+            return comparisons, runs
+        settings["instructions"] = {"seeds": seeds,
+                                    "threshold": callgrind.DEFAULT_THRESHOLD_INSTRUCTIONS,
+                                    "threshold_pct": callgrind.DEFAULT_THRESHOLD_INSTRUCTIONS_PCT}
+        runs = {role: dataclasses.replace(runs[role], instructions=callgrind.to_dict(c))
+                for role, c in zip(ROLES, counts)}
+        return compare.with_counts(comparisons, callgrind.compare_counts(*counts)), runs
+
+    # -- flamegraphs -----------------------------------------------------------------------
+
+    def flamegraphs(self, sides: Sequence[Side], comparisons, runs: dict, seconds: float | None,
+                    op: str | None) -> None:
+        from overrides import hotloop, record, screenshot
+
+        browser = screenshot.find_browser()
+        if browser is None:
+            self.notes.append(f"Screenshots were skipped: no Chromium on this machine; {screenshot.INSTALL_HINT}.")
+        for comparison in comparisons:
+            stem = record.file_stem(comparison.case, op)
+            folded: dict[str, str] = {}
+            for side in sides:
+                paths = self._flamegraph_for(side, comparison.case, op, seconds or hotloop.DEFAULT_SECONDS)
+                if paths is None:
+                    continue
+                svg, folded[side.role] = paths
+                name = f"{side.role}-{stem}"
+                self.files.append(Figure(f"{name}.svg", svg))
+                if browser:
+                    self._shoot(svg, f"{name}.png", browser)
+            section = [f"### {comparison.case}: {_signed(comparison.delta_ns)} ns per call "
+                       f"({comparison.verdict})", ""]
+            for role in ROLES:
+                if any(f.name == f"{role}-{stem}.png" for f in self.files):
+                    section.append(f"{role}: ![{role}-{stem}]({role}-{stem}.png)")
+            section.append("")
+            if len(folded) == 2:
+                section += self._differential(comparison, folded, stem, browser)
+            else:
+                section.append("No differential view: a flamegraph is missing on one side (see notes).")
+            self.sections.append("\n".join(section))
+
+    def _flamegraph_for(self, side: Side, case: str, op: str | None, seconds: float) -> tuple[str, str] | None:
+        from overrides import flamegraph, record
+
+        label = side.label or side.role
+        recorded = self.recorded.get(side.role) or record.load_label(self.runs, label)
+        existing = recorded.flamegraph(case)
+        if existing:
+            return existing
+        if not (side.python and os.access(side.python, os.X_OK)):
+            self.notes.append(f"No {side.role} flamegraph for {case}: label {label!r} was recorded "
+                              f"without it and its interpreter ({side.python}) is gone.")
+            return None
+        stem = record.file_stem(case, op)
+        svg = os.path.join(recorded.directory, f"{label}-{stem}.svg")
+        folded = os.path.join(recorded.directory, f"{label}-{stem}.folded")
+        self.say(f"report: py-spy on {case} for {side.role} ({seconds:g} s)")
+        try:
+            rec = flamegraph.record_case(side.python, case, svg, folded, op=op, seconds=seconds)
+        except UsageError as exc:
+            self.notes.append(f"No {side.role} flamegraph for {case}: {exc}")
+            return None
+        recorded.manifest.setdefault("flamegraphs", {})[case] = {
+            "svg": os.path.basename(svg), "folded": os.path.basename(folded),
+            "samples": rec.samples, "seconds": seconds}
+        write_json_atomic(os.path.join(recorded.directory, record.MANIFEST), recorded.manifest)
+        return svg, folded
+
+    def _shoot(self, svg: str, png_name: str, browser: str) -> bool:
+        from overrides import screenshot
+
+        png = os.path.join(self.workdir, png_name)
+        self.say(f"report: screenshot {png_name}")
+        try:
+            screenshot.screenshot(svg, png, browser)
+        except screenshot.ScreenshotError as exc:
+            self.notes.append(f"No {png_name}: {exc}.")
+            return False
+        self.files.append(Figure(png_name, png))
+        return True
+
+    def _differential(self, comparison, folded: dict, stem: str, browser: str | None) -> list[str]:
+        from overrides import flamegraph
+
+        base_stacks = flamegraph.read_folded(folded["base"])
+        branch_stacks = flamegraph.read_folded(folded["branch"])
+        deltas = flamegraph.differential(base_stacks, branch_stacks, comparison.base_ns,
+                                         comparison.branch_ns)
+        lines = []
+        if not deltas:
+            return ["No differential view: no samples inside the hot loop on one side."]
+        diff_svg = os.path.join(self.workdir, f"diff-{stem}.svg")
+        write_text_atomic(diff_svg, flamegraph.differential_svg(
+            base_stacks, branch_stacks, comparison.base_ns, comparison.branch_ns,
+            f"{comparison.case}: branch against base, ns per call by call path"))
+        self.files.append(Figure(f"diff-{stem}.svg", diff_svg))
+        if browser and self._shoot(diff_svg, f"diff-{stem}.png", browser):
+            lines.append(f"Differential flamegraph (red: more time than base, blue: less): "
+                         f"![diff-{stem}](diff-{stem}.png)")
+        else:
+            lines.append(f"Differential flamegraph: `diff-{stem}.svg` (red: more time than base, blue: less).")
+        grew, shrank = flamegraph.top_changes(deltas, DIFF_ROWS)
+        explained = sum(d.delta_ns for d in grew + shrank)
+        lines += ["", f"Functions whose own time per call changed by more than "
+                  f"{flamegraph.SIGNIFICANT_Z:g} errors (own time: not counting what they call, so "
+                  f"the changes add up to the whole call's; listed: {_signed(explained)} of "
+                  f"{_signed(comparison.delta_ns)} ns). ± is one error: py-spy's sampling, widened "
+                  f"{flamegraph.PROCESS_DISPERSION:g}x for the process-to-process spread of one "
+                  "build's profile. With callees: the function's time including what it calls.", ""]
+        rows = [["", "function", "own ns: base", "branch", "delta", "±", "with callees: base", "branch"]]
+        for tag, group in (("more", grew), ("less", shrank)):
+            for d in group:
+                rows.append([tag + (", new" if d.new else ""), f"`{d.frame}`", f"{d.base_self_ns:,.0f}",
+                             f"{d.branch_self_ns:,.0f}", _signed(d.delta_ns), f"{d.error_ns:,.0f}",
+                             f"{d.base_ns:,.0f}", f"{d.branch_ns:,.0f}"])
+        if len(rows) == 1:
+            lines.append("No function's own time changed by more than its error allows.")
+        else:
+            lines += _markdown_table(rows, right_from=2)
+        return lines + [""]
+
+    # -- output ----------------------------------------------------------------------------
+
+    def markdown(self, comparisons, settings: dict, runs: dict, sides: Sequence[Side],
+                 flamegraphs: bool, all_cases: bool, wall_s: float) -> str:
+        regressed = [c for c in comparisons if c.verdict == "regression"]
+        headline = (f"**{len(regressed)} regression{'s' if len(regressed) != 1 else ''}**: "
+                    + ", ".join(f"{c.case} {_signed(c.delta_ns)} ns" for c in regressed)
+                    if regressed else "**No regression.**")
+        parts = ["# `__torch_function__` overhead: base vs branch", "", headline, "",
+                 "## Comparison", "", report.comparison_markdown(comparisons, settings), ""]
+        if flamegraphs:
+            which = "every case (--all)" if all_cases else "each regressed case"
+            parts += [f"## Where the time went: {which}", ""]
+            parts += self.sections or ["Nothing regressed, so no flamegraphs were needed "
+                                       "(--all records them for every case)."]
+            parts.append("")
+        if self.counts:
+            parts += self._count_sections(comparisons, all_cases)
+        if self.notes:
+            parts += ["## Notes", ""] + [f"- {note}" for note in self.notes] + [""]
+        parts += ["## Environments", ""]
+        for side in sides:
+            env = runs[side.role].environment
+            source = f"label `{side.label}`" if side.label else f"`{side.spec}`"
+            parts.append(f"- **{side.role}** ({source}): {environment.one_line(env)}; "
+                         f"`{env.get('python_executable', side.python)}`")
+        parts += ["", "## Bench output", ""]
+        for side in sides:
+            parts += [f"<details><summary>{side.role}</summary>", "", "```text",
+                      report.table(runs[side.role]), "```", "</details>", ""]
+        parts.append(f"_Made by `scripts/report.sh` in {wall_s:.0f} s._")
+        return "\n".join(parts) + "\n"
+
+    def _count_sections(self, comparisons, all_cases: bool) -> list[str]:
+        """Per regressed case (every case with --all): the functions whose self instructions
+        per call changed most, from Callgrind's per-function profiles."""
+        from overrides import callgrind
+
+        chosen = [c for c in comparisons if all_cases or c.verdict == "regression"]
+        if not chosen:
+            return []
+        parts = ["## Where the instructions went", "",
+                 "Self instructions per call by function (Callgrind, first shared hash seed; names "
+                 "without addresses or paths):", ""]
+        for c in chosen:
+            rows = callgrind.function_deltas(self.counts[0], self.counts[1], c.case, c.op)
+            parts += [f"### {c.case}: {_signed(c.delta_instructions)} instructions per call", ""]
+            if not rows:
+                parts += ["No function changed by half an instruction per call or more.", ""]
+                continue
+            table = [["function", "base", "branch", "delta"]]
+            table += [[f"`{name}`", f"{a:,.1f}", f"{b:,.1f}", f"{b - a:+,.1f}"] for name, a, b in rows]
+            parts += _markdown_table(table, right_from=1) + [""]
+        return parts
+
+    def write_zip(self, output: str, members: dict[str, str]) -> None:
+        """Every member (name -> path) into `output`, whole or not at all."""
+        with atomic_path(output, suffix=".zip") as tmp:
+            with zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as bundle:
+                for name, path in members.items():
+                    bundle.write(path, name)
+
+
+def _signed(value: float) -> str:
+    return "-" if value is None or not math.isfinite(value) else f"{value:+,.0f}"
+
+
+def _markdown_table(rows: list[list[str]], right_from: int) -> list[str]:
+    lines = ["| " + " | ".join(row) + " |" for row in rows]
+    lines.insert(1, "|" + "|".join("---:" if i >= right_from else "---" for i in range(len(rows[0]))) + "|")
+    return lines
+
+
+def comparison_list(comparisons) -> list[dict]:
+    """comparison.json: one object per case, each saying which schema it follows."""
+    return [dict(schema=compare.COMPARISON_SCHEMA, **c.to_dict()) for c in comparisons]
+
+
+def build(base_spec: str, branch_spec: str, *, output: str = DEFAULT_OUTPUT,
+          all_cases: bool = False, flamegraphs: bool = True, cases: Sequence[str] | None = None,
+          op: str | None = None, seconds: float | None = None, ab_config=None,
+          runs_dir: str | None = None,
+          progress: Callable[[str], None] | None = None) -> tuple[str, list, dict]:
+    """Write the report ZIP; returns (its path, the comparisons, the comparison's settings)."""
+    from overrides import ab, flamegraph, record
+
+    say = progress or (lambda message: None)
+    started = time.monotonic()
+    if not output.endswith(".zip"):
+        raise UsageError(f"-o {output}: the report is a ZIP; name it FILE.zip")
+    runs = record.runs_dir(runs_dir)
+    sides = [classify(spec, role, runs) for spec, role in ((base_spec, "base"), (branch_spec, "branch"))]
+    if flamegraphs:
+        flamegraph.find_pyspy(sides[0].python)  # say now, before minutes of measuring
+    ab_config = ab_config or ab.ABConfig()
+    with tempfile.TemporaryDirectory(prefix="overrides-report-") as workdir:
+        the_report = Report(runs, workdir, say)
+        comparisons, run_results, settings = the_report.measure(sides, cases, op, ab_config)
+        if not settings.get("mode", "").startswith("paired"):
+            the_report.notes.append(
+                "This comparison is UNPAIRED: base and branch were measured in separate runs, so "
+                "machine drift and memory layout between the runs are in the interval (3% per "
+                "side); only changes of a few percent can get a verdict. For small changes, pass "
+                "two interpreters or virtualenvs instead of labels: they are measured side by side.")
+        if flamegraphs:
+            chosen = [c for c in comparisons if all_cases or c.verdict == "regression"]
+            the_report.flamegraphs(sides, chosen, run_results, seconds, op)
+        members = {}
+        for role in ROLES:
+            for suffix, payload in (("json", results.to_dict(run_results[role])),
+                                    ("txt", report.table(run_results[role]) + "\n")):
+                path = os.path.join(workdir, f"{role}.{suffix}")
+                if suffix == "json":
+                    write_json_atomic(path, payload)
+                else:
+                    write_text_atomic(path, payload)
+                members[f"{role}.{suffix}"] = path
+        comparison_path = os.path.join(workdir, "comparison.json")
+        write_json_atomic(comparison_path, comparison_list(comparisons))
+        members["comparison.json"] = comparison_path
+        for figure in the_report.files:
+            members[figure.name] = figure.path
+        markdown = the_report.markdown(comparisons, settings, run_results, sides, flamegraphs,
+                                       all_cases, time.monotonic() - started)
+        report_path = os.path.join(workdir, "report.md")
+        write_text_atomic(report_path, markdown)
+        members = {"report.md": report_path, **members}
+        the_report.write_zip(output, members)
+    return output, comparisons, settings
+
+
+def build_parser():
+    from overrides import ab, compare as compare_mod
+    from overrides.argtypes import OneLineParser, non_negative_float, positive_float, positive_int
+    from overrides.hotloop import DEFAULT_SECONDS
+    from overrides.record import RUNS_DIR_VARIABLE
+
+    parser = OneLineParser(
+        prog="scripts/report.sh",
+        description="Compare two builds and write a ZIP for the PR: report.md, comparison.json, "
+                    "bench outputs, and base-/branch- flamegraphs with screenshots of what regressed.")
+    parser.add_argument("base", metavar="BASE", help="a label recorded by record.sh, or an interpreter / virtualenv")
+    parser.add_argument("branch", metavar="BRANCH", help="the same, for the branch")
+    parser.add_argument("-o", "--output", default=DEFAULT_OUTPUT, metavar="FILE.zip",
+                        help=f"where to write the ZIP (default {DEFAULT_OUTPUT})")
+    parser.add_argument("--all", action="store_true", help="flamegraphs for every case, not only regressed ones")
+    parser.add_argument("--no-flamegraphs", action="store_true", help="numbers only: no py-spy, no screenshots")
+    parser.add_argument("--cases", nargs="+", metavar="NAME", help="cases (default: the four seed cases)")
+    parser.add_argument("--op", default=None, help="the op (default torch.add)")
+    parser.add_argument("--seconds", type=positive_float, default=None, metavar="S",
+                        help=f"py-spy recording time per case and side (default {DEFAULT_SECONDS:g})")
+    parser.add_argument("--instructions", action="store_true",
+                        help="also count instructions per call with Callgrind and judge on them "
+                             "(recorded labels are judged on counts whenever both have them)")
+    parser.add_argument("--seeds", nargs="+", type=positive_int, metavar="SEED",
+                        help="hash seeds for --instructions, matched between the builds (default 1 2 3)")
+    parser.add_argument("--pairs", type=positive_int, default=ab.DEFAULT_PAIRS, metavar="P",
+                        help=f"paired A/B worker pairs, for two interpreters (default {ab.DEFAULT_PAIRS})")
+    parser.add_argument("--pair-seconds", type=positive_float, default=ab.DEFAULT_SECONDS_PER_PAIR,
+                        metavar="S", help=f"sampling time per pair (default {ab.DEFAULT_SECONDS_PER_PAIR:g})")
+    parser.add_argument("--threshold-ns", type=non_negative_float, default=compare_mod.DEFAULT_THRESHOLD_NS,
+                        metavar="NS", help=f"smallest change worth a verdict (default {compare_mod.DEFAULT_THRESHOLD_NS:g})")
+    parser.add_argument("--threshold-pct", type=non_negative_float, default=compare_mod.DEFAULT_THRESHOLD_PCT,
+                        metavar="PCT", help=f"... or percent of base, the larger (default {compare_mod.DEFAULT_THRESHOLD_PCT:g})")
+    parser.add_argument("--runs-dir", default=None, metavar="DIR",
+                        help=f"where recorded runs live (default: ${RUNS_DIR_VARIABLE}, else runs/ in this checkout)")
+    parser.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    from overrides import ab
+    from overrides.errors import USAGE_EXIT_STATUS
+    from overrides.progress import stderr_progress
+
+    try:
+        args = build_parser().parse_args(sys.argv[1:] if argv is None else argv)
+        seeds = ()
+        if args.instructions:
+            from overrides.callgrind import DEFAULT_COMPARE_SEEDS, find_valgrind
+
+            find_valgrind()
+            seeds = tuple(args.seeds or DEFAULT_COMPARE_SEEDS)
+        config = ab.ABConfig(pairs=args.pairs, seconds_per_pair=args.pair_seconds,
+                             threshold_ns=args.threshold_ns, threshold_pct=args.threshold_pct,
+                             instruction_seeds=seeds)
+        path, comparisons, settings = build(args.base, args.branch, output=args.output, all_cases=args.all,
+                                  flamegraphs=not args.no_flamegraphs, cases=args.cases, op=args.op,
+                                  seconds=args.seconds, ab_config=config, runs_dir=args.runs_dir,
+                                  progress=stderr_progress(args.quiet))
+    except UsageError as exc:
+        print(f"report.sh: error: {exc}", file=sys.stderr)
+        return USAGE_EXIT_STATUS
+    except KeyboardInterrupt:
+        print("report.sh: interrupted; no ZIP written (runs/ keeps what was recorded)", file=sys.stderr)
+        return 130
+    print(report.comparison_table(comparisons, settings))
+    print(f"report written to {path}")
+    return 1 if compare.any_regression(comparisons) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

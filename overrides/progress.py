@@ -1,0 +1,23 @@
+"""Progress for people, on stderr: what is running and how far along, with elapsed seconds.
+
+Every long-running command line here (bench.py, record.sh, report.sh) reports through this, so
+stdout stays for results and a script can silence the chatter with `2>/dev/null` or `-q`.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from typing import Callable
+
+
+def stderr_progress(quiet: bool = False) -> Callable[[str], None] | None:
+    """A `say(message)` that prints `[  12.3s] message` to stderr, or None when quiet."""
+    if quiet:
+        return None
+    started = time.monotonic()
+
+    def say(message: str) -> None:
+        print(f"[{time.monotonic() - started:5.1f}s] {message}", file=sys.stderr, flush=True)
+
+    return say

@@ -1,0 +1,287 @@
+"""`scripts/record.sh`: measure one build and record its flamegraphs under `runs/LABEL/`.
+
+This is the workflow where one checkout of PyTorch is rebuilt between base and branch: record
+`--label base`, rebuild, record `--label branch`, then `scripts/report.sh base branch`. A
+recorded run is a folder:
+
+    runs/LABEL/record.json          what was recorded, with which interpreter (versioned)
+    runs/LABEL/LABEL.json, .txt     bench.py's results file and table
+    runs/LABEL/LABEL-NAME.svg       py-spy's flamegraph of the case's hot loop
+    runs/LABEL/LABEL-NAME.folded    py-spy's raw collapsed stacks of the same loop
+
+NAME is the original README's: tensor, subtensor, overridden, suboverridden for the seed
+cases, the case name in lower case for others. `record.json` is rewritten (whole) after every
+step, so an interrupted recording keeps, and lists, what it finished.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from typing import Callable, Sequence
+
+from overrides.errors import UsageError
+from overrides.files import write_json_atomic, write_text_atomic
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DEFAULT_RUNS_DIR = os.path.join(ROOT, "runs")
+RUNS_DIR_VARIABLE = "OVERRIDES_RUNS_DIR"  # where runs/ lives, when not in this checkout
+MANIFEST = "record.json"
+SCHEMA = "torch-function-overhead/record/1"
+_LABEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+
+
+def runs_dir(given: str | None = None) -> str:
+    return os.path.abspath(given or os.environ.get(RUNS_DIR_VARIABLE) or DEFAULT_RUNS_DIR)
+
+
+def check_label(label: str) -> str:
+    if not _LABEL.match(label):
+        raise UsageError(f"label {label!r} must be letters, digits, '.', '_' or '-' (it names a folder "
+                         "and its files), e.g. --label base")
+    return label
+
+
+def recorded_labels(directory: str) -> list[str]:
+    if not os.path.isdir(directory):
+        return []
+    return sorted(name for name in os.listdir(directory)
+                  if os.path.isfile(os.path.join(directory, name, MANIFEST)))
+
+
+@dataclasses.dataclass(frozen=True)
+class RecordedRun:
+    """A folder written by `record`, read back."""
+
+    label: str
+    directory: str
+    manifest: dict
+
+    @property
+    def python(self) -> str:
+        return self.manifest["python"]
+
+    @property
+    def results_path(self) -> str:
+        return os.path.join(self.directory, f"{self.label}.json")
+
+    @property
+    def text_path(self) -> str:
+        return os.path.join(self.directory, f"{self.label}.txt")
+
+    def flamegraph(self, case: str) -> tuple[str, str] | None:
+        """(svg, folded) paths recorded for `case`, if both are there."""
+        entry = self.manifest.get("flamegraphs", {}).get(case)
+        if not entry or entry.get("error"):
+            return None
+        paths = tuple(os.path.join(self.directory, entry[key]) for key in ("svg", "folded"))
+        return paths if all(os.path.exists(p) for p in paths) else None
+
+    def instructions_path(self) -> str | None:
+        name = self.manifest.get("instructions")
+        path = os.path.join(self.directory, name) if name else None
+        return path if path and os.path.exists(path) else None
+
+
+def load_label(directory: str, label: str) -> RecordedRun:
+    path = os.path.join(directory, label, MANIFEST)
+    if not os.path.isfile(path):
+        known = recorded_labels(directory)
+        listing = f"recorded labels in {directory}: {', '.join(known)}" if known else \
+            f"nothing is recorded in {directory} yet"
+        raise UsageError(f"no recorded run {label!r} ({listing}); record one with "
+                         f"`scripts/record.sh --label {label}`")
+    with open(path, encoding="utf-8") as src:
+        manifest = json.load(src)
+    if manifest.get("schema") != SCHEMA:
+        raise UsageError(f"{path} was not written by this tool's record.sh (schema "
+                         f"{manifest.get('schema')!r}); record the run again")
+    return RecordedRun(label, os.path.dirname(path), manifest)
+
+
+def file_stem(case_name: str, op_name: str | None) -> str:
+    """NAME in LABEL-NAME.svg: the case's flamegraph name, with the op when it is not the default."""
+    from overrides.cases import get_case
+    from overrides.ops import DEFAULT_OP
+
+    stem = get_case(case_name).stem
+    if op_name and op_name != DEFAULT_OP.name:
+        stem += "-" + re.sub(r"[^a-z0-9]+", "", op_name.lower())
+    return stem
+
+
+class Recorder:
+    """Writes one run folder step by step, rewriting its manifest after each."""
+
+    def __init__(self, directory: str, label: str, python: str, cases: Sequence[str],
+                 op: str | None, say: Callable[[str], None]):
+        self.directory = os.path.join(directory, label)
+        self.label = label
+        self.say = say
+        os.makedirs(self.directory, exist_ok=True)
+        self.manifest = {
+            "schema": SCHEMA, "label": label, "python": python,
+            "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+            "cases": list(cases), "op": op, "results": None, "text": None, "flamegraphs": {},
+            "instructions": None, "complete": False,
+        }
+        self.save()
+
+    def save(self) -> None:
+        write_json_atomic(os.path.join(self.directory, MANIFEST), self.manifest)
+
+    def path(self, name: str) -> str:
+        return os.path.join(self.directory, name)
+
+    def bench(self, python: str, extra: Sequence[str] = ()) -> None:
+        """bench.py under the recorded interpreter: its JSON and its table, beside each other."""
+        results, text = f"{self.label}.json", f"{self.label}.txt"
+        command = [python, os.path.join(ROOT, "bench.py"), "--json", self.path(results),
+                   "--cases", *self.manifest["cases"], *extra]
+        if self.manifest["op"]:
+            command += ["--op", self.manifest["op"]]
+        self.say(f"record {self.label}: bench.py with {python}")
+        done = subprocess.run(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              env=_env_with_root())
+        if done.returncode == 2 or not os.path.exists(self.path(results)):
+            lines = done.stderr.strip().splitlines()
+            raise UsageError(f"bench.py under {python} failed: {lines[-1] if lines else 'no message'}")
+        write_text_atomic(self.path(text), done.stdout)
+        self.manifest.update(results=results, text=text)
+        self.save()
+
+    def flamegraphs(self, python: str, seconds: float) -> None:
+        from overrides import flamegraph
+
+        pyspy = flamegraph.find_pyspy(python)
+        names = self.manifest["cases"]
+        for index, case in enumerate(names, 1):
+            stem = file_stem(case, self.manifest["op"])
+            svg, folded = f"{self.label}-{stem}.svg", f"{self.label}-{stem}.folded"
+            self.say(f"record {self.label}: py-spy on {case} ({index}/{len(names)}), {seconds:g} s")
+            try:
+                recording = flamegraph.record_case(python, case, self.path(svg), self.path(folded),
+                                                   op=self.manifest["op"], seconds=seconds, pyspy=pyspy)
+            except UsageError as exc:
+                if index == 1:
+                    raise  # py-spy cannot record here at all (ptrace, a bad case): say so now
+                self.manifest["flamegraphs"][case] = {"error": str(exc)}
+                self.say(f"record {self.label}: {case} failed: {exc}")
+            else:
+                self.manifest["flamegraphs"][case] = {"svg": svg, "folded": folded,
+                                                      "samples": recording.samples,
+                                                      "seconds": seconds}
+            self.save()
+
+    def instructions(self, python: str, seeds: Sequence[int] | None) -> None:
+        """Callgrind's counts for every case, into LABEL-instructions.json."""
+        from overrides import callgrind, cases as cases_mod, ops as ops_mod
+        from overrides.measure import not_applicable_reason
+
+        op = ops_mod.get_op(self.manifest["op"]) if self.manifest["op"] else ops_mod.DEFAULT_OP
+        targets = [(name, op.name) for name in self.manifest["cases"]
+                   if not not_applicable_reason(cases_mod.get_case(name), op)]
+        self.say(f"record {self.label}: counting instructions with Callgrind")
+        runs = callgrind.count(python, targets, seeds or callgrind.DEFAULT_SEEDS, say=self.say)
+        name = f"{self.label}-instructions.json"
+        write_json_atomic(self.path(name), callgrind.to_dict(runs))
+        self.manifest["instructions"] = name
+        self.save()
+
+    def finish(self) -> RecordedRun:
+        self.manifest["complete"] = True
+        self.save()
+        return RecordedRun(self.label, self.directory, self.manifest)
+
+
+def _env_with_root() -> dict:
+    return dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+
+
+def record(label: str, python_spec: str, cases: Sequence[str] | None = None, *,
+           op: str | None = None, seconds: float | None = None, directory: str | None = None,
+           flamegraphs: bool = True, instructions: bool = False,
+           seeds: Sequence[int] | None = None, min_time: float | None = None,
+           progress: Callable[[str], None] | None = None) -> RecordedRun:
+    """Measure `python_spec`'s build and record its flamegraphs into `directory/label/`."""
+    from overrides import ab, cases as cases_mod, flamegraph, hotloop
+
+    say = progress or (lambda message: None)
+    check_label(label)
+    python = ab.resolve_interpreter(python_spec)
+    if flamegraphs:
+        flamegraph.find_pyspy(python)  # before anything is measured: say now if it is missing
+    if instructions:
+        from overrides import callgrind
+
+        callgrind.find_valgrind()
+    names = [case.name for case in cases_mod.resolve_cases(list(cases) if cases else None)]
+    recorder = Recorder(runs_dir(directory), label, python, names, op, say)
+    recorder.bench(python, ["--min-time", f"{min_time:g}"] if min_time else [])
+    if instructions:
+        recorder.instructions(python, seeds)
+    if flamegraphs:
+        recorder.flamegraphs(python, seconds or hotloop.DEFAULT_SECONDS)
+    return recorder.finish()
+
+
+def build_parser():
+    from overrides.argtypes import OneLineParser, positive_float, positive_int
+    from overrides.hotloop import DEFAULT_SECONDS
+
+    parser = OneLineParser(
+        prog="scripts/record.sh",
+        description="Measure one build with bench.py and record a py-spy flamegraph of each case "
+                    "into runs/LABEL/ (then compare two labels with scripts/report.sh).")
+    parser.add_argument("--label", required=True, help="names the folder runs/LABEL and its files")
+    parser.add_argument("--python", default="python3",
+                        help="interpreter or virtualenv of the build to record (default: python3 on PATH)")
+    parser.add_argument("--seconds", type=positive_float, default=None, metavar="S",
+                        help=f"py-spy recording time per case (default {DEFAULT_SECONDS:g})")
+    parser.add_argument("--op", default=None, help="the op to record (default torch.add)")
+    parser.add_argument("--min-time", type=positive_float, default=None, metavar="SECONDS",
+                        help="bench.py's time budget per case (default: bench.py's)")
+    parser.add_argument("--instructions", action="store_true",
+                        help="also count instructions per call with Callgrind (valgrind)")
+    parser.add_argument("--seeds", nargs="+", type=positive_int, metavar="SEED",
+                        help="with --instructions: hash seeds, one valgrind process each (default 1)")
+    parser.add_argument("--no-flamegraphs", action="store_true", help="bench.py only, no py-spy")
+    parser.add_argument("--runs-dir", default=None, metavar="DIR",
+                        help=f"where runs are kept (default: ${RUNS_DIR_VARIABLE}, else runs/ in this checkout)")
+    parser.add_argument("cases", nargs="*", metavar="CASE",
+                        help="cases to record (default: the four seed cases; 'all'; pkg.module:factory)")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    from overrides.errors import USAGE_EXIT_STATUS
+    from overrides.progress import stderr_progress
+
+    try:
+        args = build_parser().parse_args(sys.argv[1:] if argv is None else argv)
+        started = time.monotonic()
+        run = record(args.label, args.python, args.cases, op=args.op, seconds=args.seconds,
+                     directory=args.runs_dir, flamegraphs=not args.no_flamegraphs,
+                     instructions=args.instructions, seeds=args.seeds, min_time=args.min_time,
+                     progress=stderr_progress())
+    except UsageError as exc:
+        print(f"record.sh: error: {exc}", file=sys.stderr)
+        return USAGE_EXIT_STATUS
+    except KeyboardInterrupt:
+        print("record.sh: interrupted; what finished is kept and listed in record.json", file=sys.stderr)
+        return 130
+    failed = {case: e["error"] for case, e in run.manifest["flamegraphs"].items() if e.get("error")}
+    print(f"recorded {run.label} in {run.directory} ({time.monotonic() - started:.0f} s)")
+    for case, error in failed.items():
+        print(f"  {case}: no flamegraph: {error}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

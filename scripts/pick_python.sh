@@ -1,0 +1,17 @@
+# Sourced by record.sh and report.sh: pick_python CANDIDATE... sets PY to the first candidate
+# (an interpreter, a virtualenv directory, or a name on PATH) that has torch. The driver needs
+# torch only to read the case registry; the builds measured are whatever the arguments name.
+pick_python() {
+  local candidate path
+  for candidate in "$@"; do
+    [ -n "$candidate" ] || continue
+    path=$candidate
+    if [ -d "$candidate" ]; then path="$candidate/bin/python"; fi
+    if command -v "$path" >/dev/null 2>&1 &&
+       "$path" -c "import importlib.util, sys; sys.exit(importlib.util.find_spec('torch') is None)" 2>/dev/null; then
+      PY=$path
+      return 0
+    fi
+  done
+  return 1
+}

@@ -1,0 +1,104 @@
+"""pyspybench.py, real py-spy recordings, collapsed stacks and the differential view."""
+
+import os
+import subprocess
+import sys
+import xml.etree.ElementTree as ElementTree
+
+import pytest
+
+from conftest import ROOT, run_tool
+from overrides import flamegraph
+from overrides.errors import UsageError
+
+
+def test_pyspybench_runs_exactly_nreps_and_prints_nothing():
+    out = run_tool("pyspybench.py", "SubTensor", "--nreps", "120")
+    assert out.returncode == 0 and out.stdout == "" and out.stderr == ""
+
+
+def test_pyspybench_rejects_unknown_cases_and_ops_with_exit_2():
+    out = run_tool("pyspybench.py", "SubTensr")
+    assert out.returncode == 2 and "valid cases: Tensor, SubTensor" in out.stderr
+    out = run_tool("pyspybench.py", "WithTorchFunction", "--op", "x.shape")
+    assert out.returncode == 2 and "does not apply" in out.stderr
+    out = run_tool("pyspybench.py", "Tensor", "--nreps", "5", "--seconds", "1")
+    assert out.returncode == 2 and "not allowed with" in out.stderr
+
+
+@pytest.fixture(scope="module")
+def recording(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("pyspy")
+    return flamegraph.record_case(sys.executable, "SubWithTorchFunction",
+                                  str(folder / "suboverridden.svg"),
+                                  str(folder / "suboverridden.folded"), seconds=2.0)
+
+
+def test_a_short_record_gives_a_py_spy_svg_with_the_case_frames(recording):
+    svg = open(recording.svg_path, encoding="utf-8").read()
+    ElementTree.fromstring(svg)  # well-formed
+    assert "py-spy" in svg  # written by py-spy, not by us
+    assert "hot_loop_SubWithTorchFunction" in svg
+    # the case's own __torch_function__ (overrides/cases.py) and torch's, under it
+    assert "__torch_function__ (overrides/cases.py" in svg
+    assert "torch/_tensor.py" in svg
+
+
+def test_the_raw_stacks_cover_the_hot_loop(recording):
+    stacks = flamegraph.read_folded(recording.folded_path)
+    loop = flamegraph.hot_loop_stacks(stacks)
+    # 2 s at 200 samples a second; py-spy and a loaded machine lose some. Imports are not
+    # sampled: pyspybench hands py-spy its loop after them.
+    assert recording.samples == sum(loop.values()) >= 200
+    assert recording.samples >= 0.9 * sum(stacks.values())
+    assert all(stack[0] == "hot_loop_SubWithTorchFunction (<hot loop: torch.add(x, y)>)" for stack in loop)
+    inclusive, _ = flamegraph.frame_samples(loop)
+    # raw stacks carry qualified names
+    assert "SubWithTorchFunction.__torch_function__ (overrides/cases.py)" in inclusive
+    assert "Tensor.__torch_function__ (torch/_tensor.py)" in inclusive
+    assert not any(":" in f.rsplit("(", 1)[-1] for f in inclusive)  # line numbers are cleaned away
+
+
+def test_frames_are_cleaned_of_lines_addresses_and_directories():
+    assert flamegraph.clean_frame("add (/usr/lib/python3/site-packages/torch/_tensor.py:1512)") == \
+        "add (torch/_tensor.py)"
+    assert flamegraph.clean_frame("0x7f3a2b1c (libtorch_cpu.so)") == "? (libtorch_cpu.so)"
+
+
+def _stacks(**frames_to_counts):
+    return {tuple(k.split("__")): v for k, v in frames_to_counts.items()}
+
+
+def test_the_differential_finds_a_new_frame_and_prices_it_per_call():
+    loop = "hot_loop_X"
+    base = {(loop, "add", "kernel"): 600, (loop, "add", "wrap"): 400}
+    branch = {(loop, "add", "kernel"): 600, (loop, "add", "wrap"): 400, (loop, "shim"): 100}
+    deltas = flamegraph.differential(base, branch, base_per_call_ns=1000.0, branch_per_call_ns=1100.0)
+    by_frame = {d.frame: d for d in deltas}
+    shim = by_frame["shim"]
+    assert shim.new and shim.branch_self_ns == pytest.approx(100.0)  # 100/1100 of 1100 ns
+    assert shim.significant and deltas[0].frame == "shim"
+    assert by_frame["kernel"].delta_ns == pytest.approx(0.0, abs=1e-9)  # same ns, smaller share
+    # own times add up to the change of the whole call
+    assert sum(d.delta_ns for d in deltas) == pytest.approx(100.0)
+    grew, shrank = flamegraph.top_changes(deltas)
+    assert [d.frame for d in grew] == ["shim"] and shrank == []
+    svg = flamegraph.differential_svg(base, branch, 1000.0, 1100.0, "test")
+    root = ElementTree.fromstring(svg)
+    titles = [t.text for t in root.iter("{http://www.w3.org/2000/svg}title")]
+    assert any(t.startswith("shim: 100 samples on this path; own time 0 -> 100 ns per call") for t in titles)
+
+
+def test_missing_pyspy_says_how_to_install_it(monkeypatch):
+    monkeypatch.setenv("PYSPY", "/nonexistent/py-spy")
+    with pytest.raises(UsageError, match="pip install py-spy"):
+        flamegraph.find_pyspy(sys.executable)
+
+
+def test_record_script_reports_a_missing_pyspy_before_measuring(tmp_path):
+    env = dict(os.environ, PYSPY="/nonexistent/py-spy")
+    out = subprocess.run(["bash", "scripts/record.sh", "--label", "x", "--python", sys.executable,
+                          "--runs-dir", str(tmp_path)], cwd=ROOT, capture_output=True, text=True,
+                         env=env, timeout=120)
+    assert out.returncode == 2 and "pip install py-spy" in out.stderr
+    assert not (tmp_path / "x").exists()  # nothing measured, nothing half-written

@@ -1,0 +1,109 @@
+"""record.sh and report.sh end to end: real bench runs, real py-spy, real Chromium, and a branch
+that is really slower in the subclass path (a start-up hook wraps Tensor.__torch_function__)."""
+
+import json
+import os
+import subprocess
+import sys
+import zipfile
+
+import pytest
+
+from conftest import ROOT
+from overrides import shimenv
+
+SLOWED = {"SubTensor", "SubWithTorchFunction"}  # the only seed cases that reach the shim
+
+
+def script(name, *args, env=None, timeout=600):
+    return subprocess.run(["bash", f"scripts/{name}", *args], cwd=ROOT, capture_output=True,
+                          text=True, timeout=timeout, env=dict(os.environ, **(env or {})))
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """runs/base and runs/branch recorded with record.sh (short flamegraphs, short bench)."""
+    folder = tmp_path_factory.mktemp("runs")
+    slow = shimenv.make_shim_env(sys.executable, str(tmp_path_factory.mktemp("env") / "slow"), "sleep1us")
+    for label, python in (("base", sys.executable), ("branch", slow.python)):
+        out = script("record.sh", "--label", label, "--python", python, "--seconds", "2",
+                     "--min-time", "1", "--runs-dir", str(folder))
+        assert out.returncode == 0, out.stderr
+    return folder
+
+
+def test_record_writes_the_readme_names_and_a_manifest(runs):
+    files = set(os.listdir(runs / "base"))
+    for stem in ("tensor", "subtensor", "overridden", "suboverridden"):
+        assert {f"base-{stem}.svg", f"base-{stem}.folded"} <= files
+    assert {"base.json", "base.txt", "record.json"} <= files
+    manifest = json.loads((runs / "base" / "record.json").read_text())
+    assert manifest["schema"] == "torch-function-overhead/record/1" and manifest["complete"]
+    assert all(entry["samples"] > 100 for entry in manifest["flamegraphs"].values())
+
+
+def _report(runs, tmp_path, *extra, env=None):
+    path = tmp_path / "report.zip"
+    out = script("report.sh", "base", "branch", "-o", str(path), "--runs-dir", str(runs), *extra, env=env)
+    return out, path
+
+
+def test_report_flags_the_slowed_cases_with_their_flamegraphs_and_leaves_tensor_out(runs, tmp_path):
+    out, path = _report(runs, tmp_path)
+    assert out.returncode == 1, out.stderr  # something regressed: CI can gate on it
+    names = set(zipfile.ZipFile(path).namelist())
+    assert {"report.md", "comparison.json", "base.txt", "branch.txt", "base.json", "branch.json"} <= names
+    for stem in ("subtensor", "suboverridden"):
+        assert {f"base-{stem}.svg", f"branch-{stem}.svg", f"base-{stem}.png", f"branch-{stem}.png",
+                f"diff-{stem}.svg"} <= names, names
+    assert not any("tensor." in n and "sub" not in n for n in names if n.startswith(("base-", "branch-")))
+    with zipfile.ZipFile(path) as bundle:
+        comparisons = json.loads(bundle.read("comparison.json"))
+        markdown = bundle.read("report.md").decode()
+    assert isinstance(comparisons, list)
+    flagged = {c["case"] for c in comparisons if c["verdict"] == "regression"}
+    assert flagged == SLOWED, comparisons
+    assert all(set(c) >= {"case", "base_ns", "branch_ns", "delta_ns", "ci95_ns", "verdict"} for c in comparisons)
+    assert "UNPAIRED" in markdown and "![base-subtensor](base-subtensor.png)" in markdown
+    # The differential view names the shim as where the extra time went.
+    assert "| more, new | `_shim (_overrides_shim.py)` |" in markdown
+
+
+def test_report_all_includes_every_case(runs, tmp_path):
+    out, path = _report(runs, tmp_path, "--all")
+    assert out.returncode == 1, out.stderr
+    names = set(zipfile.ZipFile(path).namelist())
+    assert {"base-tensor.svg", "branch-tensor.svg", "base-overridden.png"} <= names
+
+
+def test_a_failing_browser_costs_only_its_pngs(runs, tmp_path):
+    out, path = _report(runs, tmp_path, env={"CHROMIUM": "/bin/false"})
+    assert out.returncode == 1, out.stderr
+    names = set(zipfile.ZipFile(path).namelist())
+    assert "base-subtensor.svg" in names and not any(n.endswith(".png") for n in names)
+    markdown = zipfile.ZipFile(path).read("report.md").decode()
+    assert "No base-subtensor.png: Chromium wrote no PNG" in markdown
+
+
+def test_numbers_only_report(runs, tmp_path):
+    out, path = _report(runs, tmp_path, "--no-flamegraphs")
+    assert out.returncode == 1
+    assert not any(n.endswith((".svg", ".png")) for n in zipfile.ZipFile(path).namelist())
+
+
+def test_bad_inputs_exit_2_with_a_clear_line(runs, tmp_path):
+    out = script("report.sh", "nolabel", "branch", "--runs-dir", str(runs))
+    assert out.returncode == 2 and "recorded: base, branch" in out.stderr
+    out = script("report.sh", "base", str(tmp_path / "missing" / "python"), "--runs-dir", str(runs))
+    assert out.returncode == 2 and "no interpreter at" in out.stderr
+    import venv
+
+    venv.EnvBuilder(with_pip=False, symlinks=True).create(tmp_path / "empty")
+    out = script("report.sh", "base", str(tmp_path / "empty"), "--runs-dir", str(runs))
+    assert out.returncode == 2 and "has no torch" in out.stderr
+    out = script("report.sh", "base", "branch", "-o", str(tmp_path / "report.tar"), "--runs-dir", str(runs))
+    assert out.returncode == 2 and "FILE.zip" in out.stderr
+    for result in (out,):
+        assert len(result.stderr.strip().splitlines()) == 1 and "Traceback" not in result.stderr
+    out = script("record.sh", "--label", "bad label", "--runs-dir", str(runs))
+    assert out.returncode == 2 and "must be letters" in out.stderr
