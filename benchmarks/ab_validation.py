@@ -2,7 +2,8 @@
 
 1. Builds "branch" environments that share this interpreter's packages and wrap
    `torch.Tensor.__torch_function__` in a shim at start-up (overrides/shimenv.py), one per size.
-2. Measures each shim's true cost in one process (shim on and off in alternating rounds).
+2. Measures each shim's true cost without A/B: the shimmed case's twin class timed side by side
+   with the case in one process (`shimenv.shim_truth_ns`), averaged over 24 processes (layouts).
 3. Runs N A/A comparisons (base against base) and N A/B comparisons per size, each both ways:
    paired (`overrides.ab.run_ab`, what `bench.py --compare` does) and unpaired (two separate
    `bench.py --json` runs compared with `overrides.compare.compare_runs`).
@@ -86,7 +87,7 @@ def measure(args) -> None:
                     say(f"{kind} {size or ''} paired {i + 1}/{args.n}")
                     comps, wall = paired(base_py, branch_py, config)
                     record({"kind": kind, "size": size, "method": "paired", "wall_s": wall,
-                            "comparisons": comps})
+                            "pairs": args.pairs, "comparisons": comps})
                 if i < args.unpaired_n:
                     say(f"{kind} {size or ''} unpaired {i + 1}/{args.unpaired_n}")
                     comps, wall = unpaired(base_py, branch_py, args.unpaired_min_time)
@@ -100,8 +101,8 @@ def summarise(log_path: str) -> None:
     runs = [e for e in entries if e["kind"] != "truth"]
     case_names = [c.name for c in cases.SEED_CASES]
     print("Paired A/B vs unpaired runs, seed cases, shims on torch.Tensor.__torch_function__")
-    print("\nTrue shim cost per case, ns: shim switched on/off in rounds inside one process, mean over"
-          " processes (range across processes in brackets):")
+    print("\nTrue shim cost per case, ns: the case and its shimmed twin side by side in one process,"
+          " mean over processes (range across processes in brackets; 0: the shim cannot reach it):")
     print(f"  {'size':10s}" + "".join(f"{n:>24s}" for n in case_names))
     spreads = {e["size"]: e.get("per_process_ns", []) for e in entries if e["kind"] == "truth"}
     for size, values in truth.items():
@@ -116,8 +117,9 @@ def summarise(log_path: str) -> None:
         if not mine:
             continue
         walls = [e["wall_s"] for e in mine]
-        print(f"\n== {method} == wall per comparison: median {statistics.median(walls):.0f} s "
-              f"(max {max(walls):.0f} s), {len(mine)} comparisons")
+        pairs = sorted({e.get("pairs") for e in mine if e.get("pairs")})
+        print(f"\n== {method}{' (' + '/'.join(map(str, pairs)) + ' pairs)' if pairs else ''} == wall per "
+              f"comparison: median {statistics.median(walls):.0f} s (max {max(walls):.0f} s), {len(mine)} comparisons")
         aa = [e for e in mine if e["kind"] == "A/A"]
         if aa:
             flagged = sum(any(c["verdict"] in FLAGS for c in e["comparisons"]) for e in aa)

@@ -9,7 +9,7 @@ from overrides import cases as cases_mod
 from overrides import ops as ops_mod
 from overrides import environment, report, results
 from overrides.argtypes import OneLineParser, non_negative_float, positive_float, positive_int
-from overrides.errors import USAGE_EXIT_STATUS, UsageError
+from overrides.errors import UsageError, run_command
 from overrides.files import write_json_atomic
 from overrides.progress import stderr_progress
 from overrides.ab import DEFAULT_PAIRS, DEFAULT_SECONDS_PER_PAIR
@@ -29,7 +29,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--op", nargs="+", metavar="OP",
                         help="ops to time (default: torch.add; 'all': every op, shown as a "
                              "cases x ops matrix)")
-    parser.add_argument("--list", action="store_true", help="list the cases and ops and exit")
+    parser.add_argument("--list", action="store_true", help="list the cases, one per line: name and description")
+    parser.add_argument("--list-ops", action="store_true", help="list the ops for --op, one per line")
     parser.add_argument("-n", "--nreps", type=positive_int, metavar="N",
                         help="calls per sample (default: calibrated to ~1 ms a sample)")
     parser.add_argument("-m", "--nrepreps", type=positive_int, metavar="M",
@@ -69,19 +70,21 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def list_cases() -> str:
-    """`--list`: every case and every op, one aligned line each, with its description."""
-    width = max(len(name) for name in cases_mod.case_names() + [op.name for op in ops_mod.all_ops()])
-    lines = ["cases (--cases NAME ..., or all, or your own as pkg.module:factory):"]
-    lines += [f"  {case.name.ljust(width)}  {case.description}" for case in cases_mod.all_cases()]
-    lines += ["", "ops (--op NAME ..., or all):"]
-    lines += [f"  {op.name.ljust(width)}  {op.stmt}: {op.description}" for op in ops_mod.all_ops()]
-    return "\n".join(lines)
+    """`--list`: one aligned line per case, name first, so `cut -d' ' -f1` gives the names."""
+    width = max(len(name) for name in cases_mod.case_names())
+    return "\n".join(f"{case.name.ljust(width)}  {case.description}" for case in cases_mod.all_cases())
+
+
+def list_ops() -> str:
+    """`--list-ops`: one aligned line per op for `--op`, name first, then the statement timed."""
+    width = max(len(op.name) for op in ops_mod.all_ops())
+    return "\n".join(f"{op.name.ljust(width)}  {op.stmt}: {op.description}" for op in ops_mod.all_ops())
 
 
 def run(argv: list[str]) -> int:
     args = build_parser().parse_args(argv)
-    if args.list:
-        print(list_cases())
+    if args.list or args.list_ops:
+        print("\n".join(text() for wanted, text in ((args.list, list_cases), (args.list_ops, list_ops)) if wanted))
         return 0
     if args.compare:
         return run_compare(args)
@@ -158,8 +161,4 @@ def run_compare(args) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    try:
-        return run(sys.argv[1:] if argv is None else argv)
-    except UsageError as exc:
-        print(f"bench.py: error: {exc}", file=sys.stderr)
-        return USAGE_EXIT_STATUS
+    return run_command("bench.py", lambda: run(sys.argv[1:] if argv is None else argv))

@@ -16,7 +16,8 @@ Verdict rules, with threshold T = max(threshold_ns, threshold_pct% of base):
 - `regression`: the interval lies above 0 and the estimate is at least T;
 - `improvement`: the interval lies below 0 and the estimate is at most -T;
 - `no change`: the whole interval lies within [-T, +T];
-- `inconclusive`: anything else (the data cannot carry a claim either way).
+- `inconclusive`: anything else (the data cannot carry a claim either way), and, unpaired,
+  whenever one side's run was contended (`stats.contended`: busy for most of the run).
 """
 
 from __future__ import annotations
@@ -153,6 +154,9 @@ def compare_results(base: CaseResult, branch: CaseResult, threshold_ns: float,
     half = stats.Z95 * math.sqrt(variance)
     ci = (delta - half, delta + half)
     verdict = judge(delta, ci, threshold_for(base.per_call_ns, threshold_ns, threshold_pct))
+    if base.contended or branch.contended:
+        # One side ran at the busy machine's speed: a shift no interval from its samples covers.
+        verdict = "inconclusive"
     return Comparison(base.case, base.op, base.per_call_ns, branch.per_call_ns, delta, ci,
                       verdict, paired=False)
 

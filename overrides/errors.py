@@ -11,3 +11,20 @@ USAGE_EXIT_STATUS = 2  # the Unix convention for "you called me wrong", as argpa
 
 class UsageError(Exception):
     """A mistake in what the user asked for; the message says what and how to fix it."""
+
+
+def run_command(prog: str, body, interrupted: str | None = None) -> int:
+    """A command line's edge: run `body()` for its exit status; a UsageError becomes one line
+    on stderr and status 2, Ctrl-C (when `interrupted` says what was kept) status 130."""
+    import sys
+
+    try:
+        return body()
+    except UsageError as exc:
+        print(f"{prog}: error: {exc}", file=sys.stderr)
+        return USAGE_EXIT_STATUS
+    except KeyboardInterrupt:
+        if interrupted is None:
+            raise
+        print(f"{prog}: interrupted; {interrupted}", file=sys.stderr)
+        return 130

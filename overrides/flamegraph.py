@@ -228,6 +228,7 @@ class FrameDelta:
     error_ns: float  # one standard error of the self-time delta, from the sample counts
     base_ns: float  # inclusive
     branch_ns: float
+    inclusive_error_ns: float  # one standard error of the inclusive delta
 
     @property
     def delta_ns(self) -> float:
@@ -244,8 +245,16 @@ class FrameDelta:
         return self.delta_ns / self.error_ns if self.error_ns > 0 else 0.0
 
     @property
+    def new_in_path(self) -> bool:
+        """Never sampled in base, and in the branch's path more often than noise explains: a
+        function the change put into the call (a wrapper, a new check), worth naming even when
+        its own time is too small to measure."""
+        return (self.new and self.inclusive_error_ns > 0
+                and self.branch_ns / self.inclusive_error_ns >= SIGNIFICANT_Z)
+
+    @property
     def significant(self) -> bool:
-        return abs(self.z) >= SIGNIFICANT_Z
+        return abs(self.z) >= SIGNIFICANT_Z or self.new_in_path
 
 
 def _share_error(count: int, total: int) -> float:
@@ -254,6 +263,13 @@ def _share_error(count: int, total: int) -> float:
     PROCESS_DISPERSION."""
     p = max(count, 0.5) / total
     return PROCESS_DISPERSION * math.sqrt(p * (1 - p) / total)
+
+
+def _delta_error(base_count: int, base_total: int, base_per_call_ns: float,
+                 branch_count: int, branch_total: int, branch_per_call_ns: float) -> float:
+    """One standard error, in ns per call, of the change of a frame's time between two profiles."""
+    return math.hypot(_share_error(base_count, base_total) * base_per_call_ns,
+                      _share_error(branch_count, branch_total) * branch_per_call_ns)
 
 
 def differential(base: Mapping[tuple[str, ...], int], branch: Mapping[tuple[str, ...], int],
@@ -268,19 +284,21 @@ def differential(base: Mapping[tuple[str, ...], int], branch: Mapping[tuple[str,
     deltas = []
     for frame in set(base_inc) | set(branch_inc):
         b, r = base_own.get(frame, 0), branch_own.get(frame, 0)
-        error = math.hypot(_share_error(b, base_total) * base_per_call_ns,
-                           _share_error(r, branch_total) * branch_per_call_ns)
+        bi, ri = base_inc.get(frame, 0), branch_inc.get(frame, 0)
         deltas.append(FrameDelta(
-            frame, b / base_total * base_per_call_ns, r / branch_total * branch_per_call_ns, error,
-            base_inc.get(frame, 0) / base_total * base_per_call_ns,
-            branch_inc.get(frame, 0) / branch_total * branch_per_call_ns))
+            frame, b / base_total * base_per_call_ns, r / branch_total * branch_per_call_ns,
+            _delta_error(b, base_total, base_per_call_ns, r, branch_total, branch_per_call_ns),
+            bi / base_total * base_per_call_ns, ri / branch_total * branch_per_call_ns,
+            _delta_error(bi, base_total, base_per_call_ns, ri, branch_total, branch_per_call_ns)))
     deltas.sort(key=lambda d: (-abs(d.z), -abs(d.delta_ns), d.frame))
     return deltas
 
 
 def top_changes(deltas: Sequence[FrameDelta], count: int = 12) -> tuple[list[FrameDelta], list[FrameDelta]]:
-    """(grew, shrank): the significant changes of own time, largest first, at most `count` each."""
-    grew = sorted((d for d in deltas if d.significant and d.delta_ns > 0), key=lambda d: -d.delta_ns)
+    """(grew, shrank): the significant changes of own time, largest first, at most `count` each;
+    functions new in the call path count as grown."""
+    grew = sorted((d for d in deltas if d.significant and (d.delta_ns > 0 or d.new_in_path)),
+                  key=lambda d: (-d.new_in_path, -d.delta_ns))
     shrank = sorted((d for d in deltas if d.significant and d.delta_ns < 0), key=lambda d: d.delta_ns)
     return grew[:count], shrank[:count]
 

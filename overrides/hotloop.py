@@ -17,7 +17,7 @@ import time
 from typing import Callable
 
 from overrides.argtypes import OneLineParser, positive_float, positive_int
-from overrides.errors import USAGE_EXIT_STATUS, UsageError
+from overrides.errors import UsageError, run_command
 
 # Long enough for 1000 samples at the rate the scripts record at (flamegraph.PYSPY_RATE_HZ,
 # 200 a second) after torch is imported, with 20% to spare.
@@ -32,7 +32,7 @@ def build_parser() -> argparse.ArgumentParser:
                      description="Run one case's hot loop and nothing else, for a profiler: "
                                  "py-spy record -o subtensor.svg --native -- python pyspybench.py SubTensor")
     parser.add_argument("case", help="a case name (python bench.py --list) or pkg.module:factory")
-    parser.add_argument("--op", default=None, help="the op to run (default torch.add; see bench.py --list)")
+    parser.add_argument("--op", default=None, help="the op to run (default torch.add; see bench.py --list-ops)")
     how_long = parser.add_mutually_exclusive_group()
     how_long.add_argument("--nreps", type=positive_int, metavar="N",
                           help="run exactly N calls (rounded up to a multiple of 50)")
@@ -120,7 +120,7 @@ def exec_pyspy(pyspy: str, output: str, fmt: str, rate: int, seconds: float) -> 
 
 
 def main(argv: list[str] | None = None) -> int:
-    try:
+    def body() -> int:
         args = build_parser().parse_args(sys.argv[1:] if argv is None else argv)
         record = None
         if args.record:
@@ -134,7 +134,6 @@ def main(argv: list[str] | None = None) -> int:
             # The loop outlives py-spy's --duration a little, so py-spy never samples an exit.
             args.seconds = seconds + LOOP_MARGIN_S
         run(args.case, args.op, args.nreps, args.seconds, record)
-    except UsageError as exc:
-        print(f"pyspybench.py: error: {exc}", file=sys.stderr)
-        return USAGE_EXIT_STATUS
-    return 0
+        return 0
+
+    return run_command("pyspybench.py", body)

@@ -45,13 +45,12 @@ class Side:
     python: str | None = None  # the interpreter: given, or the one the label was recorded with
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(frozen=True)
 class Figure:
-    """A file for the ZIP (and maybe a note about why it is missing)."""
+    """A file for the ZIP: its name in the ZIP and where it is now."""
 
     name: str
-    path: str | None
-    note: str | None = None
+    path: str
 
 
 def classify(spec: str, role: str, runs: str) -> Side:
@@ -158,7 +157,7 @@ class Report:
 
     # -- flamegraphs -----------------------------------------------------------------------
 
-    def flamegraphs(self, sides: Sequence[Side], comparisons, runs: dict, seconds: float | None,
+    def flamegraphs(self, sides: Sequence[Side], comparisons, seconds: float | None,
                     op: str | None) -> None:
         from overrides import hotloop, record, screenshot
 
@@ -252,7 +251,8 @@ class Report:
         grew, shrank = flamegraph.top_changes(deltas, DIFF_ROWS)
         explained = sum(d.delta_ns for d in grew + shrank)
         lines += ["", f"Functions whose own time per call changed by more than "
-                  f"{flamegraph.SIGNIFICANT_Z:g} errors (own time: not counting what they call, so "
+                  f"{flamegraph.SIGNIFICANT_Z:g} errors, and functions new in the call path (\"new\": "
+                  "never sampled in base, significant with callees) (own time: not counting what they call, so "
                   f"the changes add up to the whole call's; listed: {_signed(explained)} of "
                   f"{_signed(comparison.delta_ns)} ns). ± is one error: py-spy's sampling, widened "
                   f"{flamegraph.PROCESS_DISPERSION:g}x for the process-to-process spread of one "
@@ -375,7 +375,7 @@ def build(base_spec: str, branch_spec: str, *, output: str = DEFAULT_OUTPUT,
                 "two interpreters or virtualenvs instead of labels: they are measured side by side.")
         if flamegraphs:
             chosen = [c for c in comparisons if all_cases or c.verdict == "regression"]
-            the_report.flamegraphs(sides, chosen, run_results, seconds, op)
+            the_report.flamegraphs(sides, chosen, seconds, op)
         members = {}
         for role in ROLES:
             for suffix, payload in (("json", results.to_dict(run_results[role])),
@@ -441,10 +441,10 @@ def build_parser():
 
 def main(argv: list[str] | None = None) -> int:
     from overrides import ab
-    from overrides.errors import USAGE_EXIT_STATUS
+    from overrides.errors import run_command
     from overrides.progress import stderr_progress
 
-    try:
+    def body() -> int:
         args = build_parser().parse_args(sys.argv[1:] if argv is None else argv)
         seeds = ()
         if args.instructions:
@@ -455,19 +455,15 @@ def main(argv: list[str] | None = None) -> int:
         config = ab.ABConfig(pairs=args.pairs, seconds_per_pair=args.pair_seconds,
                              threshold_ns=args.threshold_ns, threshold_pct=args.threshold_pct,
                              instruction_seeds=seeds)
-        path, comparisons, settings = build(args.base, args.branch, output=args.output, all_cases=args.all,
-                                  flamegraphs=not args.no_flamegraphs, cases=args.cases, op=args.op,
-                                  seconds=args.seconds, ab_config=config, runs_dir=args.runs_dir,
-                                  progress=stderr_progress(args.quiet))
-    except UsageError as exc:
-        print(f"report.sh: error: {exc}", file=sys.stderr)
-        return USAGE_EXIT_STATUS
-    except KeyboardInterrupt:
-        print("report.sh: interrupted; no ZIP written (runs/ keeps what was recorded)", file=sys.stderr)
-        return 130
-    print(report.comparison_table(comparisons, settings))
-    print(f"report written to {path}")
-    return 1 if compare.any_regression(comparisons) else 0
+        path, comparisons, settings = build(
+            args.base, args.branch, output=args.output, all_cases=args.all,
+            flamegraphs=not args.no_flamegraphs, cases=args.cases, op=args.op, seconds=args.seconds,
+            ab_config=config, runs_dir=args.runs_dir, progress=stderr_progress(args.quiet))
+        print(report.comparison_table(comparisons, settings))
+        print(f"report written to {path}")
+        return 1 if compare.any_regression(comparisons) else 0
+
+    return run_command("report.sh", body, "no ZIP written (runs/ keeps what was recorded)")
 
 
 if __name__ == "__main__":

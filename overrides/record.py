@@ -260,27 +260,23 @@ def build_parser():
 
 
 def main(argv: list[str] | None = None) -> int:
-    from overrides.errors import USAGE_EXIT_STATUS
+    from overrides.errors import run_command
     from overrides.progress import stderr_progress
 
-    try:
+    def body() -> int:
         args = build_parser().parse_args(sys.argv[1:] if argv is None else argv)
         started = time.monotonic()
         run = record(args.label, args.python, args.cases, op=args.op, seconds=args.seconds,
                      directory=args.runs_dir, flamegraphs=not args.no_flamegraphs,
                      instructions=args.instructions, seeds=args.seeds, min_time=args.min_time,
                      progress=stderr_progress())
-    except UsageError as exc:
-        print(f"record.sh: error: {exc}", file=sys.stderr)
-        return USAGE_EXIT_STATUS
-    except KeyboardInterrupt:
-        print("record.sh: interrupted; what finished is kept and listed in record.json", file=sys.stderr)
-        return 130
-    failed = {case: e["error"] for case, e in run.manifest["flamegraphs"].items() if e.get("error")}
-    print(f"recorded {run.label} in {run.directory} ({time.monotonic() - started:.0f} s)")
-    for case, error in failed.items():
-        print(f"  {case}: no flamegraph: {error}")
-    return 1 if failed else 0
+        failed = {case: e["error"] for case, e in run.manifest["flamegraphs"].items() if e.get("error")}
+        print(f"recorded {run.label} in {run.directory} ({time.monotonic() - started:.0f} s)")
+        for case, error in failed.items():
+            print(f"  {case}: no flamegraph: {error}")
+        return 1 if failed else 0
+
+    return run_command("record.sh", body, "what finished is kept and listed in record.json")
 
 
 if __name__ == "__main__":

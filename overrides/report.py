@@ -294,6 +294,10 @@ def _spread_reason(result: CaseResult) -> str:
     if n < stats.MIN_TRUSTED_SAMPLES:
         return (f"only {n} samples, too few to trust; take at least "
                 f"{stats.MIN_TRUSTED_SAMPLES} (-m) or a longer --min-time")
+    if stats.contended(result.samples_ns):
+        return (f"the figure lies {stats.contention(result.samples_ns):.0%} above the fastest sample "
+                f"(limit {stats.CONTENDED_FRACTION:.0%}): the machine was busy for most of the run, so "
+                "this is its busy speed; re-run on a quieter machine")
     return (f"samples too spread to trust (p5-p25 spans {stats.core_width(result.samples_ns):.1%} "
             f"of the figure, limit {stats.CORE_WIDTH_WARN_FRACTION:.0%}); re-run on a quieter machine")
 

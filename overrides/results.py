@@ -75,6 +75,10 @@ class CaseResult:
     def too_spread(self) -> bool:
         return stats.too_spread(self.samples_ns)
 
+    @property
+    def contended(self) -> bool:
+        return stats.contended(self.samples_ns)
+
 
 @dataclasses.dataclass(frozen=True)
 class RunResult:
@@ -142,6 +146,7 @@ def case_to_dict(run: RunResult, result: CaseResult) -> dict:
         "iqr_ns": _finite(result.iqr_ns) if result.ok else None,
         "overhead_ns": _finite(run.overhead_ns(result)),
         "too_spread": result.too_spread if result.ok else None,
+        "contended": result.contended if result.ok else None,
         "calls_per_sample": result.calls_per_sample,
         "loop_overhead_ns": _finite(result.loop_overhead_ns),
         "samples_ns": [round(s, 3) for s in result.samples_ns],

@@ -27,6 +27,11 @@ HEADLINE_QUANTILE = 0.10  # see the module docstring and benchmarks/headline_sta
 # ~1%. What threatens the headline is a wide *fast core*: (p25 - p5) / p10 was 0.9-2.8% in those
 # runs. Above 5%, fewer than ~10% of samples were undisturbed and p10 is no longer solid.
 CORE_WIDTH_WARN_FRACTION = 0.05
+# Second trust flag: the headline far above the fastest sample means slow spells covered more
+# than ~90% of the run, so the headline is the busy machine's speed, however narrow its core.
+# In quiet runs here p10 sits 1-4% above the minimum; a run recorded while another tenant loaded
+# the machine read 90% above it (Tensor 3,063 ns against a 1,603 ns fastest sample).
+CONTENDED_FRACTION = 0.10
 MIN_TRUSTED_SAMPLES = 20  # below this no interval is meaningful
 Z95 = 1.959963984540054  # two-sided 95% normal quantile
 
@@ -80,11 +85,23 @@ def core_width(values: Sequence[float]) -> float:
     return (quantile(values, 0.25) - quantile(values, 0.05)) / head
 
 
+def contention(values: Sequence[float]) -> float:
+    """How far the headline lies above the fastest sample, as a fraction of the fastest."""
+    if not values or min(values) <= 0:
+        return math.inf
+    return headline(values) / min(values) - 1
+
+
+def contended(values: Sequence[float]) -> bool:
+    """True when the machine was busy for most of the run (see CONTENDED_FRACTION)."""
+    return contention(values) > CONTENDED_FRACTION
+
+
 def too_spread(values: Sequence[float]) -> bool:
-    """True when the samples are too spread (or too few) to trust the headline figure."""
+    """True when the samples are too spread, too few, or too contended to trust the headline."""
     if len(values) < MIN_TRUSTED_SAMPLES:
         return True
-    return core_width(values) > CORE_WIDTH_WARN_FRACTION
+    return core_width(values) > CORE_WIDTH_WARN_FRACTION or contended(values)
 
 
 def stdev(values: Sequence[float]) -> float:

@@ -13,6 +13,15 @@ def test_list_names_every_seed_case(bench):
     assert out.returncode == 0
     for name in ("Tensor", "SubTensor", "WithTorchFunction", "SubWithTorchFunction"):
         assert re.search(rf"^{name}\s+\S", out.stdout, re.M)
+    names = [line.split()[0] for line in out.stdout.splitlines()]
+    assert "x.add" not in names and len(names) == len(set(names))  # cases only, one line each
+
+
+def test_list_ops_names_every_op(bench):
+    out = bench("--list-ops")
+    assert out.returncode == 0
+    names = [line.split()[0] for line in out.stdout.splitlines()]
+    assert {"torch.add", "x.add", "x+y", "x.shape"} <= set(names) and "Tensor" not in names
 
 
 def test_table_has_every_case_overhead_and_environment(bench):

@@ -33,6 +33,15 @@ def test_unpaired_needs_a_change_beyond_process_noise():
     assert c_same.ci95_ns[1] - c_same.ci95_ns[0] > 2 * 1.96 * compare.UNPAIRED_PROCESS_CV * 1000
 
 
+def test_unpaired_is_inconclusive_when_one_side_ran_on_a_busy_machine():
+    base = _run([1000.0 + i % 10 for i in range(500)])
+    # Busy for the whole run: a few quiet samples, the rest 60% slower and tightly packed.
+    busy = _run([1000.0] * 5 + [1600.0 + i % 10 for i in range(495)])
+    assert busy.results[0].contended and not base.results[0].contended
+    (c,) = compare.compare_runs(base, busy)
+    assert c.delta_ns > 500 and c.verdict == "inconclusive"
+
+
 def test_payload_is_versioned():
     (c,) = compare.compare_runs(_run([1000.0] * 50), _run([1000.0] * 50))
     payload = compare.comparison_payload([c], {"threshold_ns": 20}, {})

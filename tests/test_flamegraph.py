@@ -89,6 +89,24 @@ def test_the_differential_finds_a_new_frame_and_prices_it_per_call():
     assert any(t.startswith("shim: 100 samples on this path; own time 0 -> 100 ns per call") for t in titles)
 
 
+def test_a_new_wrapper_is_named_even_when_its_own_time_is_within_noise():
+    loop = "hot_loop_X"
+    base = {(loop, "add", "kernel"): 300, (loop, "add", "check"): 100}
+    # The branch puts a wrapper between add and its callees; the wrapper itself is seldom the leaf.
+    branch = {(loop, "add", "wrapper", "kernel"): 300, (loop, "add", "wrapper", "check"): 95,
+              (loop, "add", "wrapper"): 5}
+    deltas = {d.frame: d for d in flamegraph.differential(base, branch, 1000.0, 1010.0)}
+    wrapper = deltas["wrapper"]
+    assert abs(wrapper.z) < flamegraph.SIGNIFICANT_Z  # own time alone would not name it
+    assert wrapper.new_in_path and wrapper.significant
+    grew, shrank = flamegraph.top_changes(list(deltas.values()))
+    assert [d.frame for d in grew] == ["wrapper"] and shrank == []
+    # A frame seen a handful of times only in the branch is noise, not a new function in the path.
+    rare = {(loop, "add", "kernel"): 300, (loop, "add", "check"): 97, (loop, "add", "fluke"): 3}
+    fluke = {d.frame: d for d in flamegraph.differential(base, rare, 1000.0, 1000.0)}["fluke"]
+    assert fluke.new and not fluke.new_in_path and not fluke.significant
+
+
 def test_missing_pyspy_says_how_to_install_it(monkeypatch):
     monkeypatch.setenv("PYSPY", "/nonexistent/py-spy")
     with pytest.raises(UsageError, match="pip install py-spy"):

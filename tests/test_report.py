@@ -10,9 +10,12 @@ import zipfile
 import pytest
 
 from conftest import ROOT
-from overrides import shimenv
+from overrides import results, shimenv
 
 SLOWED = {"SubTensor", "SubWithTorchFunction"}  # the only seed cases that reach the shim
+# The label workflow is unpaired: a bench run taken while another tenant loads this shared
+# machine reads everything slower and its comparisons come out inconclusive, as they should.
+RECORD_ATTEMPTS = 3
 
 
 def script(name, *args, env=None, timeout=600):
@@ -26,9 +29,13 @@ def runs(tmp_path_factory):
     folder = tmp_path_factory.mktemp("runs")
     slow = shimenv.make_shim_env(sys.executable, str(tmp_path_factory.mktemp("env") / "slow"), "sleep1us")
     for label, python in (("base", sys.executable), ("branch", slow.python)):
-        out = script("record.sh", "--label", label, "--python", python, "--seconds", "2",
-                     "--min-time", "1", "--runs-dir", str(folder))
-        assert out.returncode == 0, out.stderr
+        for _ in range(RECORD_ATTEMPTS):
+            out = script("record.sh", "--label", label, "--python", python, "--seconds", "2",
+                         "--min-time", "1", "--runs-dir", str(folder))
+            assert out.returncode == 0, out.stderr
+            run = results.load(str(folder / label / f"{label}.json"))
+            if not any(r.contended for r in run.results):
+                break  # else the machine was busy for the whole bench: what a user re-records too
     return folder
 
 

@@ -25,6 +25,10 @@ def test_too_spread_flags_wide_and_short_samples():
     assert not stats.too_spread([1000.0 + i % 10 for i in range(70)] + [1300.0] * 30)
     assert stats.too_spread([1000.0 + 3 * i for i in range(100)])  # p5..p25 spans ~6%
     assert stats.too_spread([1000.0] * 5)
+    busy = [1000.0] * 3 + [1500.0 + i % 10 for i in range(97)]  # narrow core, all of it slow
+    assert stats.core_width(busy) < stats.CORE_WIDTH_WARN_FRACTION and stats.too_spread(busy)
+    assert stats.contended(busy) and stats.contention(busy) > 0.4
+    assert not stats.contended([1000.0 + i % 10 for i in range(100)])
 
 
 def test_headline_ignores_a_slow_spell():
