@@ -5,7 +5,7 @@ one run: wall time for the four cases, and each case's count and its spread (the
 every repeat of every invocation, as a percent of the median).
 
 - ours: `python bench.py --instructions` K times (one valgrind process, one hash seed, each);
-  its figure per invocation is the median of repeats 2..5 of 1000 calls.
+  its figure per invocation is the median of repeats 2-7 of 1000 calls.
 - torch: `Timer(...).collect_callgrind(number=1000, repeats=R)` per case, K times; its figure per
   repeat is `counts(denoise=True) / 1000`.
 
@@ -50,7 +50,6 @@ def torch_timer(repeats: int) -> tuple[float, dict[str, list[float]]]:
     """collect_callgrind for each case: (wall s, case -> [per-call count per repeat])."""
     from torch.utils.benchmark import Timer
 
-    os.environ["PYTHONPATH"] = ROOT + os.pathsep + os.environ.get("PYTHONPATH", "")
     started = time.monotonic()
     figures = {}
     for case in CASES:
@@ -67,6 +66,9 @@ def spread_pct(values: list[float]) -> float:
 
 
 def main() -> None:
+    # collect_callgrind's subprocess must find overrides/; set once, before either method runs,
+    # because counts move with the environment's content and ours must see the same one each time.
+    os.environ["PYTHONPATH"] = ROOT + os.pathsep + os.environ.get("PYTHONPATH", "")
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("-k", type=int, default=2, help="invocations of each method (default 2)")
     parser.add_argument("--repeats", type=int, default=3, help="collect_callgrind repeats (default 3)")
