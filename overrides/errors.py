@@ -6,6 +6,8 @@ The command-line edges turn it into that line on stderr and exit status 2; nothi
 should ever print a traceback for a user mistake.
 """
 
+import sys
+
 USAGE_EXIT_STATUS = 2  # the Unix convention for "you called me wrong", as argparse uses
 
 
@@ -16,8 +18,6 @@ class UsageError(Exception):
 def run_command(prog: str, body, interrupted: str | None = None) -> int:
     """A command line's edge: run `body()` for its exit status; a UsageError becomes one line
     on stderr and status 2, Ctrl-C (when `interrupted` says what was kept) status 130."""
-    import sys
-
     try:
         return body()
     except UsageError as exc:
