@@ -15,7 +15,6 @@ import dataclasses
 import datetime
 import json
 import math
-from typing import Iterable
 
 from overrides import stats
 from overrides.cases import BASELINE_CASE
@@ -236,7 +235,3 @@ def to_measurements(run: RunResult, env: str | None = None) -> list:
         measurements.append(Measurement(result.calls_per_sample, seconds_per_run, spec,
                                         metadata={"per_call_ns": result.per_call_ns}))
     return measurements
-
-
-def ok_results(results: Iterable[CaseResult]) -> list[CaseResult]:
-    return [r for r in results if r.ok]

@@ -261,14 +261,3 @@ def time_targets(
         torch.set_num_threads(previous_threads)
     wall_s = (_clock() - started) / 1e9
     return TimingRun(tuple(s.result() for s in slots), config, rounds, wall_s, interrupted)
-
-
-def time_statement(stmt: str, operands: tuple, calls: int, samples: int) -> list[float]:
-    """Per-call ns of `stmt` over `samples` samples, loop cost removed (for tests and tools)."""
-    run = time_targets([Target("stmt", stmt, lambda: operands)],
-                       TimerConfig(calls_per_sample=calls, samples=samples))
-    timed = run.targets[0]
-    if timed.error:
-        raise RuntimeError(timed.error)
-    return list(timed.samples_ns)
-
