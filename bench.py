@@ -6,6 +6,10 @@ from overrides.allocator import reexec_with_pinned_heap
 
 if __name__ == "__main__":
     reexec_with_pinned_heap()  # before torch is imported: see overrides/allocator.py
+    from overrides.callgrind import head_start_for_command_line
+
+    # --instructions: valgrind imports torch for 20+ s; let it start while we import torch too.
+    head_start_for_command_line(sys.argv[1:], sys.executable)
     from overrides.cli import main
 
     sys.exit(main())

@@ -5,7 +5,7 @@ one run: wall time for the four cases, and each case's count and its spread (the
 every repeat of every invocation, as a percent of the median).
 
 - ours: `python bench.py --instructions` K times (one valgrind process, one hash seed, each);
-  its figure per invocation is the median of repeats 2-7 of 1000 calls.
+  its figure per invocation is the minimum of repeats 2-5 of 1000 calls.
 - torch: `Timer(...).collect_callgrind(number=1000, repeats=R)` per case, K times; its figure per
   repeat is `counts(denoise=True) / 1000`.
 

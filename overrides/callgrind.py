@@ -13,12 +13,23 @@ CPU machine this was built on):
   collection toggles count nothing. Collection (`--collect-atstart=no`) is toggled on and off
   around each measured loop through torch's client requests, and each loop dumps its own
   profile. The worker leaves with `os._exit`: interpreter shutdown under valgrind costs 6-11 s.
+- `import torch` under valgrind is most of the wall time (20-28 s here: translating libtorch's
+  static initialisers and torch's Python modules; no VEX option made it faster, and
+  `--vex-iropt-level=0` made it 1.7x slower). So `bench.py` starts the worker before it imports
+  torch itself (`head_start`, from a guess at its command line): the parent's own ~3 s
+  start-up then overlaps it.
 - Repeats of a loop were bimodal (9.98M or 10.28M for 1000 plain calls): glibc's
   `malloc_consolidate`, reached from torch's allocator about every 1,650 calls.
   `MALLOC_TOP_PAD_` (set in every timing process anyway, `overrides/allocator.py`) makes it
   rare. The first repeat of each case runs 0.4-1.8k per call high once, so it is run and
-  dropped; the figure is the median of the rest (robust to a rare consolidation), and the
-  spread of the rest is reported.
+  dropped. Noise in counts only adds, as in wall time: a consolidation, pymalloc's arena
+  bookkeeping, or a streak of cache misses in the interpreter (in some layouts SubTensor's
+  repeats were bimodal, +500 instructions a call in some of them, and whether a repeat was high
+  even differed between two runs of the same layout). So the figure is the *minimum* of the
+  remaining repeats, the undisturbed count. Over the same 30 runs (15 seeds, base against
+  itself and against the bare shim) the per-seed deltas on SubTensor were, by the median of
+  four repeats, -506..+279 (A/A) and +47..+999 (A/B); by the minimum -41..0 and +310..+970.
+  The spread of the repeats is reported.
 - Counts depend on object addresses, and under valgrind addresses move only when the history
   before the loop changes: the hash seed, the environment (content, length, order), the
   listing of the first folder on sys.path. So the worker runs with a fixed, minimal
@@ -30,6 +41,7 @@ CPU machine this was built on):
 
 from __future__ import annotations
 
+import atexit
 import concurrent.futures
 import dataclasses
 import gc
@@ -48,17 +60,18 @@ from typing import Callable, Sequence
 from overrides import stats
 from overrides.allocator import MALLOC_ENV
 from overrides.errors import UsageError
-from overrides.usercases import USER_DIR_VARIABLE
+
+# No torch at module level: bench.py imports this before torch to give valgrind a head start.
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCHEMA = "torch-function-overhead/instructions/1"
 INSTALL_HINT = "install it with `apt-get install valgrind` (Debian/Ubuntu) or your system's package manager"
 DEFAULT_SEEDS = (1,)
 DEFAULT_COMPARE_SEEDS = (1, 2, 3)  # comparing builds: a verdict must not rest on one layout
-# Repeats per case; the first is dropped, the figure is the median of the rest. pymalloc's
-# bookkeeping (_PyObject_Free) moves a repeat by 15-30k instructions now and then; a median of
-# six shrugs that off.
-DEFAULT_REPEATS = 7
+# Repeats per case; the first is dropped, the figure is the minimum of the rest (see above).
+# Each repeat of the four seed cases costs ~2.2 s under valgrind: 7 repeats kept the run above
+# the 45 s aim on a busy machine.
+DEFAULT_REPEATS = 5
 CALLS_PER_REPEAT = 1000  # ~10M instructions for plain tensors: the toggles' cost is lost in it
 # Uninstrumented calls before counting. The interpreter re-tries failed specialisations with
 # exponential back-off; after 500 calls the second and third repeats still paid ~15
@@ -82,14 +95,14 @@ class CaseCounts:
 
     case: str
     op: str
-    per_call: float  # median of the repeats after the first: the figure
+    per_call: float  # minimum of the repeats after the first: the figure
     repeats: tuple[float, ...]  # every repeat's per-call count, the dropped first one included
     functions: dict  # function -> self instructions per call (last repeat), largest first
     error: str | None = None
 
     @property
     def spread_pct(self) -> float:
-        """(max - min) / median of the repeats that make the figure."""
+        """(max - min) / figure, over the repeats that make the figure."""
         used = self.repeats[1:]
         if len(used) < 2 or not self.per_call:
             return 0.0
@@ -122,7 +135,11 @@ def valgrind_version(valgrind: str) -> str:
 
 
 # ---------------------------------------------------------------------------------------------
-# The worker: runs under valgrind, started as `python -c _WORKER_CODE SPEC`.
+# The worker: runs under valgrind, started as `python -c _WORKER_CODE SPEC`. The spec is parsed
+# before torch is imported, as it always was: reading it from stdin after the imports (to start
+# the worker before the parent knew the spec) moved the heap and made SubTensor's repeats
+# bimodal (+500 instructions a call in some of them), spreading the bare shim's per-seed deltas
+# over 142..924 where argv gave 515..714. So a head start must guess the whole spec instead.
 
 _WORKER_CODE = "import sys; from overrides.callgrind import _worker_main; _worker_main(sys.argv[1])"
 
@@ -233,10 +250,15 @@ def _environment(seed: int, pad: int, user_dir: str | None) -> dict:
         "PYTHONHASHSEED": str(seed),
         "PYTHONPATH": ROOT,
         "PYTHONDONTWRITEBYTECODE": "1",  # no __pycache__ appearing between two runs
+        # numpy's OpenBLAS starts an idle worker thread at import; with it, two runs of one layout
+        # side by side differed by up to 85 instructions a call (callgrind counts every thread).
+        "OPENBLAS_NUM_THREADS": "1",
         **MALLOC_ENV,
         PAD_VARIABLE: "p" * pad,
     }
     if user_dir:
+        from overrides.usercases import USER_DIR_VARIABLE  # torch is imported by now
+
         env[USER_DIR_VARIABLE] = user_dir
     return env
 
@@ -248,6 +270,97 @@ def _fixed_cwd() -> str:
     return path
 
 
+@dataclasses.dataclass
+class _Launch:
+    """A valgrind worker started with its spec, importing torch."""
+
+    key: tuple  # (python, seed, pad, user_dir, spec): everything the layout depends on
+    process: subprocess.Popen
+    out_dir: str
+    started: float
+
+    def close(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+        self.process.wait()
+        for stream in (self.process.stdin, self.process.stdout, self.process.stderr):
+            stream.close()
+        shutil.rmtree(self.out_dir, ignore_errors=True)
+
+
+def _spec(targets: Sequence[tuple[str, str]], repeats: int, calls: int) -> str:
+    return json.dumps({"targets": [list(t) for t in targets], "calls": calls, "repeats": repeats,
+                       "warmup_calls": WARMUP_CALLS})
+
+
+def _launch(python: str, seed: int, pad: int, user_dir: str | None, spec: str) -> _Launch:
+    valgrind, _ = find_valgrind()
+    out_dir = tempfile.mkdtemp(prefix="overrides-callgrind-")
+    command = [valgrind, "--tool=callgrind", "--instr-atstart=no", "--collect-atstart=no",
+               "--compress-strings=no", "--compress-pos=no", "-q",
+               f"--callgrind-out-file={out_dir}/callgrind.out.%p", python, "-c", _WORKER_CODE, spec]
+    process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True, cwd=_fixed_cwd(),
+                               env=_environment(seed, pad, user_dir))
+    return _Launch((python, seed, pad, user_dir, spec), process, out_dir, time.monotonic())
+
+
+# Workers started ahead by head_start(), taken by count_once() when the key matches exactly. The
+# import of torch under valgrind (20-28 s) then overlaps the parent's own start-up (~3 s).
+_HEAD_STARTS: dict[tuple, _Launch] = {}
+# What `bench.py --instructions` counts by default: the seed cases under torch.add. Named here
+# because the head start must not import torch (overrides.cases does); if the defaults change
+# and this does not, the guess misses and counting merely starts later
+# (tests/test_callgrind.py checks that the default command line is started ahead).
+GUESS_DEFAULT_CASES = ("Tensor", "SubTensor", "WithTorchFunction", "SubWithTorchFunction")
+GUESS_DEFAULT_OPS = ("torch.add",)
+
+
+def head_start(python: str, targets: Sequence[tuple[str, str]], seeds: Sequence[int]) -> None:
+    """Start the first MAX_PARALLEL workers now, before the caller imports torch.
+
+    A guess: a worker whose key does not match what is finally counted is never used (its
+    layout, so its counts, would differ), and any not taken are killed at exit.
+    """
+    if not shutil.which("valgrind") or not shutil.which("callgrind_control"):
+        return  # count() says how to install it, in its own time
+    spec = _spec(targets, DEFAULT_REPEATS, CALLS_PER_REPEAT)
+    for seed in list(dict.fromkeys(seeds))[:MAX_PARALLEL]:
+        launch = _launch(python, seed, 0, None, spec)
+        _HEAD_STARTS[launch.key] = launch
+    atexit.register(_drop_head_starts)
+
+
+def head_start_for_command_line(argv: Sequence[str], python: str) -> None:
+    """`bench.py --instructions` without --compare/--load: head-start the workers it will need.
+    Only a guess at the command line (the real parser runs later, after torch), so anything
+    unusual (user cases, 'all', unparsable arguments) gets none."""
+    import argparse
+
+    guess = argparse.ArgumentParser(add_help=False)
+    guess.add_argument("--instructions", action="store_true")
+    guess.add_argument("--seeds", nargs="+", type=int, default=list(DEFAULT_SEEDS))
+    guess.add_argument("--cases", nargs="+", default=list(GUESS_DEFAULT_CASES))
+    guess.add_argument("--op", nargs="+", default=list(GUESS_DEFAULT_OPS))
+    for flag in ("--compare", "--load", "--list", "--list-ops", "-h", "--help", "-n", "--nreps",
+                 "-m", "--nrepreps", "--min-time"):
+        guess.add_argument(flag, nargs="?", const=True, dest=flag.lstrip("-").replace("-", "_"))
+    try:
+        known, _ = guess.parse_known_args(list(argv))
+    except (SystemExit, ValueError):
+        return
+    other = [value for name, value in vars(known).items()
+             if name not in ("instructions", "seeds", "cases", "op") and value is not None]
+    names = known.cases + known.op
+    if known.instructions and not other and not any(":" in n or n == "all" for n in names):
+        head_start(python, [(case, op) for op in known.op for case in known.cases], known.seeds)
+
+
+def _drop_head_starts() -> None:
+    while _HEAD_STARTS:
+        _HEAD_STARTS.popitem()[1].close()
+
+
 def count_once(python: str, targets: Sequence[tuple[str, str]], seed: int, *, pad: int = 0,
                repeats: int = DEFAULT_REPEATS, calls: int = CALLS_PER_REPEAT,
                say: Callable[[str], None] | None = None) -> CountRun:
@@ -255,33 +368,23 @@ def count_once(python: str, targets: Sequence[tuple[str, str]], seed: int, *, pa
     valgrind, control = find_valgrind()
     say = say or (lambda message: None)
     user_dir = os.getcwd() if any(":" in case for case, _ in targets) else None
-    spec = json.dumps({"targets": [list(t) for t in targets], "calls": calls, "repeats": repeats,
-                       "warmup_calls": WARMUP_CALLS})
-    started = time.monotonic()
-    with tempfile.TemporaryDirectory(prefix="overrides-callgrind-") as out_dir:
-        command = [valgrind, "--tool=callgrind", "--instr-atstart=no", "--collect-atstart=no",
-                   "--compress-strings=no", "--compress-pos=no", "-q",
-                   f"--callgrind-out-file={out_dir}/callgrind.out.%p",
-                   python, "-c", _WORKER_CODE, spec]
-        process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                   stderr=subprocess.PIPE, text=True, cwd=_fixed_cwd(),
-                                   env=_environment(seed, pad, user_dir))
-        try:
-            ready = _read_json(process, "ready")
-            say(f"callgrind seed {seed}: imports done in {time.monotonic() - started:.0f} s; counting")
-            switched = subprocess.run([control, "-i", "on", str(ready["ready"])],
-                                      capture_output=True, text=True, timeout=60)
-            if switched.returncode != 0:
-                raise UsageError(f"callgrind_control could not switch instrumentation on: "
-                                 f"{switched.stderr.strip() or switched.stdout.strip()}")
-            process.stdin.write("go\n")
-            process.stdin.flush()
-            order = _read_json(process, "dumps")["dumps"]
-            process.wait(timeout=RUN_TIMEOUT_S)
-        finally:
-            if process.poll() is None:
-                process.kill()
-                process.wait()
+    spec = _spec(targets, repeats, calls)
+    ahead = _HEAD_STARTS.pop((python, seed, pad, user_dir, spec), None)
+    launch = ahead or _launch(python, seed, pad, user_dir, spec)
+    process, out_dir, started = launch.process, launch.out_dir, launch.started
+    try:
+        ready = _read_json(process, "ready")
+        say(f"callgrind seed {seed}: imports done in {time.monotonic() - started:.0f} s"
+            f"{' (started ahead)' if ahead else ''}; counting")
+        switched = subprocess.run([control, "-i", "on", str(ready["ready"])],
+                                  capture_output=True, text=True, timeout=60)
+        if switched.returncode != 0:
+            raise UsageError(f"callgrind_control could not switch instrumentation on: "
+                             f"{switched.stderr.strip() or switched.stdout.strip()}")
+        process.stdin.write("go\n")
+        process.stdin.flush()
+        order = _read_json(process, "dumps")["dumps"]
+        process.wait(timeout=RUN_TIMEOUT_S)
         dumps = sorted(glob.glob(os.path.join(out_dir, f"callgrind.out.{ready['ready']}.*")),
                        key=lambda p: int(p.rsplit(".", 1)[1]))
         if len(dumps) < len(order):
@@ -295,18 +398,20 @@ def count_once(python: str, targets: Sequence[tuple[str, str]], seed: int, *, pa
                 empty[repeat] = total
             else:
                 per_target.setdefault(index, []).append((total, functions if repeat == repeats - 1 else {}))
+    finally:
+        launch.close()
     results = []
     for index, (case, op) in enumerate(targets):
         rows = per_target.get(index, [])
         repeats_per_call = tuple((total - empty.get(r, 0)) / calls for r, (total, _) in enumerate(rows))
         last_functions = rows[-1][1] if rows else {}
         top = sorted(last_functions.items(), key=lambda kv: -kv[1])[:FUNCTIONS_KEPT]
-        figure = stats.median(repeats_per_call[1:] or repeats_per_call) if rows else math.nan
+        figure = min(repeats_per_call[1:] or repeats_per_call) if rows else math.nan
         results.append(CaseCounts(case, op, figure, repeats_per_call,
                                   {name: value / calls for name, value in top},
                                   None if rows else "no profile"))
     settings = {"seed": seed, "repeats": repeats, "calls_per_repeat": calls,
-                "statistic": "median of repeats 2..n, loop and toggles removed",
+                "statistic": "minimum of repeats 2..n, loop and toggles removed",
                 "valgrind": valgrind_version(valgrind), "python": python,
                 "environment": sorted(_environment(seed, pad, user_dir)),
                 "malloc_top_pad": MALLOC_ENV.get("MALLOC_TOP_PAD_")}

@@ -260,8 +260,9 @@ def _instruction_notes(run: RunResult) -> list[str]:
     settings = (run.instructions or {}).get("settings", {})
     seeds = (run.instructions or {}).get("seeds", [])
     return [f"instructions/call: Callgrind, one valgrind process per hash seed ({', '.join(map(str, seeds))}); "
-            f"median of repeats 2-{settings.get('repeats')} of {settings.get('calls_per_repeat')} calls, "
-            "the loop and the toggles removed; repeat spread = (max - min) / median of those repeats.",
+            f"minimum of repeats 2-{settings.get('repeats')} of {settings.get('calls_per_repeat')} calls "
+            "(extra work only ever adds instructions), the loop and the toggles removed; "
+            "repeat spread = (max - min) / that minimum.",
             "Counts move with memory layout (up to ~1% between hash seeds): compare builds over "
             "several seeds (--seeds 1 2 3), never across one layout each."]
 
