@@ -89,7 +89,7 @@ class PairEstimate:
     case: str
     op: str
     log_ratio: float  # median over rounds of log(branch sample / base sample beside it)
-    headline_log_ratio: float  # log(branch p10 / base p10) in this pair, for study only
+    headline_log_ratio: float  # log(branch headline / base headline) in this pair, for study only
     base_ns: float  # headline of the base samples in this pair
     branch_ns: float
     samples: int

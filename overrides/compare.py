@@ -35,7 +35,7 @@ DEFAULT_THRESHOLD_NS = 20.0  # below this a change is not worth a reviewer's att
 # A/B (10-pair comparisons resampled from them): at 0.5%, 11% of A/A comparisons flagged some
 # case; at 0.75%, 6%, while the bare shim (+1.3% on SubTensor) was still caught 99% of the time.
 DEFAULT_THRESHOLD_PCT = 0.75
-# Process-to-process spread of the p10 headline for one build, runs minutes apart: CV 0.9-3.7%
+# Process-to-process spread of the headline (then p10; p2 spreads less) for one build, runs minutes apart: CV 0.9-3.7%
 # across invocations on this machine (seed_vs_bench, headline_stats), and an A/A pair of runs
 # with other work on the machine differed by 5.8%. 3% per side keeps unpaired verdicts honest.
 UNPAIRED_PROCESS_CV = 0.03

@@ -19,7 +19,7 @@ from overrides.timer import MIN_SAMPLES, TARGET_SAMPLE_NS, Target, TimerConfig, 
 # Whole-run time budget when the user did not pick --min-time: the default 3 s per target is
 # kept up to 20 targets (the seed's four cases take 12 s); a matrix (`--cases all --op all`, ~40
 # timed targets) is scaled down to fit this, so it prints in about a minute and a half. The floor
-# keeps ~500 samples of ~1 ms per target, plenty for the p10 and its interval.
+# keeps ~500 samples of ~1 ms per target: ~10 under the p2 headline, enough for it and its interval.
 DEFAULT_RUN_BUDGET_S = 60.0
 MIN_SCALED_TIME_S = max(0.5, 2 * MIN_SAMPLES * TARGET_SAMPLE_NS / 1e9)
 

@@ -62,12 +62,11 @@ def _row(run: RunResult, result: CaseResult, multi_op: bool) -> list[str]:
 
 
 def _notes(run: RunResult) -> list[str]:
-    q = round(stats.HEADLINE_QUANTILE * 100)
     notes = [
-        f"per call = {q}th percentile of per-call samples (each sample = calls shown after 'x');"
+        f"per call = {stats.headline_label()} of per-call samples (each sample = calls shown after 'x');"
         f" the empty-loop cost ({_loop_cost(run)} ns/call) is already removed.",
-        "95% CI covers sampling noise within this process; separate processes differ more"
-        " (memory layout), so compare builds with --compare, not across runs.",
+        "95% CI covers sampling noise within this process; another build is another memory"
+        " layout (~1% by luck alone), so compare builds with --compare, not across runs.",
     ]
     for result in run.results:
         if result.error:
@@ -155,10 +154,9 @@ def _matrix_rows(run: RunResult) -> list[list[str]]:
 
 
 def _matrix_notes(run: RunResult) -> list[str]:
-    q = round(stats.HEADLINE_QUANTILE * 100)
     known = _op_stmts()
     stmts = {r.op: known.get(r.op, r.stmt) for r in run.results}
-    return [f"cells: per call ns ({q}th percentile of per-call samples, the empty-loop cost "
+    return [f"cells: per call ns ({stats.headline_label()} of per-call samples, the empty-loop cost "
             f"({_loop_cost(run)} ns/call) removed) and its ratio to plain Tensor for the same op; "
             "n/a: the op makes no sense for that case and was not timed; intervals and every "
             "sample are in --json.",
@@ -299,7 +297,7 @@ def _spread_reason(result: CaseResult) -> str:
         return (f"the figure lies {stats.contention(result.samples_ns):.0%} above the fastest sample "
                 f"(limit {stats.CONTENDED_FRACTION:.0%}): the machine was busy for most of the run, so "
                 "this is its busy speed; re-run on a quieter machine")
-    return (f"samples too spread to trust (p5-p25 spans {stats.core_width(result.samples_ns):.1%} "
+    return (f"samples too spread to trust (p1-p5 spans {stats.core_width(result.samples_ns):.1%} "
             f"of the figure, limit {stats.CORE_WIDTH_WARN_FRACTION:.0%}); re-run on a quieter machine")
 
 
