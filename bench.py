@@ -2,10 +2,10 @@
 
 import sys
 
-from overrides.allocator import reexec_with_pinned_heap
+from overrides.layout import reexec_pinned
 
 if __name__ == "__main__":
-    reexec_with_pinned_heap()  # before torch is imported: see overrides/allocator.py
+    reexec_pinned()  # before torch is imported: see overrides/layout.py
     from overrides.callgrind import head_start_for_command_line
 
     # --instructions: valgrind imports torch for 20+ s; let it start while we import torch too.

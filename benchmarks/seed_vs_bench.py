@@ -8,7 +8,7 @@ other, so a slow spell of the machine lands on whichever case is running.
 This script runs `python bench.py` and the seed method K times each, alternating (bench, seed,
 bench, seed, ...) so both see the same machine over the same minutes, each invocation a fresh
 process. It prints the wall time of each method and, per case, how far its figure spreads
-across the K invocations. Usage: python benchmarks/seed_vs_bench.py [-k 5] [--blocks 1000]
+across the K invocations. Usage: python benchmarks/seed_vs_bench.py [-k 5] [--blocks 1000] [--save PATH] [--keep DIR] [--with-random-layout]
 """
 
 from __future__ import annotations
@@ -26,8 +26,11 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 from overrides import stats  # noqa: E402
+from overrides.files import write_json_atomic  # noqa: E402
 
 ALTERNATIVES = {
+    "bench.py p1": lambda v: stats.quantile(v, 0.01),
+    "bench.py p2": lambda v: stats.quantile(v, 0.02),
     "bench.py p5": lambda v: stats.quantile(v, 0.05),
     "bench.py p10": lambda v: stats.quantile(v, 0.10),
     "bench.py min": min,
@@ -54,9 +57,9 @@ print(json.dumps(out))
 """
 
 
-def run_bench(extra: list[str]) -> tuple[float, dict]:
+def run_bench(extra: list[str], keep: str | None = None) -> tuple[float, dict, dict]:
     with tempfile.TemporaryDirectory() as tmp:
-        path = os.path.join(tmp, "r.json")
+        path = os.path.join(keep or tmp, f"bench-{time.strftime('%H%M%S')}.json")
         started = time.perf_counter()
         subprocess.run([sys.executable, os.path.join(ROOT, "bench.py"), "-q", "--json", path,
                         *extra], check=True, stdout=subprocess.DEVNULL)
@@ -90,16 +93,26 @@ def main() -> None:
     parser.add_argument("--blocks", type=int, default=1000, help="seed method: blocks per case")
     parser.add_argument("--calls", type=int, default=1000, help="seed method: calls per block")
     parser.add_argument("--bench-args", default="", help="extra arguments for bench.py")
+    parser.add_argument("--save", metavar="PATH",
+                        help="also write every invocation's figures and wall time as JSON, so "
+                             "evidence can be pooled across runs")
+    parser.add_argument("--keep", metavar="DIR", help="keep bench.py's results files here")
+    parser.add_argument("--with-random-layout", action="store_true",
+                        help="also run `bench.py --random-layout` in the rotation, to show what "
+                             "pinning the layout buys")
     args = parser.parse_args()
 
-    walls: dict[str, list[float]] = {"bench.py": [], "seed": []}
-    figures: dict[str, list[dict]] = {"bench.py": [], "seed": []}
+    methods = ["bench.py"] + (["bench.py random"] if args.with_random_layout else []) + ["seed"]
+    walls: dict[str, list[float]] = {method: [] for method in methods}
+    figures: dict[str, list[dict]] = {method: [] for method in methods}
     alternatives: dict[str, list[dict]] = {name: [] for name in ALTERNATIVES}
     for i in range(args.k):
-        for method in ("bench.py", "seed"):
+        for method in methods:
             print(f"[{i + 1}/{args.k}] {method} ...", file=sys.stderr, flush=True)
-            if method == "bench.py":
-                wall, figs, samples = run_bench(args.bench_args.split())
+            if method == "bench.py random":
+                wall, figs, _ = run_bench(args.bench_args.split() + ["--random-layout"], args.keep)
+            elif method == "bench.py":
+                wall, figs, samples = run_bench(args.bench_args.split(), args.keep)
                 for name, statistic in ALTERNATIVES.items():
                     alternatives[name].append({case: statistic(v) for case, v in samples.items()})
             else:
@@ -107,22 +120,27 @@ def main() -> None:
             walls[method].append(wall)
             figures[method].append(figs)
     figures.update(alternatives)
+    if args.save:
+        write_json_atomic(args.save, {"schema": "torch-function-overhead/seed-vs-bench/1",
+                                      "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+                                      "walls_s": walls, "figures_ns": figures})
 
     print(f"bench.py vs the seed method, {args.k} invocations each, alternating, one run")
-    print(f"{'method':10s} {'wall s (median)':>16s} {'wall s (range)':>16s}")
+    print(f"{'method':15s} {'wall s (median)':>16s} {'wall s (range)':>16s}")
     for method in walls:
         w = walls[method]
-        print(f"{method:10s} {statistics.median(w):16.1f} {min(w):8.1f}-{max(w):<7.1f}")
+        print(f"{method:15s} {statistics.median(w):16.1f} {min(w):8.1f}-{max(w):<7.1f}")
     print()
     print(f"{'case':22s} {'method':13s} {'median ns':>10s} {'range ns':>16s} {'spread %':>9s} {'CV %':>6s}")
     for case in figures["seed"][0]:
-        for method in ("bench.py", *ALTERNATIVES, "seed"):
+        for method in ("bench.py", *ALTERNATIVES, *methods[1:]):
             vals = [f[case] for f in figures[method]]
             print(f"{case:22s} {method:13s} {statistics.median(vals):10.0f} "
                   f"{min(vals):7.0f}-{max(vals):<8.0f} {spread_pct(vals):9.2f} {cv_pct(vals):6.2f}")
     print("\nspread % = (max - min) / median across invocations; bench.py's figure is its "
           f"per_call_ns (p{round(stats.HEADLINE_QUANTILE * 100)}), the seed's the minimum block / "
-          "calls; 'bench.py pN'/'min': other statistics of the same bench.py samples.")
+          "calls; 'bench.py pN'/'min': other statistics of the same bench.py samples; 'bench.py "
+          "random': bench.py --random-layout.")
 
 
 if __name__ == "__main__":

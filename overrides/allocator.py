@@ -8,31 +8,10 @@ touch. With `MALLOC_TOP_PAD_` set in the environment (so in force from the first
 start-up) the same pair read +7 ns (-2..+16). Setting the same value with `mallopt` after
 start-up was not enough: the base-vs-venv A/A still showed -248 ns on SubTensor and +154 ns on
 WithTorchFunction, against -51 and -2 ns with the variable, run back to back. So every process
-that times is started with `MALLOC_ENV`: the A/B workers by their parent, `bench.py` and
-`pyspybench.py` by re-executing themselves once before importing torch.
+that times is started with `MALLOC_ENV`: the A/B workers and the Callgrind worker by their
+parent, `bench.py` by re-executing itself once before importing torch (`overrides/layout.py`).
 """
 
 from __future__ import annotations
 
-import os
-import sys
-
 MALLOC_ENV = {"MALLOC_TOP_PAD_": str(256 * 1024 * 1024)}  # large against any heap grown here
-_REEXEC_MARK = "OVERRIDES_HEAP_PINNED"  # set on the re-executed process: never loop
-
-
-def heap_pinned() -> bool:
-    return all(os.environ.get(key) == value for key, value in MALLOC_ENV.items())
-
-
-def reexec_with_pinned_heap() -> None:
-    """Re-run this script with MALLOC_ENV unless it is already in force (Linux only).
-
-    Call it first thing in an entry point, before torch is imported.
-    """
-    if heap_pinned() or os.environ.get(_REEXEC_MARK) or not sys.platform.startswith("linux"):
-        return
-    env = dict(os.environ, **MALLOC_ENV, **{_REEXEC_MARK: "1"})
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os.execve(sys.executable, [sys.executable] + sys.argv, env)

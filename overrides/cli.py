@@ -48,6 +48,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--format", choices=report.FORMATS, default="table",
                         help="table (default), legacy (the seed's sentences) or markdown")
     parser.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
+    parser.add_argument("--random-layout", action="store_true",
+                        help="keep address-space and hash randomisation on (default: off, so two "
+                             "runs of one build lay out alike; see overrides/layout.py)")
     counts = parser.add_argument_group("instruction counts (Callgrind)")
     counts.add_argument("--instructions", action="store_true",
                         help="count instructions per call with Callgrind instead of timing "

@@ -13,6 +13,8 @@ import sys
 
 import torch
 
+from overrides.layout import randomisation_off
+
 
 def cpu_model() -> str:
     try:
@@ -41,6 +43,9 @@ def collect(threads: int) -> dict:
         "hostname": socket.gethostname(),
         # see overrides/allocator.py: the heap's start-up state moves plain calls by ~4%
         "malloc_top_pad": os.environ.get("MALLOC_TOP_PAD_"),
+        # see overrides/layout.py: bench.py pins these unless --random-layout
+        "aslr_off": randomisation_off(),
+        "python_hash_seed": os.environ.get("PYTHONHASHSEED"),
     }
 
 

@@ -1,8 +1,12 @@
 """bench.py as a user runs it: flags, formats, the JSON round trip, errors."""
 
 import json
+import os
 import re
+import subprocess
+import sys
 
+from conftest import ROOT
 from overrides import results
 
 QUICK = ["-n", "100", "-m", "25"]  # fixed, tiny: these tests check behaviour, not speed
@@ -136,3 +140,29 @@ def test_ctrl_c_keeps_what_was_measured(tmp_path):
     assert "interrupted" in out
     saved = results.load(str(path))
     assert saved.interrupted and all(len(r.samples_ns) >= 20 for r in saved.results)
+
+
+def test_layout_is_pinned_unless_asked(bench, tmp_path):
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONHASHSEED"}
+    for extra, aslr_off, hash_seed in (((), True, "0"), (("--random-layout",), False, None)):
+        path = tmp_path / "r.json"
+        out = bench(*QUICK, "--cases", "Tensor", "--json", str(path), *extra, env=env)
+        assert out.returncode == 0, out.stderr
+        environment = json.loads(path.read_text())["environment"]
+        assert (environment["aslr_off"], environment["python_hash_seed"]) == (aslr_off, hash_seed)
+
+
+def test_a_pinned_process_lays_out_alike_every_time(tmp_path):
+    script = tmp_path / "where.py"
+    script.write_text(f"import sys; sys.path.insert(0, {ROOT!r})\n"
+                      "from overrides.layout import reexec_pinned\n"
+                      "reexec_pinned()\n"
+                      "print(hex(id(object())), hash('layout'))\n")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONHASHSEED"}
+
+    def where(*args):
+        return subprocess.run([sys.executable, str(script), *args], capture_output=True, text=True,
+                              env=env, check=True).stdout
+
+    assert where() == where()  # same addresses, same string hashes
+    assert where("--random-layout") != where("--random-layout")

@@ -23,19 +23,38 @@ def script(name, *args, env=None, timeout=600):
                           text=True, timeout=timeout, env=dict(os.environ, **(env or {})))
 
 
+# This machine also has spells in which everything, even the fastest sample, runs ~65% slower
+# for seconds: a 5 s label run can fall wholly inside one (Tensor read 2,638 ns against 1,611 on
+# the other side, min 2,630). No statistic of one run can see that; the plain-Tensor figure,
+# which the shim cannot touch, can. A user re-records then too.
+SAME_MACHINE_SPEED = 0.10
+
+
+def _record(label, python, folder):
+    for _ in range(RECORD_ATTEMPTS):
+        out = script("record.sh", "--label", label, "--python", python, "--seconds", "2",
+                     "--min-time", "1", "--runs-dir", str(folder))
+        assert out.returncode == 0, out.stderr
+        run = results.load(str(folder / label / f"{label}.json"))
+        if not any(r.contended for r in run.results):
+            break  # else the machine was busy for the whole bench: what a user re-records too
+    return run
+
+
+def _tensor_ns(run):
+    return next(r.per_call_ns for r in run.results if r.case == "Tensor")
+
+
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
     """runs/base and runs/branch recorded with record.sh (short flamegraphs, short bench)."""
     folder = tmp_path_factory.mktemp("runs")
     slow = shimenv.make_shim_env(sys.executable, str(tmp_path_factory.mktemp("env") / "slow"), "sleep1us")
-    for label, python in (("base", sys.executable), ("branch", slow.python)):
-        for _ in range(RECORD_ATTEMPTS):
-            out = script("record.sh", "--label", label, "--python", python, "--seconds", "2",
-                         "--min-time", "1", "--runs-dir", str(folder))
-            assert out.returncode == 0, out.stderr
-            run = results.load(str(folder / label / f"{label}.json"))
-            if not any(r.contended for r in run.results):
-                break  # else the machine was busy for the whole bench: what a user re-records too
+    for _ in range(RECORD_ATTEMPTS):
+        base = _record("base", sys.executable, folder)
+        branch = _record("branch", slow.python, folder)
+        if abs(_tensor_ns(branch) / _tensor_ns(base) - 1) <= SAME_MACHINE_SPEED:
+            break
     return folder
 
 
