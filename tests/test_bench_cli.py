@@ -102,6 +102,8 @@ def test_bad_input_exits_2_with_one_clear_line(bench, tmp_path):
         ("--threads", "0"): "must be 1 or more",
         ("--load", str(tmp_path / "missing.json")): "no results file at",
         ("--format", "html"): "invalid choice",
+        ("--instructions", "--seeds", "x"): "'x' is not a whole number",  # guessed ahead, silently
+        ("--random-layout=3",): "ignored explicit argument",
     }
     for args, message in cases.items():
         out = bench(*args)
