@@ -11,6 +11,7 @@ from overrides import environment, report, results
 from overrides.argtypes import OneLineParser, non_negative_float, positive_float, positive_int
 from overrides.errors import UsageError, run_command
 from overrides.files import write_json_atomic
+from overrides.layout import RANDOM_LAYOUT_FLAG  # bench.py's re-exec reads it from argv first
 from overrides.progress import stderr_progress
 from overrides.ab import DEFAULT_PAIRS, DEFAULT_SECONDS_PER_PAIR
 from overrides.compare import DEFAULT_THRESHOLD_NS, DEFAULT_THRESHOLD_PCT
@@ -48,7 +49,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--format", choices=report.FORMATS, default="table",
                         help="table (default), legacy (the seed's sentences) or markdown")
     parser.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
-    parser.add_argument("--random-layout", action="store_true",
+    parser.add_argument(RANDOM_LAYOUT_FLAG, action="store_true",
                         help="keep address-space and hash randomisation on (default: off, so two "
                              "runs of one build lay out alike; see overrides/layout.py)")
     counts = parser.add_argument_group("instruction counts (Callgrind)")
