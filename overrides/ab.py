@@ -40,45 +40,56 @@ import json
 import math
 import os
 import platform
+import random
 import shutil
 import subprocess
 import time
 from typing import Callable, Sequence
 
-from overrides import stats
+from overrides import placement, stats
 from overrides.allocator import MALLOC_ENV
 from overrides.cases import Case
-from overrides.compare import (DEFAULT_THRESHOLD_NS, DEFAULT_THRESHOLD_PCT, Comparison, judge,
-                               threshold_for)
+from overrides.compare import (DECIDED, DEFAULT_THRESHOLD_NS, DEFAULT_THRESHOLD_PCT,
+                               NO_CHANGE_CONFIDENCE, Comparison, judge, threshold_for)
 from overrides.errors import UsageError
 from overrides.ops import Op
 from overrides.results import CaseResult, RunResult
 from overrides.usercases import USER_DIR_VARIABLE
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-DEFAULT_PAIRS = 10  # degrees of freedom for the t-interval, against ~2.5 s start-up per pair
-DEFAULT_SECONDS_PER_PAIR = 2.5  # 10 pairs of 2.5 s fit the four seed cases in ~55 s here
-HASH_SEED_BASE = 1000  # pair p runs with PYTHONHASHSEED = HASH_SEED_BASE + p on both sides
+DEFAULT_SECONDS_PER_PAIR = 2.5  # a pair is ~2.5 s of start-up and this much sampling
+# Pairs are added until every case has a verdict or the cap is reached: a clear change stops
+# early, an unclear one gets all the time there is. 60 s is ~12 pairs of the four seed cases.
+DEFAULT_MAX_SECONDS = 60.0
+MIN_PAIRS = 5  # before this the t-interval (4 degrees of freedom, t = 2.78) decides nothing
+MAX_PAIRS = 200  # a bound for --max-seconds far beyond the default
+HASH_SEED_LIMIT = 2**32 - 1  # PYTHONHASHSEED's largest value
 PAD_STEP = 1531  # bytes of environment padding added per pair: moves the initial stack
 PAD_VARIABLE = "OVERRIDES_LAYOUT_PAD"
 PROBE_TIMEOUT_S = 120  # asking an interpreter for its path and torch; a cold disk is slow
 PROGRESS_EVERY_S = 1.0
 # Printed by an interpreter asked who it is: its real path, and whether torch is importable
 # (found, not imported: that would take seconds).
-_PROBE = ("import importlib.util, json, sys; print(json.dumps({'executable': sys.executable, "
-          "'torch': importlib.util.find_spec('torch') is not None}))")
+_PROBE = ("import importlib.util, json, sys; spec = importlib.util.find_spec('torch'); "
+          "print(json.dumps({'executable': sys.executable, 'torch': spec is not None, 'torch_dir': "
+          "(list(spec.submodule_search_locations or []) or [None])[0] if spec else None}))")
 
 
 @dataclasses.dataclass(frozen=True)
 class ABConfig:
-    pairs: int = DEFAULT_PAIRS
+    pairs: int | None = None  # None: add pairs until decided or max_seconds (see _why_stop)
+    max_seconds: float = DEFAULT_MAX_SECONDS
     seconds_per_pair: float = DEFAULT_SECONDS_PER_PAIR
     threads: int = 1
     threshold_ns: float = DEFAULT_THRESHOLD_NS
     threshold_pct: float = DEFAULT_THRESHOLD_PCT
     fix_layout: bool = True  # setarch -R + per-pair hash seed; off only to show why it is on
+    # Load identical shared libraries from one file and copy differing ones per pair
+    # (overrides/placement.py); off only to show why it is on.
+    match_placement: bool = True
     # Hash seeds to count instructions under (Callgrind), after the timing; empty: no counts.
     instruction_seeds: tuple[int, ...] = ()
+    hash_seed_base: int | None = None  # None: drawn at random per comparison
 
 
 @dataclasses.dataclass(frozen=True)
@@ -124,12 +135,23 @@ def _interpreter_path(spec: str) -> str:
     return found
 
 
+@dataclasses.dataclass(frozen=True)
+class Interpreter:
+    executable: str  # the real path, as the interpreter reports it
+    torch_dir: str | None  # the torch package folder it would import, found without importing it
+
+
 def resolve_interpreter(spec: str) -> str:
     """The real path of the interpreter `spec` names, checked to run and to have torch.
 
     The interpreter is asked for its own `sys.executable`, so a wrapper (pyenv's shims, a
     script) is looked through: the workers then start the same way on both sides.
     """
+    return probe_interpreter(spec).executable
+
+
+def probe_interpreter(spec: str) -> Interpreter:
+    """`resolve_interpreter`, with the torch folder that interpreter would import."""
     path = _interpreter_path(spec)
     try:
         probe = subprocess.run([path, "-c", _PROBE], capture_output=True, text=True,
@@ -141,7 +163,33 @@ def resolve_interpreter(spec: str) -> str:
     if not answer["torch"]:
         raise UsageError(f"{spec} has no torch; install torch into that environment or pass an "
                          "interpreter that has it")
-    return answer["executable"]
+    return Interpreter(answer["executable"], answer.get("torch_dir"))
+
+
+def add_arguments(group) -> None:
+    """The A/B's flags, shared by `bench.py --compare` and `report.sh`."""
+    from overrides.argtypes import non_negative_float, positive_float, positive_int
+
+    group.add_argument("--pairs", type=positive_int, default=None, metavar="P",
+                       help="exactly P fresh worker pairs, each with its own memory layout "
+                            "(default: add pairs until every case is decided or --max-seconds)")
+    group.add_argument("--max-seconds", type=positive_float, default=DEFAULT_MAX_SECONDS, metavar="S",
+                       help=f"time cap for the timed pairs (default {DEFAULT_MAX_SECONDS:g}; "
+                            f"at least {MIN_PAIRS} pairs run)")
+    group.add_argument("--pair-seconds", type=positive_float, default=DEFAULT_SECONDS_PER_PAIR,
+                       metavar="S", help=f"sampling time per pair (default {DEFAULT_SECONDS_PER_PAIR:g})")
+    group.add_argument("--threshold-ns", type=non_negative_float, default=DEFAULT_THRESHOLD_NS,
+                       metavar="NS", help=f"smallest change worth a verdict, ns (default {DEFAULT_THRESHOLD_NS:g})")
+    group.add_argument("--threshold-pct", type=non_negative_float, default=DEFAULT_THRESHOLD_PCT,
+                       metavar="PCT", help=f"... or percent of base, whichever is larger "
+                                           f"(default {DEFAULT_THRESHOLD_PCT:g})")
+
+
+def config_from_arguments(args, instruction_seeds: Sequence[int] = (), threads: int = 1) -> ABConfig:
+    return ABConfig(pairs=args.pairs, max_seconds=args.max_seconds,
+                    seconds_per_pair=args.pair_seconds, threads=threads,
+                    threshold_ns=args.threshold_ns, threshold_pct=args.threshold_pct,
+                    instruction_seeds=tuple(instruction_seeds))
 
 
 class WorkerError(Exception):
@@ -198,17 +246,20 @@ class _Worker:
             stream.close()
 
 
-def _worker_env(config: ABConfig, pair: int, extra_pad: int) -> dict:
+def _worker_env(config: ABConfig, pair: int, extra_pad: int, view: str | None = None) -> dict:
     """The environment of one worker: the same on both sides of a pair but for `extra_pad`,
-    which makes up for a shorter interpreter path so both stacks start at the same place."""
+    which makes up for a shorter interpreter path so both stacks start at the same place, and
+    the side's view (overrides/placement.py), which comes before anything else torch could be
+    imported from."""
     env = dict(os.environ)
     env.pop(PAD_VARIABLE, None)
-    env["PYTHONPATH"] = ROOT + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    front = [ROOT] + ([view] if view else [])
+    env["PYTHONPATH"] = os.pathsep.join(front + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
     env["OVERRIDES_WORKER_THREADS"] = str(config.threads)
     env[USER_DIR_VARIABLE] = os.getcwd()
     env.update(MALLOC_ENV)
     if config.fix_layout:
-        env["PYTHONHASHSEED"] = str(HASH_SEED_BASE + pair)
+        env["PYTHONHASHSEED"] = str(config.hash_seed_base + pair)
         env[PAD_VARIABLE] = "p" * (PAD_STEP * pair % 8192 + extra_pad)
     return env
 
@@ -217,14 +268,17 @@ class _Pair:
     """Two workers started together with matched layouts; which side starts (and prepares)
     first alternates from pair to pair, so an order effect cannot pose as a change."""
 
-    def __init__(self, base_py: str, branch_py: str, index: int, config: ABConfig):
+    def __init__(self, base_py: str, branch_py: str, index: int, config: ABConfig,
+                 views: dict | None = None):
         self.index = index
         sides = (("base", base_py), ("branch", branch_py))
         self.order = sides if index % 2 == 0 else sides[::-1]
         # argv[0] and the kernel's copy of the path both sit on the new stack.
         longest = max(len(python) for _, python in sides)
-        self.workers = {label: _Worker(label, python, _worker_env(config, index, 2 * (longest - len(python))),
-                                       config)
+        views = views or {}
+        self.workers = {label: _Worker(label, python,
+                                       _worker_env(config, index, 2 * (longest - len(python)),
+                                                   views.get(label)), config)
                         for label, python in self.order}
         self.prepared: dict[str, dict] = {}
 
@@ -296,10 +350,13 @@ def summarise(estimates: Sequence[PairEstimate], case: str, op: str, base_ns: fl
     if len(logs) < 2:
         return Comparison(case, op, base_ns, branch_ns, math.nan, None, "inconclusive", paired=True)
     mean = sum(logs) / len(logs)
-    half = stats.t95(len(logs) - 1) * stats.stdev(logs) / math.sqrt(len(logs))
+    se = stats.stdev(logs) / math.sqrt(len(logs))
+    half = stats.t_quantile(0.95, len(logs) - 1) * se
+    wide = stats.t_quantile(NO_CHANGE_CONFIDENCE, len(logs) - 1) * se
     delta = base_ns * math.expm1(mean)
     ci = (base_ns * math.expm1(mean - half), base_ns * math.expm1(mean + half))
-    verdict = judge(delta, ci, threshold_for(base_ns, threshold_ns, threshold_pct))
+    no_change_ci = (base_ns * math.expm1(mean - wide), base_ns * math.expm1(mean + wide))
+    verdict = judge(delta, ci, threshold_for(base_ns, threshold_ns, threshold_pct), no_change_ci)
     return Comparison(case, op, base_ns, branch_ns, delta, ci, verdict, paired=True)
 
 
@@ -339,11 +396,14 @@ def _live_targets(pair: _Pair, pooled: _Pooled) -> list[int]:
     return live
 
 
-def _first_pair(base_py: str, branch_py: str, pooled: _Pooled, config: ABConfig) -> _Pair:
+def _first_pair(base_py: str, branch_py: str, pooled: _Pooled, config: ABConfig,
+                views: placement.Views) -> _Pair:
     """Pair 0, started on an idle machine; its base worker calibrates the calls per sample that
     every worker then uses."""
-    pair = _Pair(base_py, branch_py, 0, config)
+    views.for_pair(0)
+    pair = _Pair(base_py, branch_py, 0, config, views.paths)
     pair.wait_ready()
+    _check_views(pair, views)
     wire = pooled.wire_targets()
     pair.start_prepare(wire, pooled.calls, only=("base",))
     pair.finish_prepare(("base",))
@@ -353,8 +413,27 @@ def _first_pair(base_py: str, branch_py: str, pooled: _Pooled, config: ABConfig)
     return pair
 
 
+def _check_views(pair: _Pair, views: placement.Views) -> None:
+    """Each worker must have imported torch from its view, and both must map every library the
+    plan shares from one file; otherwise placement is not matched, and the record says so."""
+    if not views.plan.active:
+        return
+    for label, worker in pair.workers.items():
+        torch_path = worker.environment.get("torch_path", "")
+        if not torch_path.startswith(views.paths[label] + os.sep):
+            views.failed(f"the {label} worker imported torch from {torch_path}, not from its view")
+            return
+    names = {os.path.basename(rel) for rel in views.plan.shared}
+    same = placement.shared_inodes(pair.workers["base"].process.pid,
+                                   pair.workers["branch"].process.pid, names)
+    views.verified = sorted(name for name, one_file in same.items() if one_file)
+    unmatched = sorted(name for name, one_file in same.items() if not one_file)
+    if unmatched:
+        views.failed(f"libraries meant to be shared were mapped from different files: {', '.join(unmatched)}")
+
+
 def _sample_pair(pair: _Pair, live: list[int], pooled: _Pooled, config: ABConfig,
-                 say: Callable[[str], None]) -> None:
+                 say: Callable[[str], None], of: str) -> None:
     """Alternate one sample of base and branch per target until the pair's time is spent."""
     base, branch = pair.workers["base"], pair.workers["branch"]
     cpu = _timing_cpu()
@@ -374,7 +453,7 @@ def _sample_pair(pair: _Pair, live: list[int], pooled: _Pooled, config: ABConfig
             live = [i for i in live if pooled.errors[i] is None]
             rounds += 1
             if time.monotonic() >= next_report:
-                say(f"pair {pair.index + 1}/{config.pairs}: sampling, round {rounds}")
+                say(f"pair {pair.index + 1}{of}: sampling, round {rounds}")
                 next_report += PROGRESS_EVERY_S
     finally:
         if parent_cpus is not None:
@@ -394,6 +473,45 @@ def _collect(pair: _Pair, pooled: _Pooled) -> None:
                                         [outputs["branch"][i] for i in ok])
 
 
+def _comparisons(pooled: _Pooled, config: ABConfig) -> list[Comparison]:
+    """Every target's comparison from what the pairs have gathered so far."""
+    out = []
+    for i, (case, op) in enumerate(pooled.targets):
+        base_samples, branch_samples = pooled.samples["base"][i], pooled.samples["branch"][i]
+        if pooled.errors[i] is not None or not base_samples or not branch_samples:
+            out.append(Comparison(case.name, op.name, math.nan, math.nan, math.nan, None,
+                                  "inconclusive", paired=True))
+            continue
+        out.append(summarise(pooled.estimates, case.name, op.name, stats.headline(base_samples),
+                             stats.headline(branch_samples), config.threshold_ns,
+                             config.threshold_pct))
+    return out
+
+
+def _why_stop(pooled: _Pooled, config: ABConfig, pairs_done: int, elapsed_s: float,
+              pair_s: float) -> str | None:
+    """Why no further pair should run, or None to go on. With a fixed number of pairs, that
+    number; otherwise as soon as every target has a verdict (regression, improvement or no
+    change), or when the next pair would end past the time cap."""
+    if config.pairs is not None:
+        return "pairs given" if pairs_done >= config.pairs else None
+    if pairs_done >= MIN_PAIRS and all(c.verdict in DECIDED for c in _comparisons(pooled, config)):
+        return "decided"
+    if pairs_done >= MAX_PAIRS:
+        return "pair limit"
+    if pairs_done >= MIN_PAIRS and elapsed_s + pair_s > config.max_seconds:
+        return "time cap"
+    return None
+
+
+def _hash_seed_base(config: ABConfig) -> int:
+    """Pair p runs with PYTHONHASHSEED = base + p: a fresh set of layouts every comparison
+    (the first version used the same seeds every time), unless the config fixes it."""
+    if config.hash_seed_base is not None:
+        return config.hash_seed_base
+    return random.SystemRandom().randrange(1, HASH_SEED_LIMIT - MAX_PAIRS)
+
+
 def run_ab(
     base_spec: str,
     branch_spec: str,
@@ -404,29 +522,47 @@ def run_ab(
 ) -> ABResult:
     """Measure base and branch side by side; see the module docstring for the method."""
     say = progress or (lambda message: None)
-    base_py, branch_py = resolve_interpreter(base_spec), resolve_interpreter(branch_spec)
+    base, branch = probe_interpreter(base_spec), probe_interpreter(branch_spec)
+    base_py, branch_py = base.executable, branch.executable
+    config = dataclasses.replace(config, hash_seed_base=_hash_seed_base(config))
     pooled = _Pooled.empty([(case, op) for op in ops for case in cases])
     started = time.monotonic()
     interrupted = False
     pairs_done = 0
+    stopped = "interrupted"
     current = upcoming = None
+    if config.match_placement:
+        say("matching the two builds' shared libraries (placement)")
+        plan = placement.plan(base.torch_dir, branch.torch_dir)
+    else:
+        plan = placement.PlacementPlan(None, reason="switched off")
+    views = placement.Views(plan)
+    of = f"/{config.pairs}" if config.pairs is not None else f" (until decided, up to {config.max_seconds:.0f} s)"
     try:
-        say(f"pair 1/{config.pairs}: starting workers and calibrating")
-        current = _first_pair(base_py, branch_py, pooled, config)
-        for index in range(config.pairs):
+        say(f"pair 1{of}: starting workers and calibrating")
+        pair_started = time.monotonic()
+        current = _first_pair(base_py, branch_py, pooled, config, views)
+        while True:
             pooled.environments = {label: w.environment for label, w in current.workers.items()}
             live = _live_targets(current, pooled)
-            _sample_pair(current, live, pooled, config, say)
+            _sample_pair(current, live, pooled, config, say, of)
             _collect(current, pooled)
             current.close()
+            current = None
             pairs_done += 1
-            if index + 1 < config.pairs:
-                # Started only now, on an idle machine: see the module docstring.
-                say(f"pair {index + 2}/{config.pairs}: starting workers")
-                upcoming = _Pair(base_py, branch_py, index + 1, config)
-                upcoming.start_prepare(pooled.wire_targets(), pooled.calls)
-                upcoming.finish_prepare()
-                current, upcoming = upcoming, None
+            now = time.monotonic()
+            why = _why_stop(pooled, config, pairs_done, now - started, now - pair_started)
+            if why:
+                stopped = why
+                break
+            # Started only now, on an idle machine: see the module docstring.
+            say(f"pair {pairs_done + 1}{of}: starting workers")
+            pair_started = now
+            views.for_pair(pairs_done)
+            upcoming = _Pair(base_py, branch_py, pairs_done, config, views.paths)
+            upcoming.start_prepare(pooled.wire_targets(), pooled.calls)
+            upcoming.finish_prepare()
+            current, upcoming = upcoming, None
     except KeyboardInterrupt:
         interrupted = True
         say(f"interrupted after {pairs_done} pairs; keeping what was measured")
@@ -436,12 +572,16 @@ def run_ab(
         for pair in (current, upcoming):
             if pair is not None:
                 pair.close()
+        views.close()
 
     settings = {"mode": "paired A/B", "pairs": pairs_done, "pairs_asked": config.pairs,
+                "max_seconds": config.max_seconds if config.pairs is None else None,
+                "stopped": stopped, "min_pairs": MIN_PAIRS,
                 "seconds_per_pair": config.seconds_per_pair, "threads": config.threads,
-                "fix_layout": config.fix_layout, "hash_seed_base": HASH_SEED_BASE,
+                "fix_layout": config.fix_layout, "hash_seed_base": config.hash_seed_base,
                 "threshold_ns": config.threshold_ns, "threshold_pct": config.threshold_pct,
-                "calls_per_sample": pooled.calls,
+                "no_change_confidence": NO_CHANGE_CONFIDENCE,
+                "calls_per_sample": pooled.calls, "placement": views.record(),
                 "estimator": "mean over pairs of the median log ratio of neighbouring samples"}
     runs = {}
     for side in ("base", "branch"):
@@ -455,16 +595,7 @@ def run_ab(
         runs[side] = RunResult(pooled.environments.get(side, {}), dict(settings, side=side),
                                case_results, interrupted=interrupted,
                                wall_s=time.monotonic() - started)
-    comparisons = []
-    for i, (case, op) in enumerate(pooled.targets):
-        base_result, branch_result = runs["base"].results[i], runs["branch"].results[i]
-        if not (base_result.ok and branch_result.ok):
-            comparisons.append(Comparison(case.name, op.name, math.nan, math.nan, math.nan, None,
-                                          "inconclusive", paired=True))
-            continue
-        comparisons.append(summarise(pooled.estimates, case.name, op.name, base_result.per_call_ns,
-                                     branch_result.per_call_ns, config.threshold_ns,
-                                     config.threshold_pct))
+    comparisons = _comparisons(pooled, config)
     if config.instruction_seeds and not interrupted:
         comparisons, runs = _with_counts(base_py, branch_py, pooled.targets, comparisons, runs,
                                          settings, config, say)

@@ -516,7 +516,7 @@ def compare_counts(base_runs: Sequence[CountRun], branch_runs: Sequence[CountRun
 
     Several seeds: a t-interval over the matched per-seed deltas. One seed: no spread to take an
     interval from, so the change must also exceed SINGLE_LAYOUT_ALLOWANCE_PCT of the count."""
-    from overrides.compare import judge
+    from overrides.compare import NO_CHANGE_CONFIDENCE, judge
 
     branch_by_seed = {run.seed: run for run in branch_runs}
     deltas: dict[tuple[str, str], list[tuple[float, float]]] = {}
@@ -536,14 +536,16 @@ def compare_counts(base_runs: Sequence[CountRun], branch_runs: Sequence[CountRun
         delta = sum(diffs) / len(diffs)
         limit = max(threshold, threshold_pct / 100 * base)
         if len(diffs) >= 2:
-            half = stats.t95(len(diffs) - 1) * stats.stdev(diffs) / math.sqrt(len(diffs))
-            ci = (delta - half, delta + half)
+            se = stats.stdev(diffs) / math.sqrt(len(diffs))
+            half = stats.t95(len(diffs) - 1) * se
+            wide = stats.t_quantile(NO_CHANGE_CONFIDENCE, len(diffs) - 1) * se
+            ci, no_change_ci = (delta - half, delta + half), (delta - wide, delta + wide)
         else:
             allowance = SINGLE_LAYOUT_ALLOWANCE_PCT / 100 * base
-            ci = (delta - allowance, delta + allowance)
+            ci = no_change_ci = (delta - allowance, delta + allowance)
             limit = max(limit, allowance)
         out.append(CountComparison(case, op, base, branch, delta, ci if len(diffs) >= 2 else None,
-                                   judge(delta, ci, limit), len(diffs)))
+                                   judge(delta, ci, limit, no_change_ci), len(diffs)))
     return out
 
 

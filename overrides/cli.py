@@ -8,13 +8,12 @@ import sys
 from overrides import cases as cases_mod
 from overrides import ops as ops_mod
 from overrides import environment, report, results
-from overrides.argtypes import OneLineParser, non_negative_float, positive_float, positive_int
+from overrides.argtypes import OneLineParser, positive_float, positive_int
 from overrides.errors import UsageError, run_command
 from overrides.files import write_json_atomic
 from overrides.layout import RANDOM_LAYOUT_FLAG  # bench.py's re-exec reads it from argv first
 from overrides.progress import stderr_progress
-from overrides.ab import DEFAULT_PAIRS, DEFAULT_SECONDS_PER_PAIR
-from overrides.compare import DEFAULT_THRESHOLD_NS, DEFAULT_THRESHOLD_PCT
+from overrides.ab import add_arguments as add_ab_arguments
 from overrides.measure import DEFAULT_RUN_BUDGET_S
 from overrides.timer import DEFAULT_MIN_TIME_S, TimerConfig
 
@@ -62,14 +61,7 @@ def build_parser() -> argparse.ArgumentParser:
     ab = parser.add_argument_group("paired A/B between two environments")
     ab.add_argument("--compare", nargs=2, metavar=("BASE_PY", "BRANCH_PY"),
                     help="measure two interpreters or virtualenvs side by side and judge each case")
-    ab.add_argument("--pairs", type=positive_int, default=DEFAULT_PAIRS, metavar="P",
-                    help=f"fresh worker pairs, each with its own memory layout (default {DEFAULT_PAIRS})")
-    ab.add_argument("--pair-seconds", type=positive_float, default=DEFAULT_SECONDS_PER_PAIR,
-                    metavar="S", help=f"sampling time per pair (default {DEFAULT_SECONDS_PER_PAIR:g})")
-    ab.add_argument("--threshold-ns", type=non_negative_float, default=DEFAULT_THRESHOLD_NS,
-                    metavar="NS", help=f"smallest change worth a verdict, ns (default {DEFAULT_THRESHOLD_NS:g})")
-    ab.add_argument("--threshold-pct", type=non_negative_float, default=DEFAULT_THRESHOLD_PCT,
-                    metavar="PCT", help=f"... or percent of base, whichever is larger (default {DEFAULT_THRESHOLD_PCT:g})")
+    add_ab_arguments(ab)
     return parser
 
 
@@ -146,9 +138,7 @@ def run_compare(args) -> int:
         seeds = tuple(args.seeds or DEFAULT_COMPARE_SEEDS)
     elif args.seeds:
         raise UsageError("--seeds chooses layouts for --instructions; add --instructions or drop --seeds")
-    config = ab.ABConfig(pairs=args.pairs, seconds_per_pair=args.pair_seconds,
-                         threads=args.threads, threshold_ns=args.threshold_ns,
-                         threshold_pct=args.threshold_pct, instruction_seeds=seeds)
+    config = ab.config_from_arguments(args, seeds, threads=args.threads)
     outcome = ab.run_ab(args.compare[0], args.compare[1], selected, ops_mod.resolve_ops(args.op),
                         config, stderr_progress(args.quiet))
     environments = {"base": outcome.base_run.environment, "branch": outcome.branch_run.environment}

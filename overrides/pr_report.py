@@ -401,8 +401,8 @@ def build(base_spec: str, branch_spec: str, *, output: str = DEFAULT_OUTPUT,
 
 
 def build_parser():
-    from overrides import ab, compare as compare_mod
-    from overrides.argtypes import OneLineParser, non_negative_float, positive_float, positive_int
+    from overrides import ab
+    from overrides.argtypes import OneLineParser, positive_float, positive_int
     from overrides.hotloop import DEFAULT_SECONDS
     from overrides.record import RUNS_DIR_VARIABLE
 
@@ -425,14 +425,7 @@ def build_parser():
                              "(recorded labels are judged on counts whenever both have them)")
     parser.add_argument("--seeds", nargs="+", type=positive_int, metavar="SEED",
                         help="hash seeds for --instructions, matched between the builds (default 1 2 3)")
-    parser.add_argument("--pairs", type=positive_int, default=ab.DEFAULT_PAIRS, metavar="P",
-                        help=f"paired A/B worker pairs, for two interpreters (default {ab.DEFAULT_PAIRS})")
-    parser.add_argument("--pair-seconds", type=positive_float, default=ab.DEFAULT_SECONDS_PER_PAIR,
-                        metavar="S", help=f"sampling time per pair (default {ab.DEFAULT_SECONDS_PER_PAIR:g})")
-    parser.add_argument("--threshold-ns", type=non_negative_float, default=compare_mod.DEFAULT_THRESHOLD_NS,
-                        metavar="NS", help=f"smallest change worth a verdict (default {compare_mod.DEFAULT_THRESHOLD_NS:g})")
-    parser.add_argument("--threshold-pct", type=non_negative_float, default=compare_mod.DEFAULT_THRESHOLD_PCT,
-                        metavar="PCT", help=f"... or percent of base, the larger (default {compare_mod.DEFAULT_THRESHOLD_PCT:g})")
+    ab.add_arguments(parser.add_argument_group("paired A/B, for two interpreters"))
     parser.add_argument("--runs-dir", default=None, metavar="DIR",
                         help=f"where recorded runs live (default: ${RUNS_DIR_VARIABLE}, else runs/ in this checkout)")
     parser.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
@@ -452,9 +445,7 @@ def main(argv: list[str] | None = None) -> int:
 
             find_valgrind()
             seeds = tuple(args.seeds or DEFAULT_COMPARE_SEEDS)
-        config = ab.ABConfig(pairs=args.pairs, seconds_per_pair=args.pair_seconds,
-                             threshold_ns=args.threshold_ns, threshold_pct=args.threshold_pct,
-                             instruction_seeds=seeds)
+        config = ab.config_from_arguments(args, seeds)
         path, comparisons, settings = build(
             args.base, args.branch, output=args.output, all_cases=args.all,
             flamegraphs=not args.no_flamegraphs, cases=args.cases, op=args.op, seconds=args.seconds,

@@ -343,15 +343,22 @@ def comparison_notes(comparisons, settings: dict) -> list[str]:
                  f"{settings.get('threshold_pct')}% of base)")
     if paired:
         how = (f"paired A/B: base and branch sampled alternately in {settings.get('pairs')} fresh "
-               f"worker pairs; delta and 95% CI from the pair-to-pair spread (t-interval), so "
-               f"memory-layout luck is inside the interval.")
+               f"worker pairs{_stopped(settings)}; delta and 95% CI from the pair-to-pair spread "
+               f"(t-interval), so memory-layout luck is inside the interval.")
     else:
         how = ("UNPAIRED: the two sides were measured in separate runs. The interval adds a "
                "process-to-process term (machine drift and memory layout, ~3% per side), so only "
                "changes of a few percent can be called; for small changes measure both builds "
                "together with `bench.py --compare BASE_PY BRANCH_PY`.")
-    notes = [how, threshold + "; regression/improvement only when the CI excludes 0 and the delta "
-             "passes the threshold; no change when the whole CI lies within the threshold."]
+    notes = [how, threshold + "; regression/improvement only when the 95% CI excludes 0 and the "
+             "delta passes the threshold; no change only when the 99% CI lies within the threshold "
+             "(as sure as a regression); otherwise inconclusive."]
+    if paired and settings.get("placement"):
+        notes.append(_placement_note(settings["placement"]))
+    if any(c.verdict == "clock only" for c in comparisons):
+        notes.append("clock only: the wall clock moved past the threshold but the instruction counts "
+                     "rule out a change: the same instructions ran slower or faster, which is where "
+                     "the code sits in memory (layout, cache placement), not what it does.")
     if _counted(comparisons):
         counts = settings.get("instructions", {})
         notes.append(
@@ -361,6 +368,39 @@ def comparison_notes(comparisons, settings: dict) -> list[str]:
             f"{counts.get('threshold_pct')}% of base): counts do not see machine noise, so a "
             "change beyond it is a regression whatever the wall clock says.")
     return notes
+
+
+_STOPPED = {"decided": "until every case was decided", "time cap": "until the time cap",
+            "pair limit": "until the pair limit", "interrupted": "until interrupted"}
+
+
+def _stopped(settings: dict) -> str:
+    why = _STOPPED.get(settings.get("stopped", ""))
+    if not why:
+        return ""
+    cap = settings.get("max_seconds")
+    return f" ({why}{f', cap {cap:g} s' if cap and why != _STOPPED['time cap'] else ''})"
+
+
+def _placement_note(record: dict) -> str:
+    """What was done about where the libraries sit in memory (overrides/placement.py)."""
+    if not record.get("views"):
+        return (f"library placement: not matched ({record.get('reason')}); two installs of one "
+                "build can then differ by up to ~2% for no reason in the code.")
+    if not record.get("matched"):
+        return (f"library placement: NOT matched ({record.get('failure')}); two installs of one "
+                "build can then differ by up to ~2% for no reason in the code.")
+    text = (f"library placement: {record.get('shared_libraries')} shared libraries identical on "
+            f"both sides ({record.get('shared_mb'):,.0f} MB) were loaded by both from one file")
+    replaced = record.get("replaced_per_pair") or []
+    if replaced:
+        names = ", ".join(name.rsplit("/", 1)[-1] for name in replaced[:3])
+        more = f" and {len(replaced) - 3} more" if len(replaced) > 3 else ""
+        text += (f"; {len(replaced)} that differ ({names}{more}) were copied anew for every pair, "
+                 "so where they sit in memory is a random effect inside the interval")
+    if record.get("fixed"):
+        text += f"; {len(record['fixed'])} GPU-only libraries that differ were left in place"
+    return text + "."
 
 
 def comparison_table(comparisons, settings: dict) -> str:

@@ -134,8 +134,25 @@ _T95 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2
         2.060, 2.056, 2.052, 2.048, 2.045, 2.042)
 
 
+# Two-sided 99%: the 99.5% quantiles, likewise.
+_T99 = (63.657, 9.925, 5.841, 4.604, 4.032, 3.707, 3.499, 3.355, 3.250, 3.169, 3.106, 3.055,
+        3.012, 2.977, 2.947, 2.921, 2.898, 2.878, 2.861, 2.845, 2.831, 2.819, 2.807, 2.797,
+        2.787, 2.779, 2.771, 2.763, 2.756, 2.750)
+Z99 = 2.5758293035489004  # two-sided 99% normal quantile
+_TABLES = {0.95: (_T95, Z95), 0.99: (_T99, Z99)}
+
+
 def t95(df: int) -> float:
     """The 97.5% quantile of Student's t with `df` degrees of freedom."""
+    return t_quantile(0.95, df)
+
+
+def t_quantile(confidence: float, df: int) -> float:
+    """The two-sided `confidence` (0.95 or 0.99) quantile of Student's t with `df` degrees of
+    freedom: tabled up to 30, beyond by the Cornish-Fisher expansion (within 0.001 there)."""
+    table, z = _TABLES[confidence]
     if df < 1:
         return math.inf
-    return _T95[df - 1] if df <= len(_T95) else Z95
+    if df <= len(table):
+        return table[df - 1]
+    return z + (z ** 3 + z) / (4 * df) + (5 * z ** 5 + 16 * z ** 3 + 3 * z) / (96 * df ** 2)

@@ -1,0 +1,282 @@
+"""Where two builds' shared libraries sit in physical memory, made fair between base and branch.
+
+Why it exists. Caches are physically indexed, so how fast a library's code runs depends on which
+physical pages the kernel gave its file, and those pages stay put while the file stays cached:
+every separate install of a library carries a fixed "placement" offset of its own. Measured in
+the paired A/B (SubTensor, nothing changed in the code): a virtualenv against its `cp -a` copy
+read +138 ns, with the sides swapped -102 ns, two more copies -70 and +36 ns; a hard-linked copy
+(`cp -al`: the same inode, so the same pages) +16 ns. Two installs of one wheel differ by up to
+~2% for no reason in the code, far above the 0.75% threshold, and no interval over pairs sees
+it, because every pair maps the same pages.
+
+What it does, once per comparison:
+- Each side imports torch from a *view*: a folder that stands in for the folder torch is
+  installed in (site-packages, or the checkout on `sys.path`). Directories that hold no shared
+  library are one symlink each; the rest are mirrored file by file, so a view is a few hundred
+  links. Python resolves the view's paths as given, and so does the dynamic loader (`$ORIGIN`
+  in torch's RPATH is the view's folder, checked: a library linked from the view to a copy was
+  mapped from the copy), so the view decides which file each library is mapped from.
+- A shared library that is byte-identical on both sides is linked, in both views, to base's
+  file: both processes map the same pages, as with `cp -al`, and placement cannot differ.
+- A library that differs is the change itself (or another release): its placement cannot be
+  matched, only randomised. Before every pair each side gets fresh copies of it (on tmpfs), so
+  each pair draws a new placement and the interval over pairs carries that luck instead of one
+  fixed offset. Libraries only a GPU runs (CUDA, ROCm, Triton) are left where they are: the
+  benchmark never executes them, and copying them would cost seconds per pair.
+
+The two views' paths have the same length, so both sides' strings and stacks stay alike. Linux
+only: elsewhere (or when torch cannot be located without importing it) each side imports torch
+as it is, and the plan says why.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+import shutil
+import sys
+import tempfile
+import time
+from typing import Iterable
+
+SIDES = ("base", "branch")
+_VIEW_NAMES = {"base": "a", "branch": "b"}  # same length: the two import paths stay alike
+COMPARE_CHUNK_BYTES = 1 << 20
+# Folders that pip fills with packages whose shared libraries torch loads through its RPATH
+# (`$ORIGIN/../../nvidia/...`): mirrored whole. Any other folder torch sits in (a checkout) is
+# mirrored only under torch/: walking a PyTorch checkout's build tree would take seconds.
+_PACKAGE_FOLDERS = ("site-packages", "dist-packages")
+# Libraries that only run on a GPU: never executed by a CPU benchmark, and large (libtorch_cuda
+# alone is >1 GB), so they are not copied per pair even when they differ.
+GPU_ONLY = re.compile(r"cuda|cudnn|nccl|cublas|cufft|curand|cusolver|cusparse|nvrtc|nvjitlink|"
+                      r"cupti|nvtx|cufile|nvshmem|triton|hip|rocm|miopen|rccl", re.IGNORECASE)
+# tmpfs keeps per-pair copies off the disk; fall back to the temp folder where it is missing.
+_TMPFS = "/dev/shm"
+
+
+def is_shared_library(name: str) -> bool:
+    return name.endswith(".so") or ".so." in name
+
+
+@dataclasses.dataclass(frozen=True)
+class PlacementPlan:
+    """What each side loads from where. Paths of libraries are relative to the import roots."""
+
+    roots: tuple[str, str] | None  # (base, branch) folder torch is imported from; None: no views
+    shared: tuple[str, ...] = ()  # byte-identical on both sides: both load base's file
+    replaced: tuple[str, ...] = ()  # differ: fresh copies for every pair
+    fixed: tuple[str, ...] = ()  # differ, GPU-only: left where they are
+    shared_bytes: int = 0
+    replaced_bytes: int = 0  # per side
+    reason: str = ""  # why there are no views, when roots is None
+    # Per side, the folders (relative to its root) that hold a library: the ones a view mirrors.
+    library_dirs: tuple[frozenset, frozenset] = (frozenset(), frozenset())
+
+    @property
+    def active(self) -> bool:
+        return self.roots is not None
+
+    def to_dict(self) -> dict:
+        return {"views": self.active, "reason": self.reason or None,
+                "roots": list(self.roots) if self.roots else None,
+                "shared_libraries": len(self.shared), "shared_mb": round(self.shared_bytes / 2**20, 1),
+                "replaced_per_pair": list(self.replaced),
+                "replaced_mb_per_side": round(self.replaced_bytes / 2**20, 1),
+                "fixed": list(self.fixed)}
+
+    def summary(self) -> str:
+        """One line for the report: what the placement of libraries could and could not do."""
+        if not self.active:
+            return f"library placement not matched ({self.reason})"
+        text = (f"{len(self.shared)} shared libraries identical on both sides "
+                f"({self.shared_bytes / 2**20:,.0f} MB) are loaded by both from one file")
+        if self.replaced:
+            names = ", ".join(os.path.basename(p) for p in self.replaced[:4])
+            more = f" and {len(self.replaced) - 4} more" if len(self.replaced) > 4 else ""
+            text += (f"; {len(self.replaced)} that differ ({names}{more}) are copied anew for every "
+                     "pair, so their placement is a random effect inside the interval")
+        if self.fixed:
+            text += f"; {len(self.fixed)} GPU-only libraries that differ are left in place"
+        return text
+
+
+def _libraries(root: str, torch_dir: str) -> dict[str, os.stat_result]:
+    """Every shared library a view of `root` mirrors, by path relative to `root`."""
+    tops = [torch_dir]
+    if os.path.basename(root) in _PACKAGE_FOLDERS:
+        tops = [os.path.join(root, name) for name in sorted(os.listdir(root))]
+    found = {}
+    for top in tops:
+        if not os.path.isdir(top) or os.path.islink(top):
+            continue
+        for folder, dirs, files in os.walk(top):
+            dirs[:] = [d for d in dirs if not os.path.islink(os.path.join(folder, d))]
+            for name in files:
+                path = os.path.join(folder, name)
+                if is_shared_library(name) and not os.path.islink(path):
+                    found[os.path.relpath(path, root)] = os.stat(path)
+    return found
+
+
+def same_bytes(a: str, b: str) -> bool:
+    if os.path.samefile(a, b):
+        return True
+    if os.path.getsize(a) != os.path.getsize(b):
+        return False
+    with open(a, "rb") as fa, open(b, "rb") as fb:
+        while True:
+            chunk = fa.read(COMPARE_CHUNK_BYTES)
+            if chunk != fb.read(COMPARE_CHUNK_BYTES):
+                return False
+            if not chunk:
+                return True
+
+
+def plan(base_torch_dir: str | None, branch_torch_dir: str | None) -> PlacementPlan:
+    """Match the two sides' shared libraries: which are identical, which differ."""
+    if not sys.platform.startswith("linux"):
+        return PlacementPlan(None, reason="views are made on Linux only")
+    if not base_torch_dir or not branch_torch_dir:
+        return PlacementPlan(None, reason="torch's folder could not be found without importing it")
+    dirs = (os.path.realpath(base_torch_dir), os.path.realpath(branch_torch_dir))
+    roots = tuple(os.path.dirname(d) for d in dirs)
+    libraries = [_libraries(root, d) for root, d in zip(roots, dirs)]
+    shared, replaced, fixed = [], [], []
+    shared_bytes = replaced_bytes = 0
+    for rel in sorted(set(libraries[0]) & set(libraries[1])):
+        base_path, branch_path = (os.path.join(root, rel) for root in roots)
+        if same_bytes(base_path, branch_path):
+            shared.append(rel)
+            shared_bytes += libraries[0][rel].st_size
+        elif GPU_ONLY.search(os.path.basename(rel)):
+            fixed.append(rel)
+        else:
+            replaced.append(rel)
+            replaced_bytes += max(libraries[0][rel].st_size, libraries[1][rel].st_size)
+    return PlacementPlan(roots, tuple(shared), tuple(replaced), tuple(fixed), shared_bytes,
+                         replaced_bytes, library_dirs=tuple(_ancestors(found) for found in libraries))
+
+
+def _ancestors(relpaths: Iterable[str]) -> frozenset:
+    dirs = set()
+    for rel in relpaths:
+        folder = os.path.dirname(rel)
+        while folder and folder not in dirs:
+            dirs.add(folder)
+            folder = os.path.dirname(folder)
+    return frozenset(dirs)
+
+
+class Views:
+    """The two views of a plan, on disk for as long as the comparison runs (a context manager)."""
+
+    def __init__(self, placement: PlacementPlan):
+        self.plan = placement
+        self.folder: str | None = None
+        self.paths: dict[str, str | None] = {side: None for side in SIDES}
+        self.copy_seconds = 0.0
+        self.verified: list[str] = []  # shared libraries seen mapped from one file by both sides
+        self.failure: str | None = None  # why the views did not do what the plan says
+        self._copies: str | None = None
+        if not placement.active:
+            return
+        parent = _TMPFS if os.path.isdir(_TMPFS) and os.access(_TMPFS, os.W_OK) else None
+        self.folder = tempfile.mkdtemp(prefix="overrides-views-", dir=parent)
+        shared = set(placement.shared)
+        for side, root, dirs in zip(SIDES, placement.roots, placement.library_dirs):
+            view = os.path.join(self.folder, _VIEW_NAMES[side])
+            _mirror(root, view, root, dirs, lambda rel, own: (os.path.join(placement.roots[0], rel)
+                                                             if rel in shared else own))
+            self.paths[side] = view
+
+    def __enter__(self) -> "Views":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def for_pair(self, index: int) -> float:
+        """Fresh copies of the differing libraries for pair `index` (the previous pair's workers
+        must be gone). Returns the seconds it took."""
+        if not self.plan.replaced or self.folder is None:
+            return 0.0
+        started = time.monotonic()
+        previous = self._copies
+        self._copies = os.path.join(self.folder, f"pair{index}")
+        for side, root in zip(SIDES, self.plan.roots):
+            for rel in self.plan.replaced:
+                copy = os.path.join(self._copies, _VIEW_NAMES[side], rel)
+                os.makedirs(os.path.dirname(copy), exist_ok=True)
+                shutil.copyfile(os.path.join(root, rel), copy)
+                _relink(os.path.join(self.paths[side], rel), copy)
+        if previous:
+            shutil.rmtree(previous, ignore_errors=True)
+        seconds = time.monotonic() - started
+        self.copy_seconds += seconds
+        return seconds
+
+    def failed(self, why: str) -> None:
+        self.failure = why
+
+    @property
+    def matched(self) -> bool:
+        return self.plan.active and self.failure is None
+
+    def record(self) -> dict:
+        """What the comparison's settings say about placement."""
+        return dict(self.plan.to_dict(), matched=self.matched, failure=self.failure,
+                    verified_shared=self.verified, copy_seconds=round(self.copy_seconds, 2))
+
+    def close(self) -> None:
+        if self.folder:
+            shutil.rmtree(self.folder, ignore_errors=True)
+            self.folder = None
+
+
+def _relink(link: str, target: str) -> None:
+    """Point `link` at `target`, replacing it in one step."""
+    tmp = link + ".relink"
+    os.symlink(target, tmp)
+    os.replace(tmp, link)
+
+
+def _mirror(source: str, view: str, root: str, library_dirs: frozenset, library_target) -> None:
+    """`view` stands in for `source`: folders without shared libraries are one symlink, the rest
+    are mirrored; a library links to `library_target(relpath, own_path)`."""
+    os.makedirs(view)
+    for entry in os.scandir(source):
+        target = os.path.join(view, entry.name)
+        rel = os.path.relpath(entry.path, root)
+        if entry.is_symlink():
+            link = os.readlink(entry.path)
+            os.symlink(link if not os.path.isabs(link) else entry.path, target)
+        elif entry.is_dir() and rel in library_dirs:
+            _mirror(entry.path, target, root, library_dirs, library_target)
+        elif entry.is_file() and is_shared_library(entry.name):
+            os.symlink(library_target(rel, entry.path), target)
+        else:
+            os.symlink(entry.path, target)
+
+
+def mapped_libraries(pid: int | str = "self") -> dict[str, tuple[int, int]]:
+    """Shared libraries a process maps, by file name: (device, inode) of the file it maps."""
+    found = {}
+    try:
+        with open(f"/proc/{pid}/maps", encoding="utf-8") as maps:
+            for line in maps:
+                fields = line.split()
+                if len(fields) >= 6 and is_shared_library(os.path.basename(fields[5])):
+                    device = tuple(int(part, 16) for part in fields[3].split(":"))
+                    found[fields[5]] = (os.makedev(*device), int(fields[4]))
+    except OSError:
+        pass
+    return found
+
+
+def shared_inodes(base_pid: int, branch_pid: int, names: Iterable[str]) -> dict[str, bool]:
+    """For each library file name that either process maps, whether both map it from one file."""
+    maps = [mapped_libraries(pid) for pid in (base_pid, branch_pid)]
+    by_name = [{os.path.basename(path): inode for path, inode in m.items()} for m in maps]
+    return {name: by_name[0].get(name) == by_name[1].get(name)
+            for name in names if name in by_name[0] or name in by_name[1]}

@@ -1,0 +1,124 @@
+"""Library placement: identical libraries loaded from one file, differing ones copied per pair.
+
+The end-to-end tests use real torch: a second install of this interpreter's torch package (a
+`cp -a` of its folder, as two installs of one wheel are), imported by a virtualenv through a
+`.pth` file, and real A/B workers whose memory maps are read from /proc.
+"""
+
+import os
+import subprocess
+import sys
+import venv
+
+import pytest
+
+from overrides import ab, cases, placement
+from overrides.ops import DEFAULT_OP
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="views are Linux-only")
+TINY = ab.ABConfig(pairs=2, seconds_per_pair=0.3)  # behaviour, not precision
+
+
+def _torch_dir() -> str:
+    import torch
+
+    return os.path.dirname(torch.__file__)
+
+
+@pytest.fixture(scope="module")
+def second_install(tmp_path_factory):
+    """(python, torch folder): a virtualenv importing a byte-identical copy of this torch."""
+    folder = tmp_path_factory.mktemp("install")
+    site = folder / "site"
+    site.mkdir()
+    subprocess.run(["cp", "-a", _torch_dir(), str(site / "torch")], check=True)
+    env = folder / "env"
+    venv.EnvBuilder(with_pip=False, symlinks=True).create(env)
+    python = env / "bin" / "python"
+    purelib = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                             capture_output=True, text=True, check=True).stdout.strip()
+    import site as site_module
+
+    with open(os.path.join(purelib, "zz_second_install.pth"), "w", encoding="utf-8") as pth:
+        pth.write("\n".join([str(site)] + site_module.getsitepackages()) + "\n")
+    return str(python), str(site / "torch")
+
+
+def test_plan_shares_identical_libraries_and_replaces_differing_ones(tmp_path):
+    for side in ("a", "b"):
+        (tmp_path / side / "torch" / "lib").mkdir(parents=True)
+        (tmp_path / side / "torch" / "__init__.py").write_text("")
+        (tmp_path / side / "torch" / "lib" / "libsame.so").write_bytes(b"\x7fELF same")
+        (tmp_path / side / "torch" / "lib" / "libtorch_cuda.so").write_bytes(b"gpu " + side.encode())
+    (tmp_path / "a" / "torch" / "lib" / "libchanged.so").write_bytes(b"\x7fELF old")
+    (tmp_path / "b" / "torch" / "lib" / "libchanged.so").write_bytes(b"\x7fELF new")
+    plan = placement.plan(str(tmp_path / "a" / "torch"), str(tmp_path / "b" / "torch"))
+    assert plan.shared == ("torch/lib/libsame.so",)
+    assert plan.replaced == ("torch/lib/libchanged.so",)
+    assert plan.fixed == ("torch/lib/libtorch_cuda.so",)  # GPU-only: never run, not copied
+
+    with placement.Views(plan) as views:
+        base_view, branch_view = views.paths["base"], views.paths["branch"]
+        assert len(base_view) == len(branch_view)  # the two import paths stay alike
+        both = [os.path.realpath(os.path.join(v, "torch/lib/libsame.so")) for v in (base_view, branch_view)]
+        assert both[0] == both[1] == str(tmp_path / "a" / "torch" / "lib" / "libsame.so")
+        copies = []
+        for index in range(2):
+            views.for_pair(index)
+            changed = [os.path.realpath(os.path.join(v, "torch/lib/libchanged.so"))
+                       for v in (base_view, branch_view)]
+            assert open(changed[0], "rb").read() == b"\x7fELF old"
+            assert open(changed[1], "rb").read() == b"\x7fELF new"
+            assert not any(path.startswith(str(tmp_path)) for path in changed)  # fresh copies
+            copies.append(changed)
+        assert copies[0] != copies[1] and not os.path.exists(copies[0][0])  # last pair's removed
+        assert open(os.path.join(branch_view, "torch", "__init__.py")).read() == ""
+        folder = views.folder
+    assert not os.path.exists(folder)
+
+
+def test_no_views_when_torch_cannot_be_located():
+    plan = placement.plan(None, "/somewhere/torch")
+    assert not plan.active and "could not be found" in plan.summary()
+
+
+def test_two_installs_of_one_torch_map_the_same_library_pages(second_install):
+    python, torch_dir = second_install
+    outcome = ab.run_ab(sys.executable, python, cases.SEED_CASES[:1], [DEFAULT_OP], TINY)
+    record = outcome.settings["placement"]
+    assert record["views"] and record["matched"], record
+    assert record["replaced_per_pair"] == [] and record["shared_libraries"] >= 5
+    # read from both workers' /proc/PID/maps: the big library is one file for both
+    assert {"libtorch_cpu.so", "libtorch_python.so"} <= set(record["verified_shared"])
+    assert "overrides-views-" in outcome.branch_run.environment["torch_path"]
+
+
+def test_a_changed_library_is_copied_anew_for_every_pair(second_install, tmp_path):
+    python, torch_dir = second_install
+    changed = os.path.join(torch_dir, "lib", "libshm.so")
+    original = open(changed, "rb").read()
+    try:
+        with open(changed, "ab") as library:
+            library.write(b"\0" * 64)  # trailing bytes: the loader ignores them, the bytes differ
+        outcome = ab.run_ab(sys.executable, python, cases.SEED_CASES[:1], [DEFAULT_OP], TINY)
+    finally:
+        with open(changed, "wb") as library:
+            library.write(original)
+    record = outcome.settings["placement"]
+    assert record["matched"], record
+    assert record["replaced_per_pair"] == ["torch/lib/libshm.so"]
+    assert "libshm.so" not in record["verified_shared"] and "libtorch_cpu.so" in record["verified_shared"]
+    assert outcome.settings["pairs"] == 2 and all(c.ci95_ns for c in outcome.comparisons)
+
+
+def test_every_comparison_draws_fresh_layouts():
+    seeds = {ab._hash_seed_base(ab.ABConfig()) for _ in range(5)}
+    assert len(seeds) == 5
+    assert ab._hash_seed_base(ab.ABConfig(hash_seed_base=77)) == 77
+
+
+def test_mapped_libraries_of_this_process_include_torch():
+    maps = placement.mapped_libraries()
+    assert any(os.path.basename(path) == "libtorch_cpu.so" for path in maps)
+    device, inode = maps[next(p for p in maps if p.endswith("libtorch_cpu.so"))]
+    assert os.stat(os.path.join(_torch_dir(), "lib", "libtorch_cpu.so")).st_ino == inode
