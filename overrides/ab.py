@@ -41,6 +41,7 @@ import math
 import os
 import platform
 import random
+import re
 import shutil
 import subprocess
 import time
@@ -139,6 +140,16 @@ def _interpreter_path(spec: str) -> str:
 class Interpreter:
     executable: str  # the real path, as the interpreter reports it
     torch_dir: str | None  # the torch package folder it would import, found without importing it
+
+    @property
+    def torch_version(self) -> str:
+        """torch's version from its version.py (importing torch would take seconds)."""
+        try:
+            with open(os.path.join(self.torch_dir or "", "version.py"), encoding="utf-8") as src:
+                found = re.search(r"^__version__\s*=\s*['\"]([^'\"]+)", src.read(), re.M)
+        except OSError:
+            return "?"
+        return found.group(1) if found else "?"
 
 
 def resolve_interpreter(spec: str) -> str:

@@ -1,9 +1,10 @@
 """Flamegraphs with py-spy: record a case's hot loop, read its collapsed stacks, diff two builds.
 
-`record_case` runs `py-spy record --native` on `pyspybench.py CASE` twice at once, once for the
-SVG a person looks at and once for py-spy's raw collapsed stacks, which the differential view
-reads. (py-spy writes one format per recording; the two recordings sample the same loop in
-two processes, at the same time, so a case costs one recording's wall time.)
+`record_case` runs `py-spy record --native` on `pyspybench.py CASE` for its raw collapsed
+stacks, which the differential view reads, and draws the SVG a person looks at from the same
+samples (overrides/flamesvg.py): the hot loop as the root, titled with what it shows. (The
+first version ran py-spy twice at once, once per format: two loops on two cores, and a title
+that was py-spy's command line with a temp path.)
 
 The differential view answers "where did the branch spend its extra time?" in nanoseconds per
 call: a function's share of the hot loop's samples times the case's per-call time, base against
@@ -26,7 +27,9 @@ import subprocess
 import sys
 from typing import Mapping, Sequence
 
+from overrides import flamesvg
 from overrides.errors import UsageError
+from overrides.files import write_text_atomic
 from overrides.hotloop import DEFAULT_SECONDS, frame_name
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -77,6 +80,14 @@ def find_pyspy(python: str | None = None) -> str:
     raise UsageError(f"py-spy not found; {INSTALL_HINT}")
 
 
+def title(case: str, op: str | None, who: str, python: str) -> str:
+    """A flamegraph's title: what it shows and of which build."""
+    from overrides.ab import probe_interpreter
+
+    version = probe_interpreter(python).torch_version
+    return f"{case} · {op or 'torch.add'} · {who} · torch {version}"
+
+
 def _explain_failure(stderr: str, case: str) -> str:
     """One line saying why a py-spy run failed, and what to do about it."""
     for line in stderr.splitlines():
@@ -94,45 +105,46 @@ def _explain_failure(stderr: str, case: str) -> str:
 
 def record_case(python: str, case: str, svg_path: str, folded_path: str, *, op: str | None = None,
                 seconds: float = DEFAULT_SECONDS, rate_hz: int = PYSPY_RATE_HZ,
-                pyspy: str | None = None) -> Recording:
-    """Record `case`'s hot loop under `python` into an SVG and a collapsed-stacks file.
+                pyspy: str | None = None, title: str | None = None) -> Recording:
+    """Record `case`'s hot loop under `python` into py-spy's collapsed stacks, and draw them as
+    an SVG (`flamegraph_svg`) titled `title` (default: the case and op).
 
     Both files are written whole or not at all; a failure raises UsageError with the reason.
     """
     pyspy = pyspy or find_pyspy(python)
     env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    jobs = []
-    for fmt, path in (("flamegraph", svg_path), ("raw", folded_path)):
-        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-        partial = path + ".partial"
-        # pyspybench imports and warms up unsampled, then hands its hot loop to py-spy.
-        command = [python, PYSPYBENCH, case, "--seconds", f"{seconds:g}", "--record", partial,
-                   "--format", fmt, "--rate", str(rate_hz), "--pyspy", pyspy]
-        if op:
-            command += ["--op", op]
-        jobs.append((subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                      text=True, env=env), partial, path))  # cwd: the user's, for their cases
-    failures = []
+    os.makedirs(os.path.dirname(os.path.abspath(folded_path)), exist_ok=True)
+    partial = folded_path + ".partial"
+    # pyspybench imports and warms up unsampled, then hands its hot loop to py-spy.
+    command = [python, PYSPYBENCH, case, "--seconds", f"{seconds:g}", "--record", partial,
+               "--format", "raw", "--rate", str(rate_hz), "--pyspy", pyspy]
+    if op:
+        command += ["--op", op]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               env=env)  # cwd: the user's, for their cases
+    failure = None
     try:
-        for process, partial, _ in jobs:
-            _, stderr = process.communicate(timeout=seconds + START_TIMEOUT_S)
-            if process.returncode != 0 or not os.path.exists(partial):
-                failures.append(_explain_failure(stderr, case))
+        _, stderr = process.communicate(timeout=seconds + START_TIMEOUT_S)
+        if process.returncode != 0 or not os.path.exists(partial):
+            failure = _explain_failure(stderr, case)
     except subprocess.TimeoutExpired:
-        failures.append(f"py-spy on {case} did not finish within {seconds + START_TIMEOUT_S:.0f} s")
+        failure = f"py-spy on {case} did not finish within {seconds + START_TIMEOUT_S:.0f} s"
     finally:
-        for process, partial, _ in jobs:
-            if process.poll() is None:
-                process.kill()
-                process.wait()
-    if failures:
-        for _, partial, _ in jobs:
-            if os.path.exists(partial):
-                os.unlink(partial)
-        raise UsageError(failures[0])
-    for _, partial, path in jobs:
-        os.replace(partial, path)
-    return Recording(case, svg_path, folded_path, hot_loop_total(read_folded(folded_path)), seconds)
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    if failure is None:
+        stacks = read_folded(partial)
+        if not hot_loop_total(stacks):
+            failure = f"py-spy took no sample inside {case}'s hot loop"
+    if failure:
+        if os.path.exists(partial):
+            os.unlink(partial)
+        raise UsageError(failure)
+    write_text_atomic(svg_path, flamegraph_svg(stacks, title or f"{case} · {op or 'torch.add'}",
+                                               rate_hz))
+    os.replace(partial, folded_path)
+    return Recording(case, svg_path, folded_path, hot_loop_total(stacks), seconds)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -304,96 +316,51 @@ def top_changes(deltas: Sequence[FrameDelta], count: int = 12) -> tuple[list[Fra
 
 
 # ---------------------------------------------------------------------------------------------
-# A differential flamegraph (SVG), drawn here: the branch's hot loop, each frame coloured by how
-# much its function's own time per call changed against base (red: more, blue: less, grey:
-# within SIGNIFICANT_Z errors). By function, not by call path: a branch that inserts a
-# wrapper moves everything under it to new paths, and colouring by path would paint all of
-# that "new" while only the wrapper costs anything.
+# Pictures (overrides/flamesvg.py draws them)
 
-SVG_WIDTH = 1200
-ROW_HEIGHT = 17
-FONT_SIZE = 11
-CHAR_WIDTH = 6.2  # average width of a FONT_SIZE character, to cut labels that would not fit
-MIN_WIDTH_PX = 0.5  # frames narrower than this are not drawn
-
-
-def _tree(stacks: Mapping[tuple[str, ...], int]) -> dict[tuple[str, ...], int]:
-    """Inclusive samples per call path (every prefix of every stack)."""
-    paths: dict[tuple[str, ...], int] = {}
-    for stack, samples in stacks.items():
-        for depth in range(1, len(stack) + 1):
-            paths[stack[:depth]] = paths.get(stack[:depth], 0) + samples
-    return paths
-
-
-def _escape(text: str) -> str:
-    return (text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-            .replace('"', "&quot;"))
-
-
-def _colour(delta: FrameDelta | None, scale_ns: float) -> str:
-    if delta is None or not delta.significant or scale_ns <= 0:
-        return "rgb(225,225,225)"
-    fade = int(215 - 165 * min(1.0, abs(delta.delta_ns) / scale_ns))
-    return f"rgb(235,{fade},{fade})" if delta.delta_ns > 0 else f"rgb({fade},{fade},235)"
+def flamegraph_svg(stacks: Mapping[tuple[str, ...], int], title: str, rate_hz: int = PYSPY_RATE_HZ) -> str:
+    """One build's hot loop as a flamegraph: the loop is the root, one box per call path."""
+    loop = hot_loop_stacks(stacks)
+    total = sum(loop.values())
+    weights = flamesvg.tree_from_stacks(loop)
+    return flamesvg.render(
+        weights, title,
+        f"py-spy --native, {total:,} samples inside the hot loop ({rate_hz} a second); width: share "
+        f"of those samples; root: the hot loop, callees below",
+        "Python frames yellow, native frames orange-red; hover a box for its samples",
+        lambda path: flamesvg.warm_colour(path[-1]),
+        lambda path, weight: f"{path[-1]}: {weight:,.0f} samples ({100 * weight / total:.1f}%)")
 
 
 def differential_svg(base: Mapping[tuple[str, ...], int], branch: Mapping[tuple[str, ...], int],
                      base_per_call_ns: float, branch_per_call_ns: float, title: str) -> str:
-    """The differential flamegraph as SVG text (static: tooltips, no script)."""
+    """The branch's hot loop, each frame coloured by how much its function's own time per call
+    changed against base (red: more, blue: less, grey: within SIGNIFICANT_Z errors). By
+    function, not by call path: a branch that inserts a wrapper moves everything under it to
+    new paths, and colouring by path would paint all of that "new" while only the wrapper costs
+    anything."""
     by_frame = {d.frame: d for d in differential(base, branch, base_per_call_ns, branch_per_call_ns)}
     if not by_frame:
         raise ValueError("no hot-loop samples on one side; nothing to compare")
-    paths = _tree(hot_loop_stacks(branch))
-    total = sum(count for path, count in paths.items() if len(path) == 1)
+    loop = hot_loop_stacks(branch)
+    total = sum(loop.values())
     scale = max((abs(d.delta_ns) for d in by_frame.values() if d.significant), default=0.0)
-    depth = max(len(path) for path in paths)
-    top_margin, bottom_margin = 50, 40
-    height = top_margin + depth * ROW_HEIGHT + bottom_margin
-    px_per_sample = (SVG_WIDTH - 20) / total
-    # x offsets: children laid out left to right inside their parent, alphabetically
-    offsets: dict[tuple[str, ...], float] = {(): 10.0}
-    children: dict[tuple[str, ...], list[tuple[str, ...]]] = {}
-    for path in paths:
-        children.setdefault(path[:-1], []).append(path)
-    pending = [()]
-    while pending:
-        parent = pending.pop()
-        x = offsets[parent]
-        for child in sorted(children.get(parent, [])):
-            offsets[child] = x
-            x += paths[child] * px_per_sample
-            pending.append(child)
-    parts = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{SVG_WIDTH}" height="{height}" '
-        f'viewBox="0 0 {SVG_WIDTH} {height}" font-family="Verdana, sans-serif" font-size="{FONT_SIZE}">',
-        f'<rect x="0" y="0" width="{SVG_WIDTH}" height="{height}" fill="white"/>',
-        f'<text x="{SVG_WIDTH / 2}" y="20" text-anchor="middle" font-size="15">{_escape(title)}</text>',
-        f'<text x="{SVG_WIDTH / 2}" y="38" text-anchor="middle" fill="#555">width: share of the '
-        f'branch\'s samples; colour: change of the function\'s own time per call against base '
-        f'(red: more, blue: less, grey: within {SIGNIFICANT_Z:g} errors)</text>',
-    ]
-    for path in sorted(paths):
-        count = paths[path]
-        width = count * px_per_sample
-        if width < MIN_WIDTH_PX:
-            continue
-        x = offsets[path]
-        y = height - bottom_margin - len(path) * ROW_HEIGHT
-        label = path[-1]
-        delta = by_frame.get(label)
-        fits = int((width - 4) / CHAR_WIDTH)
-        shown = label if len(label) <= fits else (label[:fits - 2] + ".." if fits > 3 else "")
-        tip = f"{label}: {count} samples on this path"
-        if delta is not None:
-            tip += (f"; own time {delta.base_self_ns:,.0f} -> {delta.branch_self_ns:,.0f} ns per call "
-                    f"({delta.delta_ns:+,.0f}, {delta.z:+.1f} errors)")
-        parts.append(
-            f'<g><title>{_escape(tip)}</title><rect x="{x:.2f}" y="{y}" width="{width:.2f}" '
-            f'height="{ROW_HEIGHT - 1}" fill="{_colour(delta, scale)}" stroke="white" stroke-width="0.5"/>'
-            + (f'<text x="{x + 3:.2f}" y="{y + ROW_HEIGHT - 5}">{_escape(shown)}</text>' if shown else "")
-            + "</g>")
-    parts.append(f'<text x="10" y="{height - 12}" fill="#555">branch: {total} samples at '
-                 f'{branch_per_call_ns:,.0f} ns per call; base: {base_per_call_ns:,.0f} ns per call</text>')
-    parts.append("</svg>")
-    return "\n".join(parts) + "\n"
+
+    def colour(path):
+        d = by_frame.get(path[-1])
+        return flamesvg.change_colour(d.delta_ns if d else 0.0, scale, bool(d and d.significant))
+
+    def tooltip(path, weight):
+        d = by_frame.get(path[-1])
+        tip = f"{path[-1]}: {weight:,.0f} samples on this path"
+        if d is not None:
+            tip += (f"; own time {d.base_self_ns:,.0f} -> {d.branch_self_ns:,.0f} ns per call "
+                    f"({d.delta_ns:+,.0f}, {d.z:+.1f} errors)")
+        return tip
+
+    return flamesvg.render(
+        flamesvg.tree_from_stacks(loop), title,
+        f"width: share of the branch's py-spy samples; colour: change of the function's own time per "
+        f"call against base (red: more, blue: less, grey: within {SIGNIFICANT_Z:g} errors)",
+        f"branch: {total} samples at {branch_per_call_ns:,.0f} ns per call; base: "
+        f"{base_per_call_ns:,.0f} ns per call", colour, tooltip)

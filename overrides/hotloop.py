@@ -2,19 +2,21 @@
 
 A flamegraph is only as clean as the process it samples: no timing, no printing, no result
 kept inside the loop. The statement is pasted into a generated function (the Timer core's
-`compile_hot_loop`) named after the case, so the flamegraph's hot tower starts at a frame a
-reader recognises. The clock is read only between chunks of ~50 ms of calls, outside that
-function, to know when to stop.
+`compile_hot_loop`, all on one source line so py-spy sees one frame) named after the case, so
+the flamegraph's hot tower starts at a frame a reader recognises. `pyspybench.py` calls it from
+its own module frame: the only harness frame above the loop is `<module>`. The clock is read
+only between chunks of ~50 ms of calls, outside that function, to know when to stop.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import re
 import sys
 import time
-from typing import Callable
+from typing import Callable, ContextManager, Iterator
 
 from overrides.argtypes import OneLineParser, positive_float, positive_int
 from overrides.errors import UsageError, run_command
@@ -25,6 +27,10 @@ DEFAULT_SECONDS = 6.0
 CHUNK_S = 0.05  # calls between two clock reads: a negligible share of the samples
 WARMUP_TURNS = 20  # turns of UNROLL calls before a recording forks: bytecode specialised
 LOOP_MARGIN_S = 1.0  # the recorded loop runs this much longer than py-spy records
+# Under `py-spy record -- python pyspybench.py CASE` py-spy samples the start-up too; the loop
+# runs at least this many times as long as start-up took, so it holds >= 80% of the samples
+# (5x: 83%; py-spy samples start-up no faster than the loop, 80-85 against 96-112 a second here).
+STARTUP_FACTOR = 5.0
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -55,11 +61,59 @@ def frame_name(case_name: str) -> str:
     return "hot_loop_" + re.sub(r"\W", "_", case_name)
 
 
-def run(case_name: str, op_name: str | None, nreps: int | None, seconds: float | None,
-        record: Callable[[int], None] | None = None) -> int:
-    """Run the hot loop; returns the number of calls made. With `record`, the loop runs in a
-    forked child once everything is imported and warm, and this process becomes
-    `record(child_pid)` (which does not return: it execs py-spy)."""
+@dataclasses.dataclass(frozen=True)
+class HotLoop:
+    """One case's hot loop, ready to run: `pyspybench.py` calls `loop(operands, turns)` for each
+    of `chunks()` from its own module frame, so py-spy sees `<module>` and the loop, nothing more."""
+
+    loop: Callable[[tuple, int], None]
+    operands: tuple
+    active: Callable[[], ContextManager]  # the case's mode or context, held around the loop
+    nreps: int | None
+    seconds: float
+    record: Callable[[int], None] | None = None
+
+    def hand_to_recorder(self) -> None:
+        """With `record`: warm the loop up, fork, and become `record(child)` (py-spy) in the
+        parent; the child returns and runs the loop. Without: nothing."""
+        if self.record is None:
+            return
+        self.loop(self.operands, WARMUP_TURNS)  # specialised before py-spy looks
+        child = os.fork()
+        if child:
+            self.record(child)  # execs py-spy on the child: never returns
+
+    def chunks(self) -> Iterator[int]:
+        """Turns to run per call of the loop: exactly `nreps` calls (rounded up to whole turns),
+        or chunks of ~CHUNK_S until `seconds` have passed. The clock is read between chunks."""
+        from overrides.timer import UNROLL
+
+        if self.nreps is not None:
+            yield -(-self.nreps // UNROLL)
+            return
+        deadline = time.monotonic() + self.seconds
+        turns = 1
+        while True:
+            started = time.monotonic()
+            yield turns
+            now = time.monotonic()
+            if now >= deadline:
+                return
+            # Grow the chunk until it lasts ~CHUNK_S, never past the deadline by much.
+            elapsed = max(now - started, 1e-6)
+            turns = max(1, min(int(turns * CHUNK_S / elapsed), int(turns * (deadline - now) / elapsed) + 1))
+
+    def done(self) -> None:
+        """Leave at once: tearing torch down takes ~0.3 s, which a profiler sampling the whole
+        process (the seed command) would count against the loop's share."""
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)
+
+
+def prepare(case_name: str, op_name: str | None, nreps: int | None, seconds: float,
+            record: Callable[[int], None] | None = None) -> HotLoop:
+    """The hot loop of a case and op; a UsageError when the op does not apply."""
     from overrides import cases, ops
     from overrides.measure import not_applicable_reason
     from overrides.timer import compile_hot_loop
@@ -69,42 +123,33 @@ def run(case_name: str, op_name: str | None, nreps: int | None, seconds: float |
     reason = not_applicable_reason(case, op)
     if reason:
         raise UsageError(f"op {op.name} does not apply to case {case.name}: {reason}; pick another --op")
-    operands = tuple(case.make_operands())
-    loop = compile_hot_loop(case.stmt_for(op), frame_name(case.name))
-    with case.active():
-        if record is None:
-            return _spin(loop, operands, nreps, seconds)
-        loop(operands, WARMUP_TURNS)  # specialised before py-spy looks
-        child = os.fork()
-        if child:
-            record(child)  # execs py-spy on the child: never returns
-        try:
-            _spin(loop, operands, nreps, seconds)
-        finally:
-            os._exit(0)
+    return HotLoop(compile_hot_loop(case.stmt_for(op), frame_name(case.name)),
+                   tuple(case.make_operands()), case.active, nreps, seconds, record)
 
 
-def _spin(loop: Callable[[tuple, int], None], operands: tuple, nreps: int | None,
-          seconds: float | None) -> int:
-    """Call the loop for exactly `nreps` calls (rounded up to whole turns) or for `seconds`."""
+def run(case_name: str, op_name: str | None, nreps: int | None, seconds: float | None) -> int:
+    """Run the hot loop in this process (for tests and callers other than pyspybench.py);
+    returns the number of calls made."""
     from overrides.timer import UNROLL
 
-    if nreps is not None:
-        turns = -(-nreps // UNROLL)
-        loop(operands, turns)
-        return turns * UNROLL
-    deadline = time.monotonic() + (seconds if seconds is not None else DEFAULT_SECONDS)
-    calls, turns = 0, 1
-    while True:
-        started = time.monotonic()
-        loop(operands, turns)
-        calls += turns * UNROLL
-        now = time.monotonic()
-        if now >= deadline:
-            return calls
-        # Grow the chunk until it lasts ~CHUNK_S, never past the deadline by much.
-        elapsed = max(now - started, 1e-6)
-        turns = max(1, min(int(turns * CHUNK_S / elapsed), int(turns * (deadline - now) / elapsed) + 1))
+    job = prepare(case_name, op_name, nreps, seconds if seconds is not None else DEFAULT_SECONDS)
+    turns = 0
+    with job.active():
+        for chunk in job.chunks():
+            job.loop(job.operands, chunk)
+            turns += chunk
+    return turns * UNROLL
+
+
+def process_age_s() -> float:
+    """Seconds since this process started (from /proc; 0 where there is none)."""
+    try:
+        with open("/proc/self/stat", encoding="ascii") as stat:
+            start_ticks = int(stat.read().rsplit(")", 1)[1].split()[19])
+        with open("/proc/uptime", encoding="ascii") as uptime:
+            return max(0.0, float(uptime.read().split()[0]) - start_ticks / os.sysconf("SC_CLK_TCK"))
+    except (OSError, ValueError, IndexError):
+        return 0.0
 
 
 def exec_pyspy(pyspy: str, output: str, fmt: str, rate: int, seconds: float) -> Callable[[int], None]:
@@ -119,10 +164,14 @@ def exec_pyspy(pyspy: str, output: str, fmt: str, rate: int, seconds: float) -> 
     return become_pyspy
 
 
-def main(argv: list[str] | None = None) -> int:
+def from_command_line(argv: list[str] | None = None) -> HotLoop:
+    """`pyspybench.py`'s arguments as a ready hot loop; bad input exits 2 with one line."""
+    job: list[HotLoop] = []
+
     def body() -> int:
         args = build_parser().parse_args(sys.argv[1:] if argv is None else argv)
         record = None
+        seconds = args.seconds
         if args.record:
             from overrides import flamegraph
 
@@ -132,8 +181,22 @@ def main(argv: list[str] | None = None) -> int:
             record = exec_pyspy(args.pyspy or flamegraph.find_pyspy(sys.executable), args.record,
                                 args.format, args.rate or flamegraph.PYSPY_RATE_HZ, seconds)
             # The loop outlives py-spy's --duration a little, so py-spy never samples an exit.
-            args.seconds = seconds + LOOP_MARGIN_S
-        run(args.case, args.op, args.nreps, args.seconds, record)
+            seconds += LOOP_MARGIN_S
+        ready = prepare(args.case, args.op, args.nreps, seconds or DEFAULT_SECONDS, record)
+        if seconds is None:  # measured now that torch is imported: start-up is behind us
+            ready = dataclasses.replace(ready, seconds=default_seconds(process_age_s()))
+        job.append(ready)
         return 0
 
-    return run_command("pyspybench.py", body)
+    status = run_command("pyspybench.py", body)
+    if status:
+        sys.exit(status)
+    return job[0]
+
+
+def default_seconds(started_s_ago: float) -> float:
+    """How long the loop runs when not told: DEFAULT_SECONDS, or long enough that a profiler
+    sampling since the process started (`py-spy record -- python pyspybench.py CASE`) finds the
+    loop in at least ~80% of its samples: start-up under py-spy --native took 1.5-5 s here, up
+    to 40% of a 6 s loop's recording."""
+    return max(DEFAULT_SECONDS, STARTUP_FACTOR * started_s_ago)

@@ -205,7 +205,9 @@ class Report:
         folded = os.path.join(recorded.directory, f"{label}-{stem}.folded")
         self.say(f"report: py-spy on {case} for {side.role} ({seconds:g} s)")
         try:
-            rec = flamegraph.record_case(side.python, case, svg, folded, op=op, seconds=seconds)
+            rec = flamegraph.record_case(side.python, case, svg, folded, op=op, seconds=seconds,
+                                         title=flamegraph.title(case, op, f"{side.role}: {side.spec}",
+                                                                side.python))
         except UsageError as exc:
             self.notes.append(f"No {side.role} flamegraph for {case}: {exc}")
             return None

@@ -166,8 +166,10 @@ class Recorder:
             svg, folded = f"{self.label}-{stem}.svg", f"{self.label}-{stem}.folded"
             self.say(f"record {self.label}: py-spy on {case} ({index}/{len(names)}), {seconds:g} s")
             try:
-                recording = flamegraph.record_case(python, case, self.path(svg), self.path(folded),
-                                                   op=self.manifest["op"], seconds=seconds, pyspy=pyspy)
+                recording = flamegraph.record_case(
+                    python, case, self.path(svg), self.path(folded), op=self.manifest["op"],
+                    seconds=seconds, pyspy=pyspy,
+                    title=flamegraph.title(case, self.manifest["op"], f"label {self.label}", python))
             except UsageError as exc:
                 if index == 1:
                     raise  # py-spy cannot record here at all (ptrace, a bad case): say so now

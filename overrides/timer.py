@@ -132,12 +132,16 @@ def compile_hot_loop(stmt: str, name: str = "hot_loop",
                      unroll: int = UNROLL) -> Callable[[tuple, int], None]:
     """A function `(operands, turns)` running `stmt` `turns * unroll` times and nothing else:
     no clock, no result kept. It is what a profiler should see (`pyspybench.py`); `name`
-    becomes the frame's name in the flamegraph."""
+    becomes the frame's name in the flamegraph.
+
+    The loop and its unrolled statements stand on ONE source line: py-spy names a Python frame
+    by its line, and with one statement per line the loop split into `unroll` towers of ~2%
+    each, none wide enough to label."""
     source = (
         "def %s(_operands, _turns, torch=torch, F=F):\n"
         "    x, y = _operands\n"
-        "    for _ in range(_turns):\n%s\n"
-    ) % (name, _repeated(stmt, unroll, "        "))
+        "    for _ in range(_turns): %s\n"
+    ) % (name, "; ".join([stmt] * unroll))
     namespace = dict(STATEMENT_NAMESPACE)
     exec(compile(source, f"<hot loop: {stmt}>", "exec"), namespace)
     return namespace[name]
