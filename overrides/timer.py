@@ -13,6 +13,10 @@ How it times, and why:
   whichever target happened to run during a slow spell.
 - GC is off while timing, `torch.set_num_threads` is set (1 by default), every target is warmed
   up before it is calibrated, and every per-call sample is kept.
+- Calibration sizes samples from the fastest of probes spread over tens of milliseconds, and is
+  checked once against the run's own samples: noise only adds time, so samples that run well
+  faster than calibration measured prove a slow spell fooled it; those targets are resized and
+  the rounds start over.
 - A target may name a context (a `TorchFunctionMode`, a `TorchDispatchMode`, ...) that must be
   active while its statement runs. It is entered around each sample and exited after it,
   outside the clock reads, because round-robin moves to another target after every sample.
@@ -39,10 +43,33 @@ UNROLL = 50  # statements per loop turn: a turn costs ~20 ns, so <0.5 ns per cal
 WARM_CALLS = 10
 TARGET_SAMPLE_NS = 1_000_000  # ~1 ms a sample: far above clock cost, far below the slow spells
 WARMUP_NS = 50_000_000  # 50 ms per target: the 3.11 interpreter specialises within a few calls
-# Calibration times the warm probe (UNROLL calls) this often and sizes samples from its 10th
-# percentile: what an undisturbed sample costs. Compiling a fresh loop per trial (the first
-# version) timed cold code and gave SubTensor 50 calls in one run and 150 in the next.
-CALIBRATION_PROBES = 30
+# Calibration times the warm probe (UNROLL calls) and an empty probe in CALIBRATION_BURSTS
+# bursts of CALIBRATION_PROBES each, CALIBRATION_GAP_S apart, and sizes samples from the fastest
+# of each: noise only adds time, so the fastest is the undisturbed cost. Compiling a fresh loop
+# per trial (the first version) timed cold code and gave SubTensor 50 calls in one run and 150 in
+# the next; 30 probes back to back (the second, their 10th percentile) lasted ~3 ms, and one
+# slow spell covering them sized Tensor at 250 calls a sample (0.39 ms instead of ~1 ms). Spread
+# over ~60 ms, a spell has to cover all four bursts. A burst stops early once it has lasted
+# CALIBRATION_BURST_NS (after two probes): WrapperDispatchTensor's probes take 1.3 ms each, and
+# its calibration took 101-116 ms with six of them a burst. Now 61-91 ms a target over the
+# catalog (torch.add, x.shape, x+y), quiet or with a CPU hog on each core.
+CALIBRATION_BURSTS = 4
+CALIBRATION_PROBES = 6  # per burst: the first after a gap runs cold, the rest are warm
+CALIBRATION_BURST_NS = 3_000_000
+CALIBRATION_GAP_S = 0.02
+# Slow spells can last seconds, longer than calibration can wait. Once, after RECALIBRATE_AT of
+# the run (and at least RECALIBRATE_MIN_ROUNDS rounds), each calibrated target's fastest sample
+# is checked against its calibration: per call (both with the loop's cost removed) below
+# RECALIBRATE_BELOW of what calibration measured means calibration ran in a slow spell. Such a
+# target is resized from that sample, and every target's samples so far are dropped (round-robin
+# is fair only while all targets cover the same stretch of time): the run gets RECALIBRATE_AT
+# longer, and only when calibration was fooled. Samples slower than calibration are left alone:
+# that is the run's own slow spell, not a wrong calibration.
+RECALIBRATE_AT = 0.1  # of the run's budget (or of its fixed samples)
+RECALIBRATE_MIN_ROUNDS = 10
+# Fastest sample / calibration over the catalog here (torch.add, x.shape, x+y): 0.87-1.05, quiet
+# or with a CPU hog on each core. Below 0.7 (calibration slowed by more than 40%) is no jitter.
+RECALIBRATE_BELOW = 0.7
 MAX_CALLS_PER_SAMPLE = 10_000_000
 MIN_SAMPLES = 20  # fewer than this and no spread or interval means anything
 DEFAULT_MIN_TIME_S = 3.0  # per target; see README for how this was chosen against the seed
@@ -147,16 +174,35 @@ def compile_hot_loop(stmt: str, name: str = "hot_loop",
     return namespace[name]
 
 
+def calls_for(per_call_ns: float, target_ns: int = TARGET_SAMPLE_NS) -> int:
+    """Calls per sample (a multiple of UNROLL) so that a sample takes about `target_ns`."""
+    calls = round(target_ns / max(per_call_ns, 1e-3) / UNROLL) * UNROLL
+    return min(MAX_CALLS_PER_SAMPLE, max(UNROLL, calls))
+
+
+def probe_per_call_ns(probe: Callable[[tuple], int], operands: tuple) -> float:
+    """The undisturbed per-call cost of the statement in `probe`, a warmed-up
+    `compile_loop(stmt, UNROLL)`: the fastest probe minus the fastest empty probe (its loop
+    turn and clock reads), from bursts spread in time; see CALIBRATION_BURSTS for why."""
+    empty = compile_loop("", UNROLL)
+    fastest = fastest_empty = None
+    for burst in range(CALIBRATION_BURSTS):
+        if burst:
+            time.sleep(CALIBRATION_GAP_S)
+        burst_ends = _clock() + CALIBRATION_BURST_NS
+        for probe_index in range(CALIBRATION_PROBES):
+            took, empty_took = probe(operands), empty(operands)
+            fastest = took if fastest is None else min(fastest, took)
+            fastest_empty = empty_took if fastest_empty is None else min(fastest_empty, empty_took)
+            if probe_index >= 1 and _clock() > burst_ends:
+                break
+    return max(fastest - fastest_empty, 1) / UNROLL
+
+
 def calibrate_calls(probe: Callable[[tuple], int], operands: tuple,
                     target_ns: int = TARGET_SAMPLE_NS) -> int:
-    """Calls per sample so that an undisturbed sample takes about `target_ns`.
-
-    `probe` is a warmed-up `compile_loop(stmt, UNROLL)`; see CALIBRATION_PROBES for why.
-    """
-    times = sorted(probe(operands) for _ in range(CALIBRATION_PROBES))
-    per_call_ns = max(times[len(times) // 10], 1) / UNROLL
-    calls = round(target_ns / per_call_ns / UNROLL) * UNROLL
-    return min(MAX_CALLS_PER_SAMPLE, max(UNROLL, calls))
+    """Calls per sample so that an undisturbed sample takes about `target_ns`."""
+    return calls_for(probe_per_call_ns(probe, operands), target_ns)
 
 
 class _Slot:
@@ -168,6 +214,9 @@ class _Slot:
         self.loop: Callable | None = None
         self.empty_loop: Callable | None = None
         self.calls = 0
+        # The per-call cost calibration measured (None: calls were given), for the check of
+        # RECALIBRATE_BELOW.
+        self.calibrated_ns: float | None = None
         self.raw_ns: list[int] = []
         self.empty_ns: list[int] = []
         self.error: str | None = None
@@ -187,11 +236,39 @@ class _Slot:
                 deadline = _clock() + WARMUP_NS
                 while _clock() < deadline:
                     probe(self.operands)
-                self.calls = config.calls_per_sample or calibrate_calls(probe, self.operands)
-            self.loop = compile_loop(self.target.stmt, self.calls)
-            self.empty_loop = compile_loop("", self.calls)
+                if config.calls_per_sample:
+                    self.calls = config.calls_per_sample
+                else:
+                    self.calibrated_ns = probe_per_call_ns(probe, self.operands)
+                    self.calls = calls_for(self.calibrated_ns)
+            self.resize(self.calls)
         except Exception as exc:
             self.fail(exc, "warm-up")
+
+    def resize(self, calls: int) -> None:
+        """Time `calls` calls a sample from now on; the samples taken so far are dropped."""
+        self.calls = calls
+        self.loop = compile_loop(self.target.stmt, calls)
+        self.empty_loop = compile_loop("", calls)
+        self.drop_samples()
+
+    def drop_samples(self) -> None:
+        self.raw_ns, self.empty_ns = [], []
+
+    def fastest_per_call_ns(self) -> float:
+        """The fastest sample's per-call cost, the fastest empty sample's removed."""
+        return (min(self.raw_ns) - min(self.empty_ns)) / self.calls
+
+    def recalibrated_calls(self) -> int | None:
+        """New calls per sample when this target's samples ran well faster than calibration
+        measured (a slow spell fooled it, see RECALIBRATE_BELOW), else None."""
+        if self.calibrated_ns is None or not self.raw_ns or self.error is not None:
+            return None
+        fastest = self.fastest_per_call_ns()
+        if fastest >= RECALIBRATE_BELOW * self.calibrated_ns:
+            return None
+        calls = calls_for(fastest)
+        return calls if calls != self.calls else None
 
     def sample(self) -> None:
         try:
@@ -212,6 +289,24 @@ class _Slot:
         per_call = tuple((raw - empty_median) / self.calls for raw in self.raw_ns)
         return TimedTarget(self.target.name, self.target.stmt, self.calls, per_call,
                            empty_median / self.calls, self.error)
+
+
+def _recalibrate(live: list[_Slot], say: Callable[[str], None]) -> bool:
+    """Resize every target whose calibration a slow spell fooled (see RECALIBRATE_BELOW) and
+    drop every target's samples, so the rounds start over; False (nothing touched) if none was."""
+    resized = {slot: calls for slot in live if (calls := slot.recalibrated_calls())}
+    if not resized:
+        return False
+    for slot in live:
+        if slot in resized:
+            say(f"recalibrating {slot.target.name}: its fastest sample ran "
+                f"{slot.fastest_per_call_ns():,.0f} ns a call, calibration measured "
+                f"{slot.calibrated_ns:,.0f} (slowed); {slot.calls} -> {resized[slot]} calls a "
+                "sample, rounds start over")
+            slot.resize(resized[slot])
+        else:
+            slot.drop_samples()  # the same code keeps running: no fresh, unspecialised loop
+    return True
 
 
 def time_targets(
@@ -237,6 +332,7 @@ def time_targets(
         live = [s for s in slots if s.error is None]
         budget_ns = int(config.min_time_s * 1e9) * len(live)
         rounds_start = next_report = _clock()
+        checked = config.calls_per_sample is not None  # given calls: nothing to recalibrate
         while live:
             order = live if rounds % 2 == 0 else live[::-1]
             for slot in order:
@@ -256,6 +352,11 @@ def time_targets(
             if now >= next_report:
                 say(f"timing {len(live)} cases round-robin: {fraction:4.0%} (round {rounds})")
                 next_report = now + PROGRESS_EVERY_NS
+            if not checked and rounds >= RECALIBRATE_MIN_ROUNDS and fraction >= RECALIBRATE_AT:
+                checked = True
+                if _recalibrate(live, say):
+                    rounds = 0
+                    rounds_start = next_report = _clock()
     except KeyboardInterrupt:
         interrupted = True
         say(f"interrupted after {rounds} rounds; keeping what was measured")
