@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Callable, Sequence
 
-from overrides import environment
+from overrides import environment, stats
 from overrides.cases import Case
 from overrides.ops import Op, run_statement
 from overrides.results import CaseResult, RunResult
@@ -109,7 +109,8 @@ def run_benchmark(
         "samples": config.samples,
         "threads": config.threads,
         "rounds": timing.rounds,
-        "method": "round-robin, unrolled loop, empty-loop cost removed, GC off",
+        "method": f"round-robin, unrolled loop, empty-loop cost ({stats.headline_label()} of its "
+                  "samples) removed, GC off",
     }
     return RunResult(environment.collect(config.threads), settings, results,
                      interrupted=timing.interrupted, wall_s=timing.wall_s)

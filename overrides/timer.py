@@ -5,8 +5,9 @@ How it times, and why:
   the loop's own cost is spread over many calls; the operands and `torch` are fast locals.
 - The clock is `time.perf_counter_ns` (integer nanoseconds; ~80 ns a read in this VM, paid
   once per sample of ~1 ms, so it is lost in the noise after the empty-loop subtraction).
-- The same generated function with an empty body is timed alongside, and its median cost
-  (loop turns plus the two clock reads) is removed from every sample; the output says so.
+- The same generated function with an empty body is timed alongside, and its undisturbed cost
+  (loop turns plus the two clock reads: the same low quantile of the empty samples as the
+  headline takes of the real ones) is removed from every sample; the output says so.
 - Targets are timed round-robin: one sample of each target in turn, over and over, the order
   reversed every other round. On a shared machine the speed drifts by tens of percent for
   seconds at a time; round-robin puts that drift on every target alike, instead of on
@@ -34,6 +35,7 @@ from typing import Callable, ContextManager, Sequence
 
 import torch
 
+from overrides import stats
 from overrides.ops import STATEMENT_NAMESPACE
 
 UNROLL = 50  # statements per loop turn: a turn costs ~20 ns, so <0.5 ns per call is loop overhead
@@ -71,6 +73,13 @@ RECALIBRATE_MIN_ROUNDS = 10
 # or with a CPU hog on each core. Below 0.7 (calibration slowed by more than 40%) is no jitter.
 RECALIBRATE_BELOW = 0.7
 MAX_CALLS_PER_SAMPLE = 10_000_000
+# The empty-loop cost removed from every sample: the same low quantile of the empty samples as
+# the headline takes of the real ones, i.e. the undisturbed cost, the one an undisturbed sample
+# carries. The median (the first version) carried the disturbed empty samples too (and the cold
+# ones: each runs once, right after another loop) and removed too much from every sample: over
+# the seed cases here, the median was 2.2-3.5x the 2nd percentile, 0.3-1.3 ns a call too much
+# quiet and 0.4-2.3 with a CPU hog on each core; up to ~10 ns where the clock is slower.
+EMPTY_LOOP_QUANTILE = stats.HEADLINE_QUANTILE
 MIN_SAMPLES = 20  # fewer than this and no spread or interval means anything
 DEFAULT_MIN_TIME_S = 3.0  # per target; see README for how this was chosen against the seed
 PROGRESS_EVERY_NS = 1_000_000_000  # progress callback cadence
@@ -284,11 +293,10 @@ class _Slot:
         if not self.raw_ns or not self.empty_ns:
             return TimedTarget(self.target.name, self.target.stmt, self.calls, (), 0.0,
                                self.error or "no samples taken")
-        empty_sorted = sorted(self.empty_ns)
-        empty_median = empty_sorted[len(empty_sorted) // 2]
-        per_call = tuple((raw - empty_median) / self.calls for raw in self.raw_ns)
+        empty_ns = stats.quantile(self.empty_ns, EMPTY_LOOP_QUANTILE)
+        per_call = tuple((raw - empty_ns) / self.calls for raw in self.raw_ns)
         return TimedTarget(self.target.name, self.target.stmt, self.calls, per_call,
-                           empty_median / self.calls, self.error)
+                           empty_ns / self.calls, self.error)
 
 
 def _recalibrate(live: list[_Slot], say: Callable[[str], None]) -> bool:
