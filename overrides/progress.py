@@ -21,3 +21,8 @@ def stderr_progress(quiet: bool = False) -> Callable[[str], None] | None:
         print(f"[{time.monotonic() - started:5.1f}s] {message}", file=sys.stderr, flush=True)
 
     return say
+
+
+def counted(n: int, noun: str) -> str:
+    """`n noun` with the noun in the plural unless n is 1: "1 case", "2 cases"."""
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"

@@ -61,13 +61,14 @@ def _row(run: RunResult, result: CaseResult, multi_op: bool) -> list[str]:
     ]
 
 
-def _notes(run: RunResult) -> list[str]:
+def _notes(run: RunResult, matrix: bool = False) -> list[str]:
     notes = [
         f"per call = {stats.headline_label()} of per-call samples (each sample = calls shown after 'x');"
         f" the empty-loop cost ({_loop_cost(run)} ns/call) is already removed.",
         "95% CI covers sampling noise within this process; another build is another memory"
         " layout (~1% by luck alone), so compare builds with --compare, not across runs.",
     ]
+    notes += _missing_baseline_notes(run, "no ratio" if matrix else "'-' in overhead ns and vs Tensor")
     for result in run.results:
         if result.error:
             notes.append(f"{result.case} [{result.op}] failed: {result.error}")
@@ -76,6 +77,26 @@ def _notes(run: RunResult) -> list[str]:
     notes += _catalog_notes(run)
     if run.interrupted:
         notes.append("interrupted: figures cover only the rounds finished before Ctrl-C")
+    return notes
+
+
+def _missing_baseline_notes(run: RunResult, shown: str) -> list[str]:
+    """Why a case shows no overhead, and how to get one: `bench.py --cases SubTensor` alone
+    has nothing to measure SubTensor's overhead against."""
+    missing: dict[str, list[str]] = {}
+    for result in run.results:
+        if result.ok and result.case != result.baseline and run.overhead_ns(result) is None:
+            cases = missing.setdefault(result.baseline, [])
+            if result.case not in cases:
+                cases.append(result.case)
+    in_run = {r.case for r in run.results}
+    notes = []
+    for baseline, cases in missing.items():
+        because = f"{', '.join(cases)}: {shown}, because overheads need the {baseline} case in the same run"
+        if baseline in in_run:  # it ran, but has no figure for that op: its own line says why
+            notes.append(f"{because}, and it has no figure for the same op")
+        else:
+            notes.append(f"{because}; add it: --cases {baseline} {' '.join(cases)}")
     return notes
 
 
@@ -161,7 +182,7 @@ def _matrix_notes(run: RunResult) -> list[str]:
             "n/a: the op makes no sense for that case and was not timed; intervals and every "
             "sample are in --json.",
             "ops: " + "; ".join(f"{op} = {stmt}" for op, stmt in stmts.items())] \
-        + _notes(run)[1:]  # [0] is the single-op table's per-call line, said above for cells
+        + _notes(run, matrix=True)[1:]  # [0] is the single-op table's per-call line, said above for cells
 
 
 def matrix(run: RunResult) -> str:

@@ -37,6 +37,7 @@ import torch
 
 from overrides import stats
 from overrides.ops import STATEMENT_NAMESPACE
+from overrides.progress import counted
 
 UNROLL = 50  # statements per loop turn: a turn costs ~20 ns, so <0.5 ns per call is loop overhead
 # Untimed calls before the clock starts in every sample: the previous sample ran another target
@@ -355,11 +356,12 @@ def time_targets(
                 elapsed = now - rounds_start
                 done = elapsed >= budget_ns and rounds >= MIN_SAMPLES
                 fraction = min(1.0, elapsed / max(budget_ns, 1))
+            if done or now >= next_report:
+                say(f"timing {counted(len(live), 'case')} round-robin: {fraction:4.0%} "
+                    f"(round {rounds})")
+                next_report = now + PROGRESS_EVERY_NS
             if done:
                 break
-            if now >= next_report:
-                say(f"timing {len(live)} cases round-robin: {fraction:4.0%} (round {rounds})")
-                next_report = now + PROGRESS_EVERY_NS
             if not checked and rounds >= RECALIBRATE_MIN_ROUNDS and fraction >= RECALIBRATE_AT:
                 checked = True
                 if _recalibrate(live, say):
@@ -367,7 +369,7 @@ def time_targets(
                     rounds_start = next_report = _clock()
     except KeyboardInterrupt:
         interrupted = True
-        say(f"interrupted after {rounds} rounds; keeping what was measured")
+        say(f"interrupted after {counted(rounds, 'round')}; keeping what was measured")
     finally:
         if gc_was_enabled:
             gc.enable()

@@ -39,6 +39,38 @@ def test_table_has_every_case_overhead_and_environment(bench):
     assert "empty-loop cost" in out.stdout and "removed" in out.stdout
     assert re.search(r"torch \S+ \(\w+.*Python 3\.\d+.*1 torch thread", out.stdout)
     assert "timing" in out.stderr  # progress goes to stderr
+    assert "add it: --cases" not in out.stdout  # Tensor ran: every overhead has its baseline
+    progress = _round_robin_lines(out.stderr)
+    assert progress[-1].endswith("timing 4 cases round-robin: 100% (round 25)"), out.stderr
+
+
+def _round_robin_lines(stderr: str) -> list[str]:
+    lines = [line for line in stderr.splitlines() if "round-robin" in line]
+    assert lines, stderr
+    return lines
+
+
+def test_a_case_alone_says_its_overhead_needs_tensor_and_how_to_get_it(bench):
+    out = bench(*QUICK, "--cases", "SubTensor")
+    assert out.returncode == 0, out.stderr
+    header, rule, row = out.stdout.splitlines()[:3]
+    for column in ("overhead ns", "vs Tensor"):  # '-' right under each header, as a number would be
+        right_edge = header.index(column) + len(column)
+        assert row[right_edge - 1] == "-" and row[right_edge - 2] == " ", (header, row)
+    assert len(row) == len(header) == len(rule)
+    note = next(line for line in out.stdout.splitlines() if "overhead ns and vs Tensor" in line)
+    assert note.startswith("SubTensor:") and note.endswith("add it: --cases Tensor SubTensor")
+    # One case, said as one: "timing 1 case", not "1 cases".
+    assert _round_robin_lines(out.stderr)[-1].endswith("timing 1 case round-robin: 100% (round 25)")
+    assert "1 cases" not in out.stderr
+
+
+def test_progress_reaches_100_percent_when_the_time_budget_is_spent(bench):
+    # Without -m the run stops on its time budget, between two progress lines (one a second):
+    # the last one printed said 92% in a user's run.
+    out = bench("--cases", "Tensor", "--min-time", "0.3")
+    assert out.returncode == 0, out.stderr
+    assert re.search(r"timing 1 case round-robin: 100% \(round \d+\)$", _round_robin_lines(out.stderr)[-1])
 
 
 def test_json_round_trip_prints_the_same_table(bench, tmp_path):
