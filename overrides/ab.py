@@ -91,6 +91,7 @@ class ABConfig:
     # Hash seeds to count instructions under (Callgrind), after the timing; empty: no counts.
     instruction_seeds: tuple[int, ...] = ()
     hash_seed_base: int | None = None  # None: drawn at random per comparison
+    call_paths: bool = False  # count with Callgrind's call paths (overrides/calltree.py)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -623,7 +624,8 @@ def _with_counts(base_py: str, branch_py: str, targets, comparisons, runs: dict,
     counted = [(case.name, op.name) for case, op in targets if not not_applicable_reason(case, op)]
     say(f"counting instructions: {len(config.instruction_seeds)} seed(s) x 2 builds with Callgrind")
     base_counts, branch_counts = callgrind.count_builds([base_py, branch_py], counted,
-                                                        config.instruction_seeds, say=say)
+                                                        config.instruction_seeds, say=say,
+                                                        tree=config.call_paths)
     settings["instructions"] = {"seeds": list(config.instruction_seeds),
                                 "threshold": callgrind.DEFAULT_THRESHOLD_INSTRUCTIONS,
                                 "threshold_pct": callgrind.DEFAULT_THRESHOLD_INSTRUCTIONS_PCT}

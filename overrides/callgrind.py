@@ -80,6 +80,14 @@ WARMUP_CALLS = 5000
 MAX_PARALLEL = 2  # valgrind processes at once: counts do not care what else runs
 RUN_TIMEOUT_S = 600
 FUNCTIONS_KEPT = 400  # per case, by self cost: enough to diff, small enough for a JSON file
+# Call paths are kept when asked for (`tree=True`: the report and comparisons, where "where did
+# it go" is the question): `--separate-callers=CONTEXT_DEPTH` names every function by its chain
+# of callers, so the last repeat's profile is a call tree with exact self counts per path. It
+# changes no count, only how counts are attributed; it costs ~4 s a case more under valgrind
+# (SubTensor and Tensor, 5 repeats: 53 s against 45 s), so `bench.py --instructions` goes without.
+# The deepest chain of the seed cases was 40 (SubTensor, counted from the loop's own frame).
+CONTEXT_DEPTH = 80
+STACK_MIN_PER_CALL = 0.05  # call paths below this many instructions a call are not kept
 PAD_VARIABLE = "OVERRIDES_LAYOUT_PAD"
 # Verdicts on counts. Across 9 layouts SubTensor's per-call count ranged 0.83% (+-108 of 39k),
 # so a single layout cannot carry less than ~1%; over several matched seeds the t-interval of
@@ -99,6 +107,9 @@ class CaseCounts:
     repeats: tuple[float, ...]  # every repeat's per-call count, the dropped first one included
     functions: dict  # function -> self instructions per call (last repeat), largest first
     error: str | None = None
+    # call path (root first) -> self instructions per call, in the repeat that gave `per_call`;
+    # empty without tree
+    stacks: dict = dataclasses.field(default_factory=dict)
 
     @property
     def spread_pct(self) -> float:
@@ -210,11 +221,17 @@ def clean_function(name: str, object_file: str | None) -> str:
     return name
 
 
-def read_dump(path: str) -> tuple[int, dict[str, int]]:
-    """(total instructions, self instructions per function) of one callgrind dump."""
+def read_dump(path: str, stacks: dict | None = None) -> tuple[int, dict[str, int]]:
+    """(total instructions, self instructions per function) of one callgrind dump; with
+    `stacks`, self instructions per call path are added to it (root first), from the caller
+    chains `--separate-callers` writes as `callee'caller'caller...`."""
     total = 0
     functions: dict[str, int] = {}
     current, current_object, object_file = None, None, None
+    chain: tuple[str, ...] = ()
+    # (callee-first raw names, the callee's object file) -> count; cleaned at the end
+    raw_stacks: dict[tuple[tuple[str, ...], str | None], int] = {}
+    objects: dict[str, str | None] = {}  # raw function name -> an object file it is in
     skip_next_cost = False
     with open(path, encoding="utf-8", errors="replace") as src:
         for line in src:
@@ -223,7 +240,10 @@ def read_dump(path: str) -> tuple[int, dict[str, int]]:
             elif line.startswith("ob="):
                 object_file = line[3:].strip()
             elif line.startswith("fn="):
-                current, current_object = line[3:].strip(), object_file
+                names = split_chain(line[3:].strip())
+                current, current_object = names[0], object_file
+                objects.setdefault(current, current_object)
+                chain = tuple(names)
             elif line.startswith("calls="):
                 skip_next_cost = True  # the next cost line is the call's inclusive cost
             elif line[:1].isdigit() or line[:1] in "+-*":
@@ -234,7 +254,23 @@ def read_dump(path: str) -> tuple[int, dict[str, int]]:
                 if current is not None and len(parts) >= 2:
                     key = clean_function(current, current_object)
                     functions[key] = functions.get(key, 0) + int(parts[1])
+                    if stacks is not None:
+                        key = (chain, current_object)
+                        raw_stacks[key] = raw_stacks.get(key, 0) + int(parts[1])
+    if stacks is not None:
+        # A caller's object file is known only where it was a callee itself: look it up there
+        # (an inline function can sit in two libraries; the callee's own is always exact).
+        for (raw, leaf_object), value in raw_stacks.items():
+            path = tuple(clean_function(name, leaf_object if i == len(raw) - 1 else objects.get(name))
+                         for i, name in enumerate(reversed(raw)))
+            stacks[path] = stacks.get(path, 0) + value
     return total, functions
+
+
+def split_chain(name: str) -> list[str]:
+    """`callee'2'caller'caller` -> [callee, caller, caller]: the caller chain of a context
+    (`--separate-callers`), recursion levels (`'2`) dropped."""
+    return [part for part in name.split("'") if part and not part.isdigit()]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -274,7 +310,7 @@ def _fixed_cwd() -> str:
 class _Launch:
     """A valgrind worker started with its spec, importing torch."""
 
-    key: tuple  # (python, seed, pad, user_dir, spec): everything the layout depends on
+    key: tuple  # (python, seed, pad, user_dir, spec, tree): everything the counts depend on
     process: subprocess.Popen
     out_dir: str
     started: float
@@ -293,16 +329,18 @@ def _spec(targets: Sequence[tuple[str, str]], repeats: int, calls: int) -> str:
                        "warmup_calls": WARMUP_CALLS})
 
 
-def _launch(python: str, seed: int, pad: int, user_dir: str | None, spec: str) -> _Launch:
+def _launch(python: str, seed: int, pad: int, user_dir: str | None, spec: str,
+            tree: bool = False) -> _Launch:
     valgrind, _ = find_valgrind()
     out_dir = tempfile.mkdtemp(prefix="overrides-callgrind-")
+    contexts = [f"--separate-callers={CONTEXT_DEPTH}"] if tree else []
     command = [valgrind, "--tool=callgrind", "--instr-atstart=no", "--collect-atstart=no",
-               "--compress-strings=no", "--compress-pos=no", "-q",
+               "--compress-strings=no", "--compress-pos=no", "-q", *contexts,
                f"--callgrind-out-file={out_dir}/callgrind.out.%p", python, "-c", _WORKER_CODE, spec]
     process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, text=True, cwd=_fixed_cwd(),
                                env=_environment(seed, pad, user_dir))
-    return _Launch((python, seed, pad, user_dir, spec), process, out_dir, time.monotonic())
+    return _Launch((python, seed, pad, user_dir, spec, tree), process, out_dir, time.monotonic())
 
 
 # Workers started ahead by head_start(), taken by count_once() when the key matches exactly. The
@@ -363,14 +401,15 @@ def _drop_head_starts() -> None:
 
 def count_once(python: str, targets: Sequence[tuple[str, str]], seed: int, *, pad: int = 0,
                repeats: int = DEFAULT_REPEATS, calls: int = CALLS_PER_REPEAT,
-               say: Callable[[str], None] | None = None) -> CountRun:
-    """Count every (case, op) in one valgrind process under hash seed `seed`."""
+               say: Callable[[str], None] | None = None, tree: bool = False) -> CountRun:
+    """Count every (case, op) in one valgrind process under hash seed `seed` (with `tree`, the
+    last repeat's call paths too)."""
     valgrind, control = find_valgrind()
     say = say or (lambda message: None)
     user_dir = os.getcwd() if any(":" in case for case, _ in targets) else None
     spec = _spec(targets, repeats, calls)
-    ahead = _HEAD_STARTS.pop((python, seed, pad, user_dir, spec), None)
-    launch = ahead or _launch(python, seed, pad, user_dir, spec)
+    ahead = _HEAD_STARTS.pop((python, seed, pad, user_dir, spec, tree), None)
+    launch = ahead or _launch(python, seed, pad, user_dir, spec, tree)
     process, out_dir, started = launch.process, launch.out_dir, launch.started
     try:
         ready = _read_json(process, "ready")
@@ -390,27 +429,33 @@ def count_once(python: str, targets: Sequence[tuple[str, str]], seed: int, *, pa
         if len(dumps) < len(order):
             raise UsageError(f"callgrind wrote {len(dumps)} profiles, {len(order)} expected; "
                              "is this torch built with valgrind support (torch._C._valgrind_toggle)?")
-        per_target: dict[int, list[tuple[int, dict]]] = {}
+        per_target: dict[int, list[tuple[int, dict, dict]]] = {}
         empty: dict[int, int] = {}
         for (kind, index, repeat), path in zip(order, dumps):
-            total, functions = read_dump(path)
+            last = repeat == repeats - 1
+            stacks: dict | None = {} if tree and kind != "empty" else None
+            total, functions = read_dump(path, stacks)
             if kind == "empty":
                 empty[repeat] = total
             else:
-                per_target.setdefault(index, []).append((total, functions if repeat == repeats - 1 else {}))
+                per_target.setdefault(index, []).append((total, functions if last else {}, stacks or {}))
     finally:
         launch.close()
     results = []
     for index, (case, op) in enumerate(targets):
         rows = per_target.get(index, [])
-        repeats_per_call = tuple((total - empty.get(r, 0)) / calls for r, (total, _) in enumerate(rows))
+        repeats_per_call = tuple((total - empty.get(r, 0)) / calls for r, (total, _, _) in enumerate(rows))
         last_functions = rows[-1][1] if rows else {}
         top = sorted(last_functions.items(), key=lambda kv: -kv[1])[:FUNCTIONS_KEPT]
         figure = min(repeats_per_call[1:] or repeats_per_call) if rows else math.nan
+        # The call paths of the repeat that gave the figure, so that they add up to it.
+        chosen = repeats_per_call.index(figure) if rows else 0
+        figure_stacks = {path: value / calls for path, value in (rows[chosen][2] if rows else {}).items()
+                         if value / calls >= STACK_MIN_PER_CALL}
         results.append(CaseCounts(case, op, figure, repeats_per_call,
                                   {name: value / calls for name, value in top},
-                                  None if rows else "no profile"))
-    settings = {"seed": seed, "repeats": repeats, "calls_per_repeat": calls,
+                                  None if rows else "no profile", figure_stacks))
+    settings = {"seed": seed, "repeats": repeats, "calls_per_repeat": calls, "call_paths": tree,
                 "statistic": "minimum of repeats 2..n, loop and toggles removed",
                 "valgrind": valgrind_version(valgrind), "python": python,
                 "environment": sorted(_environment(seed, pad, user_dir)),
@@ -431,21 +476,22 @@ def _read_json(process: subprocess.Popen, key: str) -> dict:
 
 def count(python: str, targets: Sequence[tuple[str, str]], seeds: Sequence[int] = DEFAULT_SEEDS,
           *, pad: int = 0, repeats: int = DEFAULT_REPEATS,
-          say: Callable[[str], None] | None = None) -> list[CountRun]:
+          say: Callable[[str], None] | None = None, tree: bool = False) -> list[CountRun]:
     """One valgrind process per seed, up to MAX_PARALLEL at once; runs in seed order."""
-    return count_builds([python], targets, seeds, pads=[pad], repeats=repeats, say=say)[0]
+    return count_builds([python], targets, seeds, pads=[pad], repeats=repeats, say=say, tree=tree)[0]
 
 
 def count_builds(pythons: Sequence[str], targets: Sequence[tuple[str, str]],
                  seeds: Sequence[int] = DEFAULT_SEEDS, *, pads: Sequence[int] | None = None,
-                 repeats: int = DEFAULT_REPEATS,
-                 say: Callable[[str], None] | None = None) -> list[list[CountRun]]:
+                 repeats: int = DEFAULT_REPEATS, say: Callable[[str], None] | None = None,
+                 tree: bool = False) -> list[list[CountRun]]:
     """Every build under every seed (the same seeds, so layouts are matched build to build),
     MAX_PARALLEL valgrind processes at once; one list of runs per build, in seed order."""
     find_valgrind()
     pads = list(pads) if pads is not None else pads_for(pythons)
     with concurrent.futures.ThreadPoolExecutor(max_workers=MAX_PARALLEL) as pool:
-        futures = [[pool.submit(count_once, python, targets, seed, pad=pad, repeats=repeats, say=say)
+        futures = [[pool.submit(count_once, python, targets, seed, pad=pad, repeats=repeats, say=say,
+                                tree=tree)
                     for seed in seeds] for python, pad in zip(pythons, pads)]
         return [[future.result() for future in build] for build in futures]
 
@@ -468,10 +514,27 @@ def to_dict(runs: Sequence[CountRun]) -> dict:
                   "cases": [{"case": c.case, "op": c.op, "instructions_per_call": round(c.per_call, 1),
                              "repeats": [round(r, 1) for r in c.repeats],
                              "spread_pct": round(c.spread_pct, 4), "error": c.error,
-                             "functions": {k: round(v, 2) for k, v in c.functions.items()}}
+                             "functions": {k: round(v, 2) for k, v in c.functions.items()},
+                             **({"stacks": _pack_stacks(c.stacks)} if c.stacks else {})}
                             for c in run.cases]}
                  for run in runs],
     }
+
+
+def _pack_stacks(stacks: dict) -> dict:
+    """Call paths as indices into one list of names: the same few hundred names recur in
+    thousands of paths (10 MB a results file written out in full, for the four seed cases)."""
+    names: dict[str, int] = {}
+    paths = [[[names.setdefault(name, len(names)) for name in path], round(value, 3)]
+             for path, value in stacks.items()]
+    return {"names": list(names), "paths": paths}
+
+
+def _unpack_stacks(packed: dict | None) -> dict:
+    if not packed:
+        return {}
+    names = packed["names"]
+    return {tuple(names[i] for i in path): value for path, value in packed["paths"]}
 
 
 def from_dict(data: dict, source: str = "instructions") -> list[CountRun]:
@@ -480,7 +543,8 @@ def from_dict(data: dict, source: str = "instructions") -> list[CountRun]:
                          "count again with --instructions")
     return [CountRun(run["seed"], tuple(
         CaseCounts(c["case"], c["op"], c["instructions_per_call"], tuple(c["repeats"]),
-                   c.get("functions", {}), c.get("error")) for c in run["cases"]),
+                   c.get("functions", {}), c.get("error"), _unpack_stacks(c.get("stacks")))
+        for c in run["cases"]),
         data.get("settings", {}), run.get("wall_s", math.nan)) for run in data["runs"]]
 
 

@@ -268,6 +268,12 @@ class FrameDelta:
     def significant(self) -> bool:
         return abs(self.z) >= SIGNIFICANT_Z or self.new_in_path
 
+    def to_dict(self) -> dict:
+        return {"function": self.frame, "base_self": round(self.base_self_ns, 1),
+                "branch_self": round(self.branch_self_ns, 1), "delta_self": round(self.delta_ns, 1),
+                "error_self": round(self.error_ns, 1), "base_inclusive": round(self.base_ns, 1),
+                "branch_inclusive": round(self.branch_ns, 1), "new_in_path": self.new_in_path}
+
 
 def _share_error(count: int, total: int) -> float:
     """Standard error of a frame's share of `total` samples, from one process to another: the

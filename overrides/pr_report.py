@@ -15,6 +15,7 @@ interruption.
 
 from __future__ import annotations
 
+import concurrent.futures
 import dataclasses
 import json
 import math
@@ -33,6 +34,7 @@ from overrides.files import atomic_path, write_json_atomic, write_text_atomic
 DEFAULT_OUTPUT = "report.zip"
 ROLES = ("base", "branch")
 DIFF_ROWS = 12  # frames listed per direction (grew, shrank) in a case's differential table
+DIFFERENTIAL_SCHEMA = "torch-function-overhead/differential/1"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -83,6 +85,9 @@ class Report:
         self.sections: list[str] = []
         self.recorded: dict = {}
         self.counts: list | None = None  # [base runs, branch runs] of Callgrind, when both counted
+        # differential.json: per case, what each view (counts, py-spy) names, machine-readable
+        self.differentials: dict[str, dict] = {}
+        self.count_parts: list[str] = []  # the "where the instructions went" section
 
     # -- numbers ---------------------------------------------------------------------------
 
@@ -167,8 +172,12 @@ class Report:
         for comparison in comparisons:
             stem = record.file_stem(comparison.case, op)
             folded: dict[str, str] = {}
-            for side in sides:
-                paths = self._flamegraph_for(side, comparison.case, op, seconds or hotloop.DEFAULT_SECONDS)
+            # Both sides at once, one core each: a profile is shares of samples, which the other
+            # core's work does not skew, and the report gets 8 s a case back.
+            with concurrent.futures.ThreadPoolExecutor(max_workers=len(sides)) as pool:
+                recorded = list(pool.map(lambda side: self._flamegraph_for(
+                    side, comparison.case, op, seconds or hotloop.DEFAULT_SECONDS), sides))
+            for side, paths in zip(sides, recorded):
                 if paths is None:
                     continue
                 svg, folded[side.role] = paths
@@ -250,7 +259,17 @@ class Report:
                          f"![diff-{stem}](diff-{stem}.png)")
         else:
             lines.append(f"Differential flamegraph: `diff-{stem}.svg` (red: more time than base, blue: less).")
-        grew, shrank = flamegraph.top_changes(deltas, DIFF_ROWS)
+        verdicts = {comparison.verdict, comparison.wall_verdict or comparison.verdict}
+        changed = bool(verdicts & {"regression", "improvement", "clock only"})
+        grew, shrank = flamegraph.top_changes(deltas, DIFF_ROWS) if changed else ([], [])
+        self._differential_entry(comparison)["wall_clock"] = {
+            "source": "py-spy", "unit": "ns per call", "listed": changed,
+            "functions": [d.to_dict() for d in grew + shrank]}
+        if not changed:
+            return lines + ["", f"No function is named: the case itself did not change beyond noise "
+                            f"({' / '.join(sorted(verdicts))}), and a function's share of ~1000 "
+                            "samples moves by chance (two installs of one build moved single "
+                            "functions by hundreds of ns).", ""]
         explained = sum(d.delta_ns for d in grew + shrank)
         lines += ["", f"Functions whose own time per call changed by more than "
                   f"{flamegraph.SIGNIFICANT_Z:g} errors, and functions new in the call path (\"new\": "
@@ -277,18 +296,19 @@ class Report:
                  flamegraphs: bool, all_cases: bool, wall_s: float) -> str:
         regressed = [c for c in comparisons if c.verdict == "regression"]
         headline = (f"**{len(regressed)} regression{'s' if len(regressed) != 1 else ''}**: "
-                    + ", ".join(f"{c.case} {_signed(c.delta_ns)} ns" for c in regressed)
+                    + ", ".join(f"{c.case} {_signed(c.delta_ns)} ns"
+                                + (f" / {_signed(c.delta_instructions)} instructions"
+                                   if c.delta_instructions is not None else "") for c in regressed)
                     if regressed else "**No regression.**")
         parts = ["# `__torch_function__` overhead: base vs branch", "", headline, "",
                  "## Comparison", "", report.comparison_markdown(comparisons, settings), ""]
+        parts += self.count_parts
         if flamegraphs:
             which = "every case (--all)" if all_cases else "each regressed case"
             parts += [f"## Where the time went: {which}", ""]
             parts += self.sections or ["Nothing regressed, so no flamegraphs were needed "
                                        "(--all records them for every case)."]
             parts.append("")
-        if self.counts:
-            parts += self._count_sections(comparisons, all_cases)
         if self.notes:
             parts += ["## Notes", ""] + [f"- {note}" for note in self.notes] + [""]
         parts += ["## Environments", ""]
@@ -304,27 +324,69 @@ class Report:
         parts.append(f"_Made by `scripts/report.sh` in {wall_s:.0f} s._")
         return "\n".join(parts) + "\n"
 
-    def _count_sections(self, comparisons, all_cases: bool) -> list[str]:
-        """Per regressed case (every case with --all): the functions whose self instructions
-        per call changed most, from Callgrind's per-function profiles."""
-        from overrides import callgrind
+    def _differential_entry(self, comparison) -> dict:
+        return self.differentials.setdefault(
+            f"{comparison.case} [{comparison.op}]",
+            {"case": comparison.case, "op": comparison.op, "verdict": comparison.verdict,
+             "instructions": None, "wall_clock": None})
 
-        chosen = [c for c in comparisons if all_cases or c.verdict == "regression"]
+    def count_sections(self, comparisons, all_cases: bool, browser: str | None) -> list[str]:
+        """Per regressed case (every case with --all; every case whose counts changed): where
+        the instructions went, by function and as a differential flamegraph of the call tree
+        (overrides/calltree.py). Counts recorded without call paths get the older per-function
+        table of one seed."""
+        from overrides import calltree, record
+
+        chosen = [c for c in comparisons if all_cases or c.verdict in ("regression", "improvement")]
         if not chosen:
             return []
         parts = ["## Where the instructions went", "",
-                 "Self instructions per call by function (Callgrind, first shared hash seed; names "
-                 "without addresses or paths):", ""]
+                 "Instructions per call by function (Callgrind: deterministic, so this is the view "
+                 "to read first). Own: the function's own instructions; with callees: including "
+                 "what it calls. Listed: a change of at least "
+                 f"{calltree.FUNCTION_FLOOR:g} a call, consistent over the hash seeds; the rows and "
+                 "\"everything else\" add up to the case's change. Callgrind sees C functions: "
+                 "Python code shows as the interpreter's (`_PyEval_EvalFrameDefault`, calls, "
+                 "attribute look-ups).", ""]
         for c in chosen:
-            rows = callgrind.function_deltas(self.counts[0], self.counts[1], c.case, c.op)
-            parts += [f"### {c.case}: {_signed(c.delta_instructions)} instructions per call", ""]
-            if not rows:
-                parts += ["No function changed by half an instruction per call or more.", ""]
+            went = calltree.where_it_went(self.counts[0], self.counts[1], c.case, c.op)
+            if went is None:
+                parts += self._count_section_without_paths(c)
                 continue
-            table = [["function", "base", "branch", "delta"]]
-            table += [[f"`{name}`", f"{a:,.1f}", f"{b:,.1f}", f"{b - a:+,.1f}"] for name, a, b in rows]
-            parts += _markdown_table(table, right_from=1) + [""]
+            counted_change = c.verdict in ("regression", "improvement")
+            if not counted_change:  # nothing to explain: every function's move is layout noise
+                went = dataclasses.replace(went, rows=(), unlisted_functions=went.unlisted_functions + len(went.rows))
+            self._differential_entry(c)["instructions"] = dict(went.to_dict(), listed=counted_change)
+            parts += [f"### {c.case}: {_signed(went.total_delta)} instructions per call ({c.verdict})", ""]
+            if not counted_change:
+                parts += ["No function is named: the case's count did not change beyond the threshold, "
+                          "so what moved is within layout noise.", ""]
+            parts += calltree.markdown_table(went) + [""]
+            stem = f"counts-diff-{record.file_stem(c.case, c.op)}"
+            svg = os.path.join(self.workdir, f"{stem}.svg")
+            write_text_atomic(svg, calltree.differential_svg(
+                self.counts[0], self.counts[1], c.case, c.op,
+                f"{c.case} · {c.op}: branch against base, instructions per call by call path"))
+            self.files.append(Figure(f"{stem}.svg", svg))
+            if browser and self._shoot(svg, f"{stem}.png", browser):
+                parts += [f"Call tree of the branch, coloured by change (red: more, blue: less): "
+                          f"![{stem}]({stem}.png)", ""]
+            else:
+                parts += [f"Call tree of the branch, coloured by change: `{stem}.svg`.", ""]
         return parts
+
+    def _count_section_without_paths(self, c) -> list[str]:
+        from overrides import callgrind
+
+        rows = callgrind.function_deltas(self.counts[0], self.counts[1], c.case, c.op)
+        parts = [f"### {c.case}: {_signed(c.delta_instructions)} instructions per call", "",
+                 "Counted without call paths (`record.sh --instructions` of an older version): self "
+                 "instructions per call by function, first shared hash seed.", ""]
+        if not rows:
+            return parts + ["No function changed by half an instruction per call or more.", ""]
+        table = [["function", "base", "branch", "delta"]]
+        table += [[f"`{name}`", f"{a:,.1f}", f"{b:,.1f}", f"{b - a:+,.1f}"] for name, a, b in rows]
+        return parts + _markdown_table(table, right_from=1) + [""]
 
     def write_zip(self, output: str, members: dict[str, str]) -> None:
         """Every member (name -> path) into `output`, whole or not at all."""
@@ -352,7 +414,7 @@ def comparison_list(comparisons) -> list[dict]:
 def build(base_spec: str, branch_spec: str, *, output: str = DEFAULT_OUTPUT,
           all_cases: bool = False, flamegraphs: bool = True, cases: Sequence[str] | None = None,
           op: str | None = None, seconds: float | None = None, ab_config=None,
-          runs_dir: str | None = None,
+          runs_dir: str | None = None, skipped_counts: str | None = None,
           progress: Callable[[str], None] | None = None) -> tuple[str, list, dict]:
     """Write the report ZIP; returns (its path, the comparisons, the comparison's settings)."""
     from overrides import ab, flamegraph, record
@@ -375,6 +437,13 @@ def build(base_spec: str, branch_spec: str, *, output: str = DEFAULT_OUTPUT,
                 "machine drift and memory layout between the runs are in the interval (3% per "
                 "side); only changes of a few percent can get a verdict. For small changes, pass "
                 "two interpreters or virtualenvs instead of labels: they are measured side by side.")
+        if the_report.counts:
+            from overrides import screenshot
+
+            the_report.count_parts = the_report.count_sections(comparisons, all_cases,
+                                                               screenshot.find_browser())
+        elif skipped_counts:
+            the_report.notes.append(skipped_counts)
         if flamegraphs:
             chosen = [c for c in comparisons if all_cases or c.verdict == "regression"]
             the_report.flamegraphs(sides, chosen, seconds, op)
@@ -391,6 +460,10 @@ def build(base_spec: str, branch_spec: str, *, output: str = DEFAULT_OUTPUT,
         comparison_path = os.path.join(workdir, "comparison.json")
         write_json_atomic(comparison_path, comparison_list(comparisons))
         members["comparison.json"] = comparison_path
+        differential_path = os.path.join(workdir, "differential.json")
+        write_json_atomic(differential_path, {"schema": DIFFERENTIAL_SCHEMA,
+                                              "cases": list(the_report.differentials.values())})
+        members["differential.json"] = differential_path
         for figure in the_report.files:
             members[figure.name] = figure.path
         markdown = the_report.markdown(comparisons, settings, run_results, sides, flamegraphs,
@@ -422,9 +495,14 @@ def build_parser():
     parser.add_argument("--op", default=None, help="the op (default torch.add)")
     parser.add_argument("--seconds", type=positive_float, default=None, metavar="S",
                         help=f"py-spy recording time per case and side (default {DEFAULT_SECONDS:g})")
-    parser.add_argument("--instructions", action="store_true",
-                        help="also count instructions per call with Callgrind and judge on them "
-                             "(recorded labels are judged on counts whenever both have them)")
+    counts = parser.add_mutually_exclusive_group()
+    counts.add_argument("--instructions", action="store_true",
+                        help="count instructions per call with Callgrind and judge on them: the "
+                             "default when valgrind is installed (with this flag, a missing "
+                             "valgrind is an error); recorded labels are judged on counts "
+                             "whenever both have them")
+    counts.add_argument("--no-instructions", action="store_true",
+                        help="no instruction counts: wall clock and py-spy only (faster)")
     parser.add_argument("--seeds", nargs="+", type=positive_int, metavar="SEED",
                         help="hash seeds for --instructions, matched between the builds (default 1 2 3)")
     ab.add_arguments(parser.add_argument_group("paired A/B, for two interpreters"))
@@ -441,17 +519,24 @@ def main(argv: list[str] | None = None) -> int:
 
     def body() -> int:
         args = build_parser().parse_args(sys.argv[1:] if argv is None else argv)
-        seeds = ()
-        if args.instructions:
-            from overrides.callgrind import DEFAULT_COMPARE_SEEDS, find_valgrind
+        from overrides import callgrind
 
-            find_valgrind()
-            seeds = tuple(args.seeds or DEFAULT_COMPARE_SEEDS)
-        config = ab.config_from_arguments(args, seeds)
+        seeds, skipped = (), None
+        if args.no_instructions:
+            if args.seeds:
+                raise UsageError("--seeds chooses layouts for the counts; drop --no-instructions or --seeds")
+        elif args.instructions or shutil.which("valgrind"):
+            callgrind.find_valgrind()  # asked for and missing: say how to install it, now
+            seeds = tuple(args.seeds or callgrind.DEFAULT_COMPARE_SEEDS)
+        else:
+            skipped = (f"Instruction counts were skipped: valgrind is not installed; "
+                       f"{callgrind.INSTALL_HINT}, then run the report again.")
+        config = dataclasses.replace(ab.config_from_arguments(args, seeds), call_paths=bool(seeds))
         path, comparisons, settings = build(
             args.base, args.branch, output=args.output, all_cases=args.all,
             flamegraphs=not args.no_flamegraphs, cases=args.cases, op=args.op, seconds=args.seconds,
-            ab_config=config, runs_dir=args.runs_dir, progress=stderr_progress(args.quiet))
+            ab_config=config, runs_dir=args.runs_dir, skipped_counts=skipped,
+            progress=stderr_progress(args.quiet))
         print(report.comparison_table(comparisons, settings))
         print(f"report written to {path}")
         return 1 if compare.any_regression(comparisons) else 0

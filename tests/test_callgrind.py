@@ -27,7 +27,9 @@ def counted(tmp_path_factory):
     shim = shimenv.make_shim_env(sys.executable, str(tmp_path_factory.mktemp("env") / "bare"), "bare")
     pythons = [sys.executable, shim.python]
     pads = callgrind.pads_for(pythons)
-    base, branch = callgrind.count_builds(pythons, SEED_TARGETS, SEEDS, pads=pads)
+    # With call paths (what the report counts); the repeat below goes without them, so the
+    # repeatability test also shows that call paths change no count.
+    base, branch = callgrind.count_builds(pythons, SEED_TARGETS, SEEDS, pads=pads, tree=True)
     (again,) = callgrind.count_builds([sys.executable], SEED_TARGETS, SEEDS[:1], pads=pads[:1])
     return base, again[0], branch
 
@@ -127,3 +129,36 @@ def test_the_head_start_guess_starts_only_what_will_be_used():
             assert started == seeds, (argv, started)
     finally:
         callgrind._drop_head_starts()
+
+
+def test_where_the_shims_instructions_went_adds_up_and_names_the_interpreter(counted):
+    from overrides import calltree
+
+    base, _, branch = counted
+    went = calltree.where_it_went(base, branch, "SubTensor", "torch.add")
+    assert went.seeds == SEEDS
+    by_function = {r.function.split(" [")[0]: r for r in went.rows}
+    # A Python function call more per call: Callgrind sees the interpreter evaluating its frame.
+    assert by_function["_PyEval_EvalFrameDefault"].delta_self > 100, went.rows
+    assert sum(r.delta_self for r in went.rows) + went.everything_else == pytest.approx(went.total_delta)
+    assert abs(went.everything_else) < 0.25 * went.total_delta  # the rows carry the change
+    # The whole tree adds up to the case's figure plus the empty loop's few instructions.
+    stacks = calltree.mean_stacks([run.get("SubTensor", "torch.add") for run in branch])
+    figure = sum(run.get("SubTensor", "torch.add").per_call for run in branch) / len(branch)
+    assert sum(stacks.values()) == pytest.approx(figure, rel=0.01)
+    svg = calltree.differential_svg(base, branch, "SubTensor", "torch.add", "SubTensor: shim")
+    assert "<title>SubTensor: shim</title>" in svg and "_PyEval_EvalFrameDefault" in svg
+    # Tensor never reaches the shim: nothing to explain.
+    untouched = calltree.where_it_went(base, branch, "Tensor", "torch.add")
+    assert all(abs(r.delta_self) < 50 for r in untouched.rows)
+
+
+def test_call_paths_survive_the_json(counted):
+    base = counted[0]
+    again = callgrind.from_dict(json.loads(json.dumps(callgrind.to_dict(base))))
+    assert again[0].cases[1].stacks == base[0].cases[1].stacks and base[0].cases[1].stacks
+
+
+def test_caller_chains_are_split_and_recursion_levels_dropped():
+    assert callgrind.split_chain("f'2'g'h") == ["f", "g", "h"]
+    assert callgrind.split_chain("at::add(at::Tensor const&)'main") == ["at::add(at::Tensor const&)", "main"]

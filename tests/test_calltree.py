@@ -1,0 +1,61 @@
+"""The call-tree differential on hand-made counts: what is listed, what adds up, what is drawn."""
+
+import xml.etree.ElementTree as ElementTree
+
+import pytest
+
+from overrides import calltree
+from overrides.callgrind import CaseCounts, CountRun
+
+LOOP = "PyObject_Vectorcall"  # where Callgrind's view of the stack begins
+
+
+def _runs(per_seed_stacks):
+    runs = []
+    for seed, stacks in per_seed_stacks.items():
+        total = sum(stacks.values())
+        runs.append(CountRun(seed, (CaseCounts("C", "op", total, (total, total), {}, None, stacks),), {}, 1.0))
+    return runs
+
+
+def test_rows_and_everything_else_add_up_to_the_case_change():
+    base = _runs({s: {(LOOP, "add"): 1000.0, (LOOP, "add", "kernel"): 500.0, (LOOP, "eval"): 300.0}
+                  for s in (1, 2, 3)})
+    branch = _runs({s: {(LOOP, "add"): 1000.0, (LOOP, "add", "kernel"): 500.0,
+                        (LOOP, "eval"): 300.0 + 200.0, (LOOP, "eval", "tiny"): 2.0 + s}
+                    for s in (1, 2, 3)})
+    went = calltree.where_it_went(base, branch, "C", "op")
+    assert [r.function for r in went.rows] == ["eval"]  # "tiny" moved by < FUNCTION_FLOOR
+    (row,) = went.rows
+    assert row.delta_self == pytest.approx(200.0) and row.base_inclusive == 300.0
+    assert row.branch_inclusive == pytest.approx(504.0)  # with its new callee (3, 4, 5 over the seeds)
+    assert went.total_delta == pytest.approx(204.0) and went.everything_else == pytest.approx(4.0)
+    table = "\n".join(calltree.markdown_table(went))
+    assert "`eval`" in table and "+204.0" in table and "everything else (1 function " in table
+
+
+def test_a_change_that_flips_sign_between_seeds_is_not_listed():
+    base = _runs({s: {(LOOP, "a"): 100.0, (LOOP, "b"): 100.0} for s in (1, 2, 3)})
+    branch = _runs({1: {(LOOP, "a"): 130.0, (LOOP, "b"): 100.0},
+                    2: {(LOOP, "a"): 70.0, (LOOP, "b"): 100.0},
+                    3: {(LOOP, "a"): 110.0, (LOOP, "b"): 100.0}})
+    went = calltree.where_it_went(base, branch, "C", "op")
+    assert went.rows == () and went.unlisted_functions == 1
+
+
+def test_the_differential_flamegraph_is_rooted_at_the_loop_and_coloured_by_change():
+    base = _runs({1: {(LOOP, "add"): 100.0, (LOOP, "old"): 50.0}})
+    branch = _runs({1: {(LOOP, "add"): 100.0, (LOOP, "add", "new"): 80.0}})
+    svg = calltree.differential_svg(base, branch, "C", "op", "C: test")
+    root = ElementTree.fromstring(svg)
+    tips = [t.text for t in root.iter("{http://www.w3.org/2000/svg}title")]
+    assert tips[0] == "C: test"
+    assert any(t.startswith(calltree.LOOP_ROOT) for t in tips)
+    new = next(g for g in root.iter("{http://www.w3.org/2000/svg}g")
+               if g.find("{http://www.w3.org/2000/svg}title").text.startswith("new:"))
+    assert new.find("{http://www.w3.org/2000/svg}rect").get("fill").startswith("rgb(235,")  # red
+
+
+def test_no_call_paths_no_table():
+    plain = [CountRun(1, (CaseCounts("C", "op", 10.0, (10.0,), {}, None),), {}, 1.0)]
+    assert calltree.where_it_went(plain, plain, "C", "op") is None
