@@ -133,3 +133,42 @@ def test_bad_inputs_exit_2_with_a_clear_line(runs, tmp_path):
         assert len(result.stderr.strip().splitlines()) == 1 and "Traceback" not in result.stderr
     out = script("record.sh", "--label", "bad label", "--runs-dir", str(runs))
     assert out.returncode == 2 and "must be letters" in out.stderr
+
+
+@pytest.fixture(scope="module")
+def paired_report(tmp_path_factory):
+    """report.sh on two interpreters: paired timing, instruction counts with call paths (valgrind
+    is installed for the tests), flamegraphs of what regressed. The branch is the bare shim: a
+    Python function around Tensor.__torch_function__, ~1% of SubTensor on the clock, ~+400
+    instructions a call in the counts."""
+    folder = tmp_path_factory.mktemp("paired")
+    bare = shimenv.make_shim_env(sys.executable, str(folder / "bare"), "bare")
+    path = folder / "report.zip"
+    out = script("report.sh", sys.executable, bare.python, "-o", str(path), "--runs-dir",
+                 str(folder / "runs"), "--pairs", "3", "--pair-seconds", "0.5", "--seeds", "1", "2",
+                 "--seconds", "2", timeout=900)
+    return out, path
+
+
+def test_paired_report_counts_by_default_and_says_where_the_instructions_went(paired_report):
+    out, path = paired_report
+    assert out.returncode == 1, out.stderr  # the counts call the shim a regression
+    with zipfile.ZipFile(path) as bundle:
+        names = set(bundle.namelist())
+        markdown = bundle.read("report.md").decode()
+        differential = json.loads(bundle.read("differential.json"))
+    assert {"differential.json", "counts-diff-subtensor.svg", "counts-diff-subtensor.png"} <= names
+    assert "## Where the instructions went" in markdown
+    assert markdown.index("## Where the instructions went") < markdown.index("## Where the time went")
+    assert "`_PyEval_EvalFrameDefault [libpython3" in markdown  # the shim's frame, as the interpreter runs it
+    assert "library placement: " in markdown and "Made by `scripts/report.sh` in" in markdown
+    assert differential["schema"] == "torch-function-overhead/differential/1"
+    sub = next(c for c in differential["cases"] if c["case"] == "SubTensor")
+    went = sub["instructions"]
+    listed = sum(f["delta_self"] for f in went["functions"])
+    assert listed + went["everything_else"] == pytest.approx(went["total_delta"], abs=0.05)
+    assert went["total_delta"] > 100 and sub["wall_clock"]["source"] == "py-spy"
+    # the py-spy view names the shim's Python frame, first
+    assert sub["wall_clock"]["functions"][0]["function"] == "_shim (_overrides_shim.py)"
+    # Tensor never reaches the shim: not among the regressed cases, no call tree drawn for it
+    assert "counts-diff-tensor.svg" not in names
