@@ -149,7 +149,7 @@ def plan(base_torch_dir: str | None, branch_torch_dir: str | None) -> PlacementP
         if same_bytes(base_path, branch_path):
             shared.append(rel)
             shared_bytes += libraries[0][rel].st_size
-        elif GPU_ONLY.search(os.path.basename(rel)):
+        elif GPU_ONLY.search(rel):  # by path: triton/'s libraries have plain names
             fixed.append(rel)
         else:
             replaced.append(rel)
