@@ -205,7 +205,9 @@ _ADDRESS = re.compile(r"0x[0-9a-fA-F]+")
 def clean_function(name: str, object_file: str | None) -> str:
     """A function name that means the same in two builds: no addresses, no argument lists, no
     directories (the object file's base name is kept for context)."""
-    name = _ADDRESS.sub("?", name.strip())
+    # "(anonymous namespace)" is part of the name, not an argument list: keep it, or every
+    # function in an anonymous namespace of at:: would be cut to the same "at::".
+    name = _ADDRESS.sub("?", name.strip()).replace("(anonymous namespace)", "{anonymous}")
     depth, cut = 0, len(name)
     for i, char in enumerate(name):  # drop the outermost argument list: "f(int, ...)" -> "f"
         if char == "(":

@@ -19,6 +19,10 @@ Verdict rules, with threshold T = max(threshold_ns, threshold_pct% of base):
 - `clock only` (with instruction counts): the wall clock moved beyond T but the counts rule out
   a change (`no change` on the counts): the same instructions run slower or faster, which is
   where the code sits in memory, not what it does; not a regression;
+- `disagree` (with instruction counts): the clock and the counts each found a change, in
+  opposite directions (torch 2.14.1 against 2.12.1 here: Tensor +84 ns on the clock, -185
+  instructions): fewer instructions that cost more cycles (memory, atomics, branches), or the
+  reverse; a reviewer must look, but neither view alone is the verdict;
 - `inconclusive`: anything else (the data cannot carry a claim either way), and, unpaired,
   whenever one side's run was contended (`stats.contended`: busy for most of the run).
 """
@@ -32,7 +36,7 @@ from overrides import stats
 from overrides.results import CaseResult, RunResult
 
 COMPARISON_SCHEMA = "torch-function-overhead/comparison/1"
-VERDICTS = ("regression", "improvement", "no change", "clock only", "inconclusive")
+VERDICTS = ("regression", "improvement", "no change", "clock only", "disagree", "inconclusive")
 DECIDED = ("regression", "improvement", "no change")  # verdicts that end the A/B's sampling
 # "no change" is a claim a reviewer acts on as much as "regression", so it must be as sure. A
 # regression needs the 95% interval above 0 *and* the estimate past T, about three standard
@@ -148,6 +152,8 @@ def clock_and_counts(wall_verdict: str, counts_verdict: str) -> str:
     that moved where the counts rule out a change is said so, not called a regression."""
     if counts_verdict == "no change" and wall_verdict in ("regression", "improvement"):
         return "clock only"
+    if {counts_verdict, wall_verdict} == {"regression", "improvement"}:
+        return "disagree"
     return counts_verdict
 
 

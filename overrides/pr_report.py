@@ -300,6 +300,12 @@ class Report:
                                 + (f" / {_signed(c.delta_instructions)} instructions"
                                    if c.delta_instructions is not None else "") for c in regressed)
                     if regressed else "**No regression.**")
+        split = [c for c in comparisons if c.verdict in ("disagree", "clock only")]
+        if split:
+            headline += ("\n\n**Clock and counts tell different stories** (see the notes under the "
+                         "table): " + ", ".join(f"{c.case} {_signed(c.delta_ns)} ns / "
+                                                f"{_signed(c.delta_instructions)} instructions ({c.verdict})"
+                                                for c in split))
         parts = ["# `__torch_function__` overhead: base vs branch", "", headline, "",
                  "## Comparison", "", report.comparison_markdown(comparisons, settings), ""]
         parts += self.count_parts
@@ -337,7 +343,8 @@ class Report:
         table of one seed."""
         from overrides import calltree, record
 
-        chosen = [c for c in comparisons if all_cases or c.verdict in ("regression", "improvement")]
+        chosen = [c for c in comparisons
+                  if all_cases or c.verdict in ("regression", "improvement", "disagree")]
         if not chosen:
             return []
         parts = ["## Where the instructions went", "",
@@ -353,7 +360,7 @@ class Report:
             if went is None:
                 parts += self._count_section_without_paths(c)
                 continue
-            counted_change = c.verdict in ("regression", "improvement")
+            counted_change = c.verdict in ("regression", "improvement", "disagree")
             if not counted_change:  # nothing to explain: every function's move is layout noise
                 went = dataclasses.replace(went, rows=(), unlisted_functions=went.unlisted_functions + len(went.rows))
             self._differential_entry(c)["instructions"] = dict(went.to_dict(), listed=counted_change)
@@ -362,6 +369,8 @@ class Report:
                 parts += ["No function is named: the case's count did not change beyond the threshold, "
                           "so what moved is within layout noise.", ""]
             parts += calltree.markdown_table(went) + [""]
+            if not counted_change:
+                continue  # no picture either: its colours would name what the table does not
             stem = f"counts-diff-{record.file_stem(c.case, c.op)}"
             svg = os.path.join(self.workdir, f"{stem}.svg")
             write_text_atomic(svg, calltree.differential_svg(
@@ -445,7 +454,7 @@ def build(base_spec: str, branch_spec: str, *, output: str = DEFAULT_OUTPUT,
         elif skipped_counts:
             the_report.notes.append(skipped_counts)
         if flamegraphs:
-            chosen = [c for c in comparisons if all_cases or c.verdict == "regression"]
+            chosen = [c for c in comparisons if all_cases or c.verdict in ("regression", "disagree")]
             the_report.flamegraphs(sides, chosen, seconds, op)
         members = {}
         for role in ROLES:

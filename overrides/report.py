@@ -376,6 +376,10 @@ def comparison_notes(comparisons, settings: dict) -> list[str]:
              "(as sure as a regression); otherwise inconclusive."]
     if paired and settings.get("placement"):
         notes.append(_placement_note(settings["placement"]))
+    if any(c.verdict == "disagree" for c in comparisons):
+        notes.append("disagree: the clock and the instruction counts found changes in opposite "
+                     "directions: fewer instructions that cost more cycles (memory, atomics, "
+                     "branches) or the reverse; look at both views before calling it either way.")
     if any(c.verdict == "clock only" for c in comparisons):
         notes.append("clock only: the wall clock moved past the threshold but the instruction counts "
                      "rule out a change: the same instructions ran slower or faster, which is where "

@@ -47,3 +47,16 @@ def test_payload_is_versioned():
     payload = compare.comparison_payload([c], {"threshold_ns": 20}, {})
     assert payload["schema"] == compare.COMPARISON_SCHEMA and payload["paired"] is False
     assert set(payload["comparisons"][0]) >= {"case", "base_ns", "branch_ns", "delta_ns", "ci95_ns", "verdict"}
+
+
+def test_clock_and_counts_combined():
+    assert compare.clock_and_counts("regression", "no change") == "clock only"
+    assert compare.clock_and_counts("regression", "improvement") == "disagree"
+    assert compare.clock_and_counts("improvement", "regression") == "disagree"
+    assert compare.clock_and_counts("inconclusive", "regression") == "regression"
+    assert compare.clock_and_counts("regression", "inconclusive") == "inconclusive"
+
+
+def test_no_change_needs_the_wider_interval_inside_the_threshold():
+    assert compare.judge(2, (-8, 12), 20, (-15, 19)) == "no change"
+    assert compare.judge(2, (-8, 12), 20, (-22, 26)) == "inconclusive"
