@@ -31,6 +31,12 @@ Why each piece is there (figures measured on the 2-core VM this was built on):
   its base interpreter, the same in every pair; each worker pins it (`overrides/allocator.py`).
 - Calls per sample are calibrated once (first pair, base side) and used by both sides in every
   pair, so each case's samples are alike and pool into one result per side.
+- Each side imports torch through a view (`overrides/placement.py`): libraries identical on
+  both sides are mapped from one file, differing ones from fresh copies every pair. Two installs
+  of one wheel otherwise differed by up to ~2% through where their pages sat in memory.
+- Pairs are added until every case has a verdict or the time cap (`_why_stop`), and every
+  comparison draws its own hash seeds: the same seeds every time made every run's pairs the same
+  sample of layouts.
 """
 
 from __future__ import annotations
