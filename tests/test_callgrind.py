@@ -141,7 +141,9 @@ def test_where_the_shims_instructions_went_adds_up_and_names_the_interpreter(cou
     # A Python function call more per call: Callgrind sees the interpreter evaluating its frame.
     assert by_function["_PyEval_EvalFrameDefault"].delta_self > 100, went.rows
     assert sum(r.delta_self for r in went.rows) + went.everything_else == pytest.approx(went.total_delta)
-    assert abs(went.everything_else) < 0.25 * went.total_delta  # the rows carry the change
+    # What is not listed moved inconsistently over the seeds (layout): in some layouts that is
+    # a third of the change (+241 of +637 in one clean clone), in others nothing (+0.3 of +386).
+    assert all(r.listed for r in went.rows) and went.unlisted_functions > 0
     # The whole tree adds up to the case's figure plus the empty loop's few instructions.
     stacks = calltree.mean_stacks([run.get("SubTensor", "torch.add") for run in branch])
     figure = sum(run.get("SubTensor", "torch.add").per_call for run in branch) / len(branch)
