@@ -165,7 +165,8 @@ def main() -> None:
     parser.add_argument("--sizes", nargs="+", default=["partial", "bare", "loop10"],
                         choices=list(shimenv.SHIM_WORK),
                         help="shim sizes (default: partial bare loop10)")
-    parser.add_argument("--pairs", type=int, default=ab.DEFAULT_PAIRS)
+    parser.add_argument("--pairs", type=int, default=None,
+                        help="fixed pairs per comparison (default: bench.py --compare's, until decided or 60 s)")
     parser.add_argument("--pair-seconds", type=float, default=ab.DEFAULT_SECONDS_PER_PAIR)
     parser.add_argument("--unpaired-min-time", type=float, default=3.0)
     # One process's truth carries its layout's luck; averaged over processes with different hash
