@@ -19,6 +19,7 @@ two by chance, which on a 7 us call is as large as the regressions this tool loo
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import os
 import re
@@ -82,10 +83,15 @@ def find_pyspy(python: str | None = None) -> str:
 
 def title(case: str, op: str | None, who: str, python: str) -> str:
     """A flamegraph's title: what it shows and of which build."""
+    return f"{case} · {op or 'torch.add'} · {who} · torch {_torch_version(python)}"
+
+
+@functools.lru_cache(maxsize=None)
+def _torch_version(python: str) -> str:
+    """Asked once per interpreter (a subprocess), not once per case and side."""
     from overrides.ab import probe_interpreter
 
-    version = probe_interpreter(python).torch_version
-    return f"{case} · {op or 'torch.add'} · {who} · torch {version}"
+    return probe_interpreter(python).torch_version
 
 
 def _explain_failure(stderr: str, case: str) -> str:
