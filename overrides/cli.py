@@ -15,7 +15,7 @@ from overrides.layout import RANDOM_LAYOUT_FLAG  # bench.py's re-exec reads it f
 from overrides.progress import stderr_progress
 from overrides.ab import add_arguments as add_ab_arguments
 from overrides.measure import DEFAULT_RUN_BUDGET_S
-from overrides.timer import DEFAULT_MIN_TIME_S, TimerConfig
+from overrides.timer import DEFAULT_MAX_TIME_S, DEFAULT_PRECISION, STOP_FLOOR_S, TimerConfig
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -37,9 +37,10 @@ def build_parser() -> argparse.ArgumentParser:
                         help="samples per case (default: as many as --min-time allows)")
     parser.add_argument("--min-time", type=positive_float, default=None,
                         metavar="SECONDS",
-                        help=f"time budget per case when -m is not given (default "
-                             f"{DEFAULT_MIN_TIME_S:g}, scaled down so that a run of many cases "
-                             f"and ops takes about {DEFAULT_RUN_BUDGET_S:g} s)")
+                        help=f"sample each case at least this long when -m is not given, then "
+                             f"stop once every figure is known to +-{DEFAULT_PRECISION:.1%} or at "
+                             f"max(SECONDS, {DEFAULT_MAX_TIME_S:g}) (default {STOP_FLOOR_S:g}; a "
+                             f"run of many cases and ops is scaled to about {DEFAULT_RUN_BUDGET_S:g} s)")
     parser.add_argument("--threads", type=positive_int, default=1, metavar="N",
                         help="torch.set_num_threads while timing (default 1)")
     parser.add_argument("--json", metavar="PATH", help="also write the versioned results JSON here")
@@ -105,9 +106,10 @@ def run(argv: list[str]) -> int:
             raise UsageError("--seeds chooses layouts for --instructions; add --instructions or drop --seeds")
         selected = cases_mod.resolve_cases(args.cases)
         selected_ops = ops_mod.resolve_ops(args.op)
-        config = TimerConfig(min_time_s=args.min_time or DEFAULT_MIN_TIME_S,
+        config = TimerConfig(min_time_s=args.min_time or STOP_FLOOR_S,
                              calls_per_sample=args.nreps, samples=args.nrepreps,
-                             threads=args.threads)
+                             threads=args.threads, precision=DEFAULT_PRECISION,
+                             max_time_s=max(args.min_time or 0.0, DEFAULT_MAX_TIME_S))
         # Without --min-time, many targets share one run budget (see measure.DEFAULT_RUN_BUDGET_S).
         budget = None if args.min_time else DEFAULT_RUN_BUDGET_S
         run_result = run_benchmark(selected, selected_ops, config, stderr_progress(args.quiet),

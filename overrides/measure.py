@@ -82,10 +82,12 @@ def run_benchmark(
     timed_pairs = [pair for pair, reason in zip(pairs, reasons) if reason is None]
     scaled_from = None
     if run_budget_s is not None and config.samples is None:
-        per_target_s = scaled_min_time_s(len(timed_pairs), config.min_time_s, run_budget_s)
-        if per_target_s < config.min_time_s:
-            scaled_from = config.min_time_s
-            config = dataclasses.replace(config, min_time_s=per_target_s)
+        # The budget bounds the run's longest time: the cap under a stopping rule.
+        per_target_s = scaled_min_time_s(len(timed_pairs), config.cap_s(), run_budget_s)
+        if per_target_s < config.cap_s():
+            scaled_from = config.cap_s()
+            config = dataclasses.replace(config, min_time_s=min(config.min_time_s, per_target_s),
+                                         max_time_s=per_target_s if config.precision else None)
     timing = time_targets([target_for(case, op) for case, op in timed_pairs], config, progress)
     timed_in_order = iter(timing.targets)  # one per applicable pair, in pair order
     results = []
@@ -104,6 +106,9 @@ def run_benchmark(
     results = tuple(results)
     settings = {
         "min_time_s": config.min_time_s,
+        "max_time_s": config.cap_s() if config.precision else None,
+        "precision": config.precision,
+        "stopped": timing.stopped,
         "min_time_scaled_from_s": scaled_from,
         "calls_per_sample": config.calls_per_sample,
         "samples": config.samples,

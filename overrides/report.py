@@ -130,9 +130,13 @@ def _catalog_notes(run: RunResult) -> list[str]:
                      f"not {BASELINE_CASE}")
     scaled_from = run.settings.get("min_time_scaled_from_s")
     if scaled_from:
-        notes.append(f"time budget {run.settings.get('min_time_s'):.2g} s per case and op, scaled down "
-                     f"from {scaled_from:g} s to fit the run in ~{run_budget_s():g} s; "
-                     "--min-time SECONDS sets it")
+        longest = run.settings.get("max_time_s") or run.settings.get("min_time_s")
+        notes.append(f"at most {longest:.2g} s per case and op, scaled down from {scaled_from:g} s "
+                     f"to fit the run in ~{run_budget_s():g} s; --min-time SECONDS sets it")
+    if run.settings.get("stopped") == "time cap" and run.settings.get("precision"):
+        notes.append(f"sampling stopped at the time cap ({run.settings.get('max_time_s'):g} s per case) "
+                     f"before every figure was known to +-{run.settings['precision']:.1%}: the "
+                     "machine was busy; the intervals say how sure each figure is")
     return notes
 
 

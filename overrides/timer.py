@@ -30,6 +30,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import gc
+import math
 import time
 from typing import Callable, ContextManager, Sequence
 
@@ -82,7 +83,16 @@ MAX_CALLS_PER_SAMPLE = 10_000_000
 # quiet and 0.4-2.3 with a CPU hog on each core; up to ~10 ns where the clock is slower.
 EMPTY_LOOP_QUANTILE = stats.HEADLINE_QUANTILE
 MIN_SAMPLES = 20  # fewer than this and no spread or interval means anything
-DEFAULT_MIN_TIME_S = 3.0  # per target; see README for how this was chosen against the seed
+DEFAULT_MIN_TIME_S = 3.0  # per target, when no precision is asked for (TimerConfig.precision)
+# The stopping rule bench.py uses: rounds go on for at least STOP_FLOOR_S per target, then stop
+# as soon as every target's headline is known to within DEFAULT_PRECISION (half its 95%
+# interval, relative to it), and at the latest after DEFAULT_MAX_TIME_S per target. A quiet
+# machine finishes early; a busy one, whose samples spread, keeps sampling up to the cap.
+# Chosen in benchmarks/seed_vs_bench.py (see benchmarks/README.md).
+DEFAULT_PRECISION = 0.002
+STOP_FLOOR_S = 1.0
+DEFAULT_MAX_TIME_S = 3.0
+PRECISION_CHECK_EVERY_NS = 200_000_000  # sorting every target's samples costs ~1 ms
 PROGRESS_EVERY_NS = 1_000_000_000  # progress callback cadence
 
 _clock = time.perf_counter_ns
@@ -105,10 +115,19 @@ class Target:
 
 @dataclasses.dataclass(frozen=True)
 class TimerConfig:
-    min_time_s: float = DEFAULT_MIN_TIME_S  # per target, when `samples` is not fixed
+    # Per target, when `samples` is not fixed: the time to sample for (precision None), or the
+    # floor before the precision is checked.
+    min_time_s: float = DEFAULT_MIN_TIME_S
     calls_per_sample: int | None = None  # None: calibrate to ~TARGET_SAMPLE_NS
     samples: int | None = None  # None: as many rounds as the time budget allows
     threads: int = 1
+    # Stop once every target's headline is this precise (half its 95% interval, relative),
+    # after min_time_s and at the latest after max_time_s per target. None: no such rule.
+    precision: float | None = None
+    max_time_s: float | None = None
+
+    def cap_s(self) -> float:
+        return max(self.min_time_s, self.max_time_s or 0.0) if self.precision else self.min_time_s
 
 
 @dataclasses.dataclass(frozen=True)
@@ -130,6 +149,9 @@ class TimingRun:
     rounds: int
     wall_s: float
     interrupted: bool
+    # Why sampling stopped: "precision" (every headline precise enough), "time cap", "time"
+    # (min_time_s, no precision asked), "samples given" (-m), "interrupted", "nothing to time".
+    stopped: str = "time"
 
 
 def _repeated(stmt: str, times: int, indent: str) -> str:
@@ -290,6 +312,14 @@ class _Slot:
         self.raw_ns.append(raw_ns)
         self.empty_ns.append(self.empty_loop(self.operands))
 
+    def precision(self) -> float:
+        """Half the 95% interval of this target's headline, relative to it (inf: unknown)."""
+        if len(self.raw_ns) < MIN_SAMPLES:
+            return math.inf
+        low, high = stats.quantile_ci95(self.raw_ns)
+        head = stats.headline(self.raw_ns)
+        return (high - low) / 2 / head if head > 0 else math.inf
+
     def result(self) -> TimedTarget:
         if not self.raw_ns or not self.empty_ns:
             return TimedTarget(self.target.name, self.target.stmt, self.calls, (), 0.0,
@@ -331,6 +361,7 @@ def time_targets(
     started = _clock()
     rounds = 0
     interrupted = False
+    stopped = "nothing to time"
     torch.set_num_threads(config.threads)
     try:
         for index, slot in enumerate(slots, 1):
@@ -340,7 +371,8 @@ def time_targets(
         gc.disable()
         live = [s for s in slots if s.error is None]
         budget_ns = int(config.min_time_s * 1e9) * len(live)
-        rounds_start = next_report = _clock()
+        cap_ns = int(config.cap_s() * 1e9) * len(live)
+        rounds_start = next_report = next_check = _clock()
         checked = config.calls_per_sample is not None  # given calls: nothing to recalibrate
         while live:
             order = live if rounds % 2 == 0 else live[::-1]
@@ -352,10 +384,20 @@ def time_targets(
             if config.samples is not None:
                 done = rounds >= config.samples
                 fraction = rounds / config.samples
+                stopped = "samples given"
             else:
                 elapsed = now - rounds_start
-                done = elapsed >= budget_ns and rounds >= MIN_SAMPLES
-                fraction = min(1.0, elapsed / max(budget_ns, 1))
+                done = False
+                if elapsed >= budget_ns and rounds >= MIN_SAMPLES:
+                    if config.precision is None:
+                        done, stopped = True, "time"
+                    elif elapsed >= cap_ns:
+                        done, stopped = True, "time cap"
+                    elif now >= next_check:
+                        next_check = now + PRECISION_CHECK_EVERY_NS
+                        if all(s.precision() <= config.precision for s in live):
+                            done, stopped = True, "precision"
+                fraction = 1.0 if done else min(1.0, elapsed / max(cap_ns, 1))
             if done or now >= next_report:
                 say(f"timing {counted(len(live), 'case')} round-robin: {fraction:4.0%} "
                     f"(round {rounds})")
@@ -369,10 +411,11 @@ def time_targets(
                     rounds_start = next_report = _clock()
     except KeyboardInterrupt:
         interrupted = True
+        stopped = "interrupted"
         say(f"interrupted after {counted(rounds, 'round')}; keeping what was measured")
     finally:
         if gc_was_enabled:
             gc.enable()
         torch.set_num_threads(previous_threads)
     wall_s = (_clock() - started) / 1e9
-    return TimingRun(tuple(s.result() for s in slots), config, rounds, wall_s, interrupted)
+    return TimingRun(tuple(s.result() for s in slots), config, rounds, wall_s, interrupted, stopped)

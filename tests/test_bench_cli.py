@@ -87,6 +87,7 @@ def test_json_round_trip_prints_the_same_table(bench, tmp_path):
                 "median_ns", "min_ns", "iqr_ns", "overhead_ns"):
         assert key in first
     assert first["unit"] == "ns" and len(first["samples_ns"]) == 25
+    assert data["settings"]["stopped"] == "samples given"  # why sampling stopped: -m
     assert data["results"][1]["overhead_ns"] > 0  # SubTensor costs more than Tensor
     loaded = bench("--load", str(path))
     assert loaded.returncode == 0
@@ -174,6 +175,7 @@ def test_ctrl_c_keeps_what_was_measured(tmp_path):
     assert "interrupted" in out
     saved = results.load(str(path))
     assert saved.interrupted and all(len(r.samples_ns) >= 20 for r in saved.results)
+    assert saved.settings["stopped"] == "interrupted"
 
 
 def test_layout_is_pinned_unless_asked(bench, tmp_path):

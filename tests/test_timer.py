@@ -170,3 +170,16 @@ def test_threads_and_gc_are_restored():
     time_targets([Target("t", "torch.add(x, y)", _operands)],
                  TimerConfig(calls_per_sample=50, samples=20, threads=1))
     assert torch.get_num_threads() == before and gc.isenabled()
+
+
+def test_the_stopping_rule_stops_when_precise_and_at_the_cap_otherwise():
+    target = Target("t", "torch.add(x, y)", _operands)
+    # A precision any run reaches: sampling stops at the floor (checked every 0.2 s after it).
+    loose = time_targets([target], TimerConfig(min_time_s=0.3, precision=0.5, max_time_s=5.0))
+    assert loose.stopped == "precision" and loose.wall_s < 3.0, (loose.stopped, loose.wall_s)
+    # A precision no run reaches: sampling goes on to the cap, and says so.
+    strict = time_targets([target], TimerConfig(min_time_s=0.3, precision=1e-9, max_time_s=0.8))
+    assert strict.stopped == "time cap" and len(strict.targets[0].samples_ns) > len(loose.targets[0].samples_ns)
+    # Without a precision, min_time_s is the time to sample for; with fixed samples, that count.
+    assert time_targets([target], TimerConfig(min_time_s=0.2)).stopped == "time"
+    assert time_targets([target], TimerConfig(calls_per_sample=50, samples=20)).stopped == "samples given"
