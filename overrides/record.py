@@ -8,6 +8,8 @@ recorded run is a folder:
     runs/LABEL/LABEL.json, .txt     bench.py's results file and table
     runs/LABEL/LABEL-NAME.svg       py-spy's flamegraph of the case's hot loop
     runs/LABEL/LABEL-NAME.folded    py-spy's raw collapsed stacks of the same loop
+    runs/LABEL/kept/torch/          a copy of the build measured (`overrides/keep.py`), so that
+                                    report.sh can run it beside the branch, paired
 
 NAME is the original README's: tensor, subtensor, overridden, suboverridden for the seed
 cases, the case name in lower case for others. `record.json` is rewritten (whole) after every
@@ -83,6 +85,18 @@ class RecordedRun:
         paths = tuple(os.path.join(self.directory, entry[key]) for key in ("svg", "folded"))
         return paths if all(os.path.exists(p) for p in paths) else None
 
+    @property
+    def kept_root(self) -> str | None:
+        """The kept copy's folder (import torch from there), if it is on disk."""
+        from overrides import keep
+
+        return keep.kept_root(self.directory, self.manifest)
+
+    def why_not_kept(self) -> str:
+        from overrides import keep
+
+        return keep.why_not_kept(self.directory, self.manifest)
+
     def instructions_path(self) -> str | None:
         name = self.manifest.get("instructions")
         path = os.path.join(self.directory, name) if name else None
@@ -130,6 +144,7 @@ class Recorder:
             "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
             "cases": list(cases), "op": op, "results": None, "text": None, "flamegraphs": {},
             "instructions": None, "complete": False,
+            "kept": {"skipped": "the recording stopped before a copy was kept"},
         }
         self.save()
 
@@ -196,6 +211,27 @@ class Recorder:
         self.manifest["instructions"] = name
         self.save()
 
+    def keep(self, torch_dir: str | None) -> None:
+        """A copy of the build just measured, for report.sh's paired comparison; a disk too
+        full for it costs a warning, not the recording."""
+        from overrides import keep
+
+        if not torch_dir:
+            self.manifest["kept"] = {"skipped": "torch's folder could not be found"}
+            self.save()
+            return
+        self.say(f"record {self.label}: keeping a copy of the build ({torch_dir})")
+        try:
+            kept = keep.keep(torch_dir, self.directory)
+        except keep.DiskShort as exc:
+            self.manifest["kept"] = {"skipped": str(exc)}
+            self.say(f"record {self.label}: warning: {exc}; no copy kept, so report.sh will compare "
+                     "this label unpaired (free disk, or delete copies with `scripts/record.sh "
+                     "--clean LABEL`)")
+        else:
+            self.manifest["kept"] = kept.to_dict(self.directory)
+        self.save()
+
     def finish(self) -> RecordedRun:
         self.manifest["complete"] = True
         self.save()
@@ -210,13 +246,15 @@ def record(label: str, python_spec: str, cases: Sequence[str] | None = None, *,
            op: str | None = None, seconds: float | None = None, directory: str | None = None,
            flamegraphs: bool = True, instructions: bool = False,
            seeds: Sequence[int] | None = None, min_time: float | None = None,
-           progress: Callable[[str], None] | None = None) -> RecordedRun:
-    """Measure `python_spec`'s build and record its flamegraphs into `directory/label/`."""
+           keep_build: bool = True, progress: Callable[[str], None] | None = None) -> RecordedRun:
+    """Measure `python_spec`'s build and record its flamegraphs into `directory/label/`, and
+    (with `keep_build`) keep a copy of that build for a paired report later."""
     from overrides import ab, cases as cases_mod, flamegraph, hotloop
 
     say = progress or (lambda message: None)
     check_label(label)
-    python = ab.resolve_interpreter(python_spec)
+    interpreter = ab.probe_interpreter(python_spec)
+    python = interpreter.executable
     if flamegraphs:
         flamegraph.find_pyspy(python)  # before anything is measured: say now if it is missing
     if instructions:
@@ -230,7 +268,102 @@ def record(label: str, python_spec: str, cases: Sequence[str] | None = None, *,
         recorder.instructions(python, seeds)
     if flamegraphs:
         recorder.flamegraphs(python, seconds or hotloop.DEFAULT_SECONDS)
+    if keep_build:  # last: copying a build's files while it is timed would disturb the timing
+        recorder.keep(interpreter.torch_dir)
+    else:
+        recorder.manifest["kept"] = {"skipped": "recorded with --no-keep"}
+        recorder.save()
     return recorder.finish()
+
+
+def kept_line(run: RecordedRun, directory: str) -> str:
+    """What record.sh says about the copy it kept (or did not)."""
+    from overrides import keep
+
+    entry = run.manifest.get("kept") or {}
+    if not run.kept_root:
+        return f"no copy of the build kept: {run.why_not_kept()}"
+    line = (f"kept a copy of the build ({', '.join(entry['packages'])}: {keep.human(entry['bytes'])}, "
+            f"copied in {entry['seconds']:.1f} s) in {run.kept_root}, for a paired report.sh; "
+            f"delete it with `scripts/record.sh --clean {run.label}`")
+    total = sum(kept_bytes(directory).values())
+    if total > keep.KEPT_WARNING_BYTES:
+        line += (f"\n  warning: kept copies in {directory} take {keep.human(total)}; "
+                 "`scripts/record.sh --list` shows them, `--clean LABEL` deletes one")
+    return line
+
+
+def kept_bytes(directory: str) -> dict[str, int]:
+    """Bytes of each label's kept copy, as recorded, for the labels that still have one."""
+    sizes = {}
+    for label in recorded_labels(directory):
+        run = load_label(directory, label)
+        if run.kept_root:
+            sizes[label] = int(run.manifest["kept"].get("bytes", 0))
+    return sizes
+
+
+def listing(directory: str) -> str:
+    """`record.sh --list`: every recorded label, aligned, with its kept copy's size."""
+    from overrides import keep
+
+    labels = recorded_labels(directory)
+    if not labels:
+        return f"nothing is recorded in {directory} yet; record with `scripts/record.sh --label NAME`"
+    rows = [("label", "recorded", "torch", "kept copy", "interpreter")]
+    total = 0
+    for label in labels:
+        try:
+            run = load_label(directory, label)
+        except UsageError as exc:
+            rows.append((label, "?", "?", "-", str(exc)))
+            continue
+        entry = run.manifest.get("kept") or {}
+        if run.kept_root:
+            size = int(entry.get("bytes", 0))
+            total += size
+            kept = keep.human(size)
+        else:
+            kept = "-"
+        rows.append((label, run.manifest.get("created", "?")[:16].replace("T", " "),
+                     _torch_version_of(run), kept, run.python))
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in rows]
+    lines.append(f"{len(labels)} label(s) in {directory}; kept copies: {keep.human(total)} "
+                 "(delete one with `scripts/record.sh --clean LABEL`)")
+    return "\n".join(lines)
+
+
+def _torch_version_of(run: RecordedRun) -> str:
+    try:
+        with open(run.results_path, encoding="utf-8") as src:
+            return str(json.load(src).get("environment", {}).get("torch_version", "?"))
+    except (OSError, ValueError):
+        return "?"
+
+
+def clean(directory: str, labels: Sequence[str]) -> list[str]:
+    """`record.sh --clean`: delete kept copies (results stay); one line per label."""
+    from overrides import keep
+
+    known = recorded_labels(directory)
+    chosen = known if list(labels) == ["all"] else list(labels)
+    for label in chosen:
+        if label not in known:
+            raise UsageError(f"no recorded label {label!r} in {directory} (recorded: "
+                             f"{', '.join(known) or 'none'}); see `scripts/record.sh --list`")
+    lines = []
+    for label in chosen:
+        run = load_label(directory, label)
+        had_copy = run.kept_root is not None
+        freed = keep.remove(run.directory)
+        if (run.manifest.get("kept") or {}).get("root"):
+            run.manifest["kept"] = {"deleted": datetime.datetime.now(datetime.timezone.utc)
+                                    .isoformat(timespec="seconds")}
+            write_json_atomic(os.path.join(run.directory, MANIFEST), run.manifest)
+        lines.append(f"{label}: deleted its kept copy, {keep.human(freed)} (its results stay; "
+                     "report.sh compares it unpaired now)" if had_copy else f"{label}: no kept copy to delete")
+    return lines
 
 
 def build_parser():
@@ -241,7 +374,7 @@ def build_parser():
         prog="scripts/record.sh",
         description="Measure one build with bench.py and record a py-spy flamegraph of each case "
                     "into runs/LABEL/ (then compare two labels with scripts/report.sh).")
-    parser.add_argument("--label", required=True, help="names the folder runs/LABEL and its files")
+    parser.add_argument("--label", help="names the folder runs/LABEL and its files (required to record)")
     parser.add_argument("--python", default="python3",
                         help="interpreter or virtualenv of the build to record (default: python3 on PATH)")
     parser.add_argument("--seconds", type=positive_float, default=None, metavar="S",
@@ -254,6 +387,13 @@ def build_parser():
     parser.add_argument("--seeds", nargs="+", type=positive_int, metavar="SEED",
                         help="with --instructions: hash seeds, one valgrind process each (default 1)")
     parser.add_argument("--no-flamegraphs", action="store_true", help="bench.py only, no py-spy")
+    parser.add_argument("--no-keep", action="store_true",
+                        help="keep no copy of the build (report.sh then compares this label unpaired)")
+    parser.add_argument("--list", action="store_true",
+                        help="list recorded labels with their kept copies and sizes, then exit")
+    parser.add_argument("--clean", nargs="+", metavar="LABEL",
+                        help="delete these labels' kept copies ('all': every one), keeping their "
+                             "results, then exit")
     parser.add_argument("--runs-dir", default=None, metavar="DIR",
                         help=f"where runs are kept (default: ${RUNS_DIR_VARIABLE}, else runs/ in this checkout)")
     parser.add_argument("cases", nargs="*", metavar="CASE",
@@ -267,13 +407,25 @@ def main(argv: list[str] | None = None) -> int:
 
     def body() -> int:
         args = build_parser().parse_args(sys.argv[1:] if argv is None else argv)
+        if args.list or args.clean:
+            if args.label or args.cases:
+                raise UsageError("--list and --clean take no --label or cases; run them on their own")
+            if args.list:
+                print(listing(runs_dir(args.runs_dir)))
+            else:
+                for line in clean(runs_dir(args.runs_dir), args.clean):
+                    print(line)
+            return 0
+        if not args.label:
+            raise UsageError("--label is required to record, e.g. `scripts/record.sh --label base`")
         started = time.monotonic()
         run = record(args.label, args.python, args.cases, op=args.op, seconds=args.seconds,
                      directory=args.runs_dir, flamegraphs=not args.no_flamegraphs,
                      instructions=args.instructions, seeds=args.seeds, min_time=args.min_time,
-                     progress=stderr_progress())
+                     keep_build=not args.no_keep, progress=stderr_progress())
         failed = {case: e["error"] for case, e in run.manifest["flamegraphs"].items() if e.get("error")}
         print(f"recorded {run.label} in {run.directory} ({time.monotonic() - started:.0f} s)")
+        print("  " + kept_line(run, runs_dir(args.runs_dir)))
         for case, error in failed.items():
             print(f"  {case}: no flamegraph: {error}")
         return 1 if failed else 0
