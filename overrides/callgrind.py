@@ -278,15 +278,19 @@ def split_chain(name: str) -> list[str]:
 # ---------------------------------------------------------------------------------------------
 # Running it
 
-def _environment(seed: int, pad: int, user_dir: str | None) -> dict:
+def _environment(seed: int, pad: int, user_dir: str | None, import_path: str | None = None) -> dict:
     """The whole environment of the valgrind process: fixed content, fixed order. The user's
-    directory is passed only when a user case needs it (it would move the layout otherwise)."""
+    directory is passed only when a user case needs it (it would move the layout otherwise).
+    `import_path` (a side's view or kept copy of torch) comes first after this checkout; the
+    caller's own PYTHONPATH follows (a develop build is often found only through it)."""
+    own = [path for path in os.environ.get("PYTHONPATH", "").split(os.pathsep)
+           if path and os.path.realpath(path) != os.path.realpath(ROOT)]
     env = {
         "PATH": "/usr/local/bin:/usr/bin:/bin",
         "HOME": os.environ.get("HOME", "/"),
         "LC_ALL": "C.UTF-8",
         "PYTHONHASHSEED": str(seed),
-        "PYTHONPATH": ROOT,
+        "PYTHONPATH": os.pathsep.join([ROOT] + ([import_path] if import_path else []) + own),
         "PYTHONDONTWRITEBYTECODE": "1",  # no __pycache__ appearing between two runs
         # numpy's OpenBLAS starts an idle worker thread at import; with it, two runs of one layout
         # side by side differed by up to 85 instructions a call (callgrind counts every thread).
@@ -312,7 +316,7 @@ def _fixed_cwd() -> str:
 class _Launch:
     """A valgrind worker started with its spec, importing torch."""
 
-    key: tuple  # (python, seed, pad, user_dir, spec, tree): everything the counts depend on
+    key: tuple  # (python, seed, pad, user_dir, spec, tree, import_path): what the counts depend on
     process: subprocess.Popen
     out_dir: str
     started: float
@@ -332,7 +336,7 @@ def _spec(targets: Sequence[tuple[str, str]], repeats: int, calls: int) -> str:
 
 
 def _launch(python: str, seed: int, pad: int, user_dir: str | None, spec: str,
-            tree: bool = False) -> _Launch:
+            tree: bool = False, import_path: str | None = None) -> _Launch:
     valgrind, _ = find_valgrind()
     out_dir = tempfile.mkdtemp(prefix="overrides-callgrind-")
     contexts = [f"--separate-callers={CONTEXT_DEPTH}"] if tree else []
@@ -341,8 +345,9 @@ def _launch(python: str, seed: int, pad: int, user_dir: str | None, spec: str,
                f"--callgrind-out-file={out_dir}/callgrind.out.%p", python, "-c", _WORKER_CODE, spec]
     process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, text=True, cwd=_fixed_cwd(),
-                               env=_environment(seed, pad, user_dir))
-    return _Launch((python, seed, pad, user_dir, spec, tree), process, out_dir, time.monotonic())
+                               env=_environment(seed, pad, user_dir, import_path))
+    return _Launch((python, seed, pad, user_dir, spec, tree, import_path), process, out_dir,
+                   time.monotonic())
 
 
 # Workers started ahead by head_start(), taken by count_once() when the key matches exactly. The
@@ -403,15 +408,16 @@ def _drop_head_starts() -> None:
 
 def count_once(python: str, targets: Sequence[tuple[str, str]], seed: int, *, pad: int = 0,
                repeats: int = DEFAULT_REPEATS, calls: int = CALLS_PER_REPEAT,
-               say: Callable[[str], None] | None = None, tree: bool = False) -> CountRun:
+               say: Callable[[str], None] | None = None, tree: bool = False,
+               import_path: str | None = None) -> CountRun:
     """Count every (case, op) in one valgrind process under hash seed `seed` (with `tree`, the
     last repeat's call paths too)."""
     valgrind, control = find_valgrind()
     say = say or (lambda message: None)
     user_dir = os.getcwd() if any(":" in case for case, _ in targets) else None
     spec = _spec(targets, repeats, calls)
-    ahead = _HEAD_STARTS.pop((python, seed, pad, user_dir, spec, tree), None)
-    launch = ahead or _launch(python, seed, pad, user_dir, spec, tree)
+    ahead = _HEAD_STARTS.pop((python, seed, pad, user_dir, spec, tree, import_path), None)
+    launch = ahead or _launch(python, seed, pad, user_dir, spec, tree, import_path)
     process, out_dir, started = launch.process, launch.out_dir, launch.started
     try:
         ready = _read_json(process, "ready")
@@ -460,7 +466,8 @@ def count_once(python: str, targets: Sequence[tuple[str, str]], seed: int, *, pa
     settings = {"seed": seed, "repeats": repeats, "calls_per_repeat": calls, "call_paths": tree,
                 "statistic": "minimum of repeats 2..n, loop and toggles removed",
                 "valgrind": valgrind_version(valgrind), "python": python,
-                "environment": sorted(_environment(seed, pad, user_dir)),
+                "environment": sorted(_environment(seed, pad, user_dir, import_path)),
+                "import_path": import_path,
                 "malloc_top_pad": MALLOC_ENV.get("MALLOC_TOP_PAD_")}
     return CountRun(seed, tuple(results), settings, time.monotonic() - started)
 
@@ -478,30 +485,38 @@ def _read_json(process: subprocess.Popen, key: str) -> dict:
 
 def count(python: str, targets: Sequence[tuple[str, str]], seeds: Sequence[int] = DEFAULT_SEEDS,
           *, pad: int = 0, repeats: int = DEFAULT_REPEATS,
-          say: Callable[[str], None] | None = None, tree: bool = False) -> list[CountRun]:
+          say: Callable[[str], None] | None = None, tree: bool = False,
+          import_path: str | None = None) -> list[CountRun]:
     """One valgrind process per seed, up to MAX_PARALLEL at once; runs in seed order."""
-    return count_builds([python], targets, seeds, pads=[pad], repeats=repeats, say=say, tree=tree)[0]
+    return count_builds([python], targets, seeds, pads=[pad], repeats=repeats, say=say, tree=tree,
+                        import_paths=[import_path])[0]
 
 
 def count_builds(pythons: Sequence[str], targets: Sequence[tuple[str, str]],
                  seeds: Sequence[int] = DEFAULT_SEEDS, *, pads: Sequence[int] | None = None,
                  repeats: int = DEFAULT_REPEATS, say: Callable[[str], None] | None = None,
-                 tree: bool = False) -> list[list[CountRun]]:
+                 tree: bool = False, import_paths: Sequence[str | None] | None = None
+                 ) -> list[list[CountRun]]:
     """Every build under every seed (the same seeds, so layouts are matched build to build),
-    MAX_PARALLEL valgrind processes at once; one list of runs per build, in seed order."""
+    MAX_PARALLEL valgrind processes at once; one list of runs per build, in seed order.
+    `import_paths`: per build, a folder to import torch from first (a view or a kept copy)."""
     find_valgrind()
-    pads = list(pads) if pads is not None else pads_for(pythons)
+    paths = list(import_paths) if import_paths is not None else [None] * len(pythons)
+    pads = list(pads) if pads is not None else pads_for(pythons, paths)
     with concurrent.futures.ThreadPoolExecutor(max_workers=MAX_PARALLEL) as pool:
         futures = [[pool.submit(count_once, python, targets, seed, pad=pad, repeats=repeats, say=say,
-                                tree=tree)
-                    for seed in seeds] for python, pad in zip(pythons, pads)]
+                                tree=tree, import_path=path)
+                    for seed in seeds] for python, pad, path in zip(pythons, pads, paths)]
         return [[future.result() for future in build] for build in futures]
 
 
-def pads_for(pythons: Sequence[str]) -> list[int]:
-    """Environment padding per interpreter so every argument list is as long as the longest."""
-    longest = max(len(p) for p in pythons)
-    return [longest - len(p) for p in pythons]
+def pads_for(pythons: Sequence[str], import_paths: Sequence[str | None] | None = None) -> list[int]:
+    """Environment padding per build so that every argument list and environment together are
+    as long as the longest (the interpreter's path is in the arguments, the import path in the
+    environment)."""
+    paths = [p or "" for p in (import_paths or [None] * len(pythons))]
+    sizes = [len(python) + len(path) for python, path in zip(pythons, paths)]
+    return [max(sizes) - size for size in sizes]
 
 
 # ---------------------------------------------------------------------------------------------

@@ -81,17 +81,17 @@ def find_pyspy(python: str | None = None) -> str:
     raise UsageError(f"py-spy not found; {INSTALL_HINT}")
 
 
-def title(case: str, op: str | None, who: str, python: str) -> str:
+def title(case: str, op: str | None, who: str, python: str, import_path: str | None = None) -> str:
     """A flamegraph's title: what it shows and of which build."""
-    return f"{case} · {op or 'torch.add'} · {who} · torch {_torch_version(python)}"
+    return f"{case} · {op or 'torch.add'} · {who} · torch {_torch_version(python, import_path)}"
 
 
 @functools.lru_cache(maxsize=None)
-def _torch_version(python: str) -> str:
-    """Asked once per interpreter (a subprocess), not once per case and side."""
-    from overrides.ab import probe_interpreter
+def _torch_version(python: str, import_path: str | None = None) -> str:
+    """Asked once per build (a subprocess), not once per case and side."""
+    from overrides.ab import Build, probe_interpreter
 
-    return probe_interpreter(python).torch_version
+    return probe_interpreter(Build(python, import_path)).torch_version
 
 
 def _explain_failure(stderr: str, case: str) -> str:
@@ -111,14 +111,18 @@ def _explain_failure(stderr: str, case: str) -> str:
 
 def record_case(python: str, case: str, svg_path: str, folded_path: str, *, op: str | None = None,
                 seconds: float = DEFAULT_SECONDS, rate_hz: int = PYSPY_RATE_HZ,
-                pyspy: str | None = None, title: str | None = None) -> Recording:
+                pyspy: str | None = None, title: str | None = None,
+                import_path: str | None = None) -> Recording:
     """Record `case`'s hot loop under `python` into py-spy's collapsed stacks, and draw them as
-    an SVG (`flamegraph_svg`) titled `title` (default: the case and op).
+    an SVG (`flamegraph_svg`) titled `title` (default: the case and op). `import_path`: a folder
+    to import torch from first (a kept copy of a build).
 
     Both files are written whole or not at all; a failure raises UsageError with the reason.
     """
     pyspy = pyspy or find_pyspy(python)
-    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    from overrides.ab import with_import_path
+
+    env = with_import_path(dict(os.environ), ROOT, import_path)
     os.makedirs(os.path.dirname(os.path.abspath(folded_path)), exist_ok=True)
     partial = folded_path + ".partial"
     # pyspybench imports and warms up unsampled, then hands its hot loop to py-spy.

@@ -1,10 +1,11 @@
 """`scripts/report.sh BASE BRANCH`: compare two builds and pack what a PR reviewer needs into a ZIP.
 
 BASE and BRANCH are each a label recorded earlier by `scripts/record.sh` (one checkout rebuilt
-between the two) or an interpreter / virtualenv, measured on the spot. Two interpreters are
-compared live, side by side (`overrides/ab.py`, paired: the sharpest verdicts); anything else is
-compared from two separate runs (`overrides/compare.py`, unpaired, and the report says what that
-costs). Then, for every case that regressed (every case with --all), both builds' py-spy
+between the two) or an interpreter / virtualenv, measured on the spot. Both are measured live,
+side by side (`overrides/ab.py`, paired: the sharpest verdicts) whenever both can run: an
+interpreter always can, a label through the copy of its build that record.sh kept
+(`overrides/keep.py`). A label without a usable copy is compared from the two separate runs
+(`overrides/compare.py`, unpaired), and the report says why and what that costs. Then, for every case that regressed (every case with --all), both builds' py-spy
 flamegraphs, their screenshots, and a differential view of where the branch's extra time went.
 
 The ZIP holds report.md (ready to paste into a PR), comparison.json, base/branch .txt and .json
@@ -45,6 +46,11 @@ class Side:
     spec: str
     label: str | None = None  # set when the spec is a recorded label
     python: str | None = None  # the interpreter: given, or the one the label was recorded with
+    build: "object | None" = None  # ab.Build to run live; None: only the label's recorded run
+    unpaired_reason: str = ""  # why a label cannot run live (no kept copy, ...)
+
+    def torch_root(self) -> str | None:
+        return getattr(self.build, "torch_root", None)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -61,7 +67,17 @@ def classify(spec: str, role: str, runs: str) -> Side:
 
     if os.sep not in spec and spec in record.recorded_labels(runs):
         recorded = record.load_label(runs, spec)
-        return Side(role, spec, label=spec, python=recorded.python)
+        root = recorded.kept_root
+        if root is None:
+            return Side(role, spec, label=spec, python=recorded.python,
+                        unpaired_reason=f"label `{spec}`: {recorded.why_not_kept()}")
+        build = ab.Build(recorded.python, root)
+        try:
+            ab.probe_interpreter(build)
+        except UsageError as exc:
+            return Side(role, spec, label=spec, python=recorded.python,
+                        unpaired_reason=f"label `{spec}`'s kept copy does not run: {exc}")
+        return Side(role, spec, label=spec, python=recorded.python, build=build)
     looks_like_interpreter = os.sep in spec or os.path.isdir(spec) or shutil.which(spec)
     if not looks_like_interpreter:
         known = record.recorded_labels(runs)
@@ -70,7 +86,8 @@ def classify(spec: str, role: str, runs: str) -> Side:
             f"({'recorded: ' + ', '.join(known) if known else 'none recorded yet'}) nor an "
             "interpreter or virtualenv; record it with `scripts/record.sh --label "
             f"{spec}` or pass a Python executable")
-    return Side(role, spec, python=ab.resolve_interpreter(spec))
+    python = ab.resolve_interpreter(spec)
+    return Side(role, spec, python=python, build=ab.Build(python))
 
 
 class Report:
@@ -98,8 +115,8 @@ class Report:
 
         selected = cases_mod.resolve_cases(list(case_names) if case_names else None)
         names = [case.name for case in selected]
-        if all(side.label is None for side in sides):
-            outcome = ab.run_ab(sides[0].python, sides[1].python, selected,
+        if all(side.build is not None for side in sides):
+            outcome = ab.run_ab(sides[0].build, sides[1].build, selected,
                                 ops_mod.resolve_ops([op] if op else None), ab_config, self.say)
             if outcome.interrupted:
                 raise KeyboardInterrupt
@@ -108,24 +125,45 @@ class Report:
                 from overrides import callgrind
 
                 self.counts = [callgrind.from_dict(runs[role].instructions) for role in ROLES]
-            for side in sides:  # kept as record.sh would, so flamegraphs land beside them
-                recorder = record.Recorder(self.runs, side.role, side.python, names, op, self.say)
-                recorder.manifest.update(results=f"{side.role}.json", text=f"{side.role}.txt",
-                                         measured_by="paired A/B in report.sh")
-                results.save(runs[side.role], recorder.path(f"{side.role}.json"))
-                write_text_atomic(recorder.path(f"{side.role}.txt"), report.table(runs[side.role]) + "\n")
+            kept = [side for side in sides if side.label]
+            if kept:
+                self.notes.append(
+                    "Paired from kept builds: " + "; ".join(
+                        f"{side.role} ran label `{side.label}`'s copy of its build "
+                        f"(`{side.torch_root()}`)" for side in kept)
+                    + ", side by side with the other side, exactly as two environments are.")
+            for side in sides:
+                if side.label:  # its flamegraphs were recorded with it: use them, write nothing
+                    self.recorded[side.role] = record.load_label(self.runs, side.label)
+                    continue
+                # An interpreter: kept as record.sh would, so flamegraphs land beside it.
+                folder = _live_folder(self.runs, side.role, [s.label for s in sides])
+                recorder = record.Recorder(self.runs, folder, side.python, names, op, self.say)
+                recorder.manifest.update(results=f"{folder}.json", text=f"{folder}.txt",
+                                         measured_by="paired A/B in report.sh",
+                                         kept={"skipped": "measured by report.sh from an interpreter"})
+                results.save(runs[side.role], recorder.path(f"{folder}.json"))
+                write_text_atomic(recorder.path(f"{folder}.txt"), report.table(runs[side.role]) + "\n")
                 recorder.save()
                 self.recorded[side.role] = recorder.finish()
             return list(outcome.comparisons), runs, outcome.settings
+        for side in sides:
+            if side.unpaired_reason:
+                self.notes.append(f"Not paired: {side.unpaired_reason}. Record it again (record.sh "
+                                  "keeps a copy of the build by default) for a paired comparison.")
         recorded = {}
         for side in sides:
             if side.label is not None:
                 recorded[side.role] = record.load_label(self.runs, side.label)
             else:
                 recorded[side.role] = record.record(
-                    side.role, side.python, names, op=op, directory=self.runs, flamegraphs=False,
+                    _live_folder(self.runs, side.role, [s.label for s in sides]), side.python,
+                    names, op=op, directory=self.runs, flamegraphs=False,
                     instructions=bool(ab_config.instruction_seeds),
-                    seeds=ab_config.instruction_seeds, progress=self.say)
+                    seeds=ab_config.instruction_seeds, keep_build=False, progress=self.say)
+                recorded[side.role].manifest["measured_by"] = "report.sh, unpaired"
+                write_json_atomic(os.path.join(recorded[side.role].directory, record.MANIFEST),
+                                  recorded[side.role].manifest)
         self.recorded = recorded
         runs = {role: results.load(recorded[role].results_path) for role in ROLES}
         comparisons = compare.compare_runs(runs["base"], runs["branch"], ab_config.threshold_ns,
@@ -200,14 +238,18 @@ class Report:
     def _flamegraph_for(self, side: Side, case: str, op: str | None, seconds: float) -> tuple[str, str] | None:
         from overrides import flamegraph, record
 
-        label = side.label or side.role
-        recorded = self.recorded.get(side.role) or record.load_label(self.runs, label)
+        recorded = self.recorded.get(side.role) or record.load_label(self.runs, side.label or side.role)
+        label = recorded.label
         existing = recorded.flamegraph(case)
         if existing:
             return existing
-        if not (side.python and os.access(side.python, os.X_OK)):
+        if side.label and side.build is None:  # its interpreter may import another build by now
             self.notes.append(f"No {side.role} flamegraph for {case}: label {label!r} was recorded "
-                              f"without it and its interpreter ({side.python}) is gone.")
+                              f"without it, and no copy of its build was kept to record it from.")
+            return None
+        if not (side.python and os.access(side.python, os.X_OK)):
+            self.notes.append(f"No {side.role} flamegraph for {case}: its interpreter "
+                              f"({side.python}) is gone.")
             return None
         stem = record.file_stem(case, op)
         svg = os.path.join(recorded.directory, f"{label}-{stem}.svg")
@@ -215,8 +257,9 @@ class Report:
         self.say(f"report: py-spy on {case} for {side.role} ({seconds:g} s)")
         try:
             rec = flamegraph.record_case(side.python, case, svg, folded, op=op, seconds=seconds,
+                                         import_path=side.torch_root(),
                                          title=flamegraph.title(case, op, f"{side.role}: {side.spec}",
-                                                                side.python))
+                                                                side.python, side.torch_root()))
         except UsageError as exc:
             self.notes.append(f"No {side.role} flamegraph for {case}: {exc}")
             return None
@@ -320,7 +363,8 @@ class Report:
         parts += ["## Environments", ""]
         for side in sides:
             env = runs[side.role].environment
-            source = f"label `{side.label}`" if side.label else f"`{side.spec}`"
+            source = (f"label `{side.label}`, " + ("run from its kept copy" if side.build else
+                                                  "its recorded run")) if side.label else f"`{side.spec}`"
             parts.append(f"- **{side.role}** ({source}): {environment.one_line(env)}; "
                          f"`{env.get('python_executable', side.python)}`")
         parts += ["", "## Bench output", ""]
@@ -405,6 +449,18 @@ class Report:
                     bundle.write(path, name)
 
 
+def _live_folder(runs: str, role: str, labels: Sequence[str | None]) -> str:
+    """Where an interpreter side's run is written: runs/ROLE, unless that folder is one of the
+    labels compared or a record.sh recording of its own (never overwrite those)."""
+    from overrides import record
+
+    name = role
+    while name in labels or (name in record.recorded_labels(runs) and
+                             record.load_label(runs, name).manifest.get("measured_by") is None):
+        name += "-live"
+    return name
+
+
 def _signed(value: float) -> str:
     return "-" if value is None or not math.isfinite(value) else f"{value:+,.0f}"
 
@@ -444,8 +500,9 @@ def build(base_spec: str, branch_spec: str, *, output: str = DEFAULT_OUTPUT,
             the_report.notes.append(
                 "This comparison is UNPAIRED: base and branch were measured in separate runs, so "
                 "machine drift and memory layout between the runs are in the interval (3% per "
-                "side); only changes of a few percent can get a verdict. For small changes, pass "
-                "two interpreters or virtualenvs instead of labels: they are measured side by side.")
+                "side); only changes of a few percent can get a verdict. For small changes, "
+                "compare labels that kept a copy of their build (record.sh does by default), or "
+                "two interpreters or virtualenvs: those are measured side by side.")
         if the_report.counts:
             from overrides import screenshot
 

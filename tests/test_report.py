@@ -32,8 +32,9 @@ SAME_MACHINE_SPEED = 0.10
 
 def _record(label, python, folder):
     for _ in range(RECORD_ATTEMPTS):
+        # --no-keep: this module tests the unpaired fallback (tests/test_keep.py the kept copies)
         out = script("record.sh", "--label", label, "--python", python, "--seconds", "2",
-                     "--min-time", "1", "--runs-dir", str(folder))
+                     "--min-time", "1", "--no-keep", "--runs-dir", str(folder))
         assert out.returncode == 0, out.stderr
         run = results.load(str(folder / label / f"{label}.json"))
         if not any(r.contended for r in run.results):
@@ -91,6 +92,7 @@ def test_report_flags_the_slowed_cases_with_their_flamegraphs_and_leaves_tensor_
     assert flagged == SLOWED, comparisons
     assert all(set(c) >= {"case", "base_ns", "branch_ns", "delta_ns", "ci95_ns", "verdict"} for c in comparisons)
     assert "UNPAIRED" in markdown and "![base-subtensor](base-subtensor.png)" in markdown
+    assert "Not paired: label `base`: no copy was kept (recorded with --no-keep)" in markdown
     # The differential view names the shim as where the extra time went.
     assert "| more, new | `_shim (_overrides_shim.py)` |" in markdown
 
