@@ -8,7 +8,8 @@ other, so a slow spell of the machine lands on whichever case is running.
 This script runs `python bench.py` and the seed method K times each, alternating (bench, seed,
 bench, seed, ...) so both see the same machine over the same minutes, each invocation a fresh
 process. It prints the wall time of each method and, per case, how far its figure spreads
-across the K invocations. Usage: python benchmarks/seed_vs_bench.py [-k 5] [--blocks 1000] [--save PATH] [--keep DIR] [--with-random-layout]
+across the K invocations. Usage: python benchmarks/seed_vs_bench.py [-k 5] [--blocks 1000] [--save PATH] [--keep DIR]
+[--with-random-layout] [--variant NAME=ARGS ...]
 """
 
 from __future__ import annotations
@@ -57,7 +58,7 @@ print(json.dumps(out))
 """
 
 
-def run_bench(extra: list[str], keep: str | None = None) -> tuple[float, dict, dict]:
+def run_bench(extra: list[str], keep: str | None = None) -> tuple[float, dict, dict, str]:
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(keep or tmp, f"bench-{time.strftime('%H%M%S')}.json")
         started = time.perf_counter()
@@ -69,7 +70,7 @@ def run_bench(extra: list[str], keep: str | None = None) -> tuple[float, dict, d
     figures = {r["case"]: r["per_call_ns"] for r in data["results"]}
     # The same samples under other statistics, to show what the headline's choice buys.
     samples = {r["case"]: r["samples_ns"] for r in data["results"]}
-    return wall, figures, samples
+    return wall, figures, samples, data["settings"].get("stopped", "?")
 
 
 def run_seed(blocks: int, calls: int) -> tuple[float, dict]:
@@ -100,19 +101,28 @@ def main() -> None:
     parser.add_argument("--with-random-layout", action="store_true",
                         help="also run `bench.py --random-layout` in the rotation, to show what "
                              "pinning the layout buys")
+    parser.add_argument("--variant", action="append", default=[], metavar="NAME=ARGS",
+                        help="also run `bench.py ARGS` in the rotation under NAME (repeatable), "
+                             "e.g. --variant 'm1000=-m 1000' for a fixed 1000 samples a case")
     args = parser.parse_args()
 
-    methods = ["bench.py"] + (["bench.py random"] if args.with_random_layout else []) + ["seed"]
+    variants = {f"bench.py {name}": extra.split()
+                for name, _, extra in (v.partition("=") for v in args.variant)}
+    if args.with_random_layout:
+        variants["bench.py random"] = ["--random-layout"]
+    methods = ["bench.py", *variants, "seed"]
     walls: dict[str, list[float]] = {method: [] for method in methods}
+    stopped: list[str] = []  # why each plain bench.py invocation stopped sampling
     figures: dict[str, list[dict]] = {method: [] for method in methods}
     alternatives: dict[str, list[dict]] = {name: [] for name in ALTERNATIVES}
     for i in range(args.k):
         for method in methods:
             print(f"[{i + 1}/{args.k}] {method} ...", file=sys.stderr, flush=True)
-            if method == "bench.py random":
-                wall, figs, _ = run_bench(args.bench_args.split() + ["--random-layout"], args.keep)
+            if method in variants:
+                wall, figs, _, _ = run_bench(args.bench_args.split() + variants[method], args.keep)
             elif method == "bench.py":
-                wall, figs, samples = run_bench(args.bench_args.split(), args.keep)
+                wall, figs, samples, why = run_bench(args.bench_args.split(), args.keep)
+                stopped.append(why)
                 for name, statistic in ALTERNATIVES.items():
                     alternatives[name].append({case: statistic(v) for case, v in samples.items()})
             else:
@@ -123,24 +133,28 @@ def main() -> None:
     if args.save:
         write_json_atomic(args.save, {"schema": "torch-function-overhead/seed-vs-bench/1",
                                       "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-                                      "walls_s": walls, "figures_ns": figures})
+                                      "walls_s": walls, "figures_ns": figures,
+                                      "bench_stopped": stopped})
 
     print(f"bench.py vs the seed method, {args.k} invocations each, alternating, one run")
     print(f"{'method':15s} {'wall s (median)':>16s} {'wall s (range)':>16s}")
     for method in walls:
         w = walls[method]
         print(f"{method:15s} {statistics.median(w):16.1f} {min(w):8.1f}-{max(w):<7.1f}")
+    reasons = {why: stopped.count(why) for why in dict.fromkeys(stopped)}
+    print("bench.py stopped sampling on: " + ", ".join(f"{why} x{n}" for why, n in reasons.items()))
     print()
-    print(f"{'case':22s} {'method':13s} {'median ns':>10s} {'range ns':>16s} {'spread %':>9s} {'CV %':>6s}")
+    width = max(13, *(len(m) for m in methods))
+    print(f"{'case':22s} {'method':{width}s} {'median ns':>10s} {'range ns':>16s} {'spread %':>9s} {'CV %':>6s}")
     for case in figures["seed"][0]:
         for method in ("bench.py", *ALTERNATIVES, *methods[1:]):
             vals = [f[case] for f in figures[method]]
-            print(f"{case:22s} {method:13s} {statistics.median(vals):10.0f} "
+            print(f"{case:22s} {method:{width}s} {statistics.median(vals):10.0f} "
                   f"{min(vals):7.0f}-{max(vals):<8.0f} {spread_pct(vals):9.2f} {cv_pct(vals):6.2f}")
     print("\nspread % = (max - min) / median across invocations; bench.py's figure is its "
           f"per_call_ns (p{round(stats.HEADLINE_QUANTILE * 100)}), the seed's the minimum block / "
           "calls; 'bench.py pN'/'min': other statistics of the same bench.py samples; 'bench.py "
-          "random': bench.py --random-layout.")
+          "random': bench.py --random-layout; 'bench.py NAME': a --variant.")
 
 
 if __name__ == "__main__":
