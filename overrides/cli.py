@@ -34,11 +34,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("-n", "--nreps", type=positive_int, metavar="N",
                         help="calls per sample (default: calibrated to ~1 ms a sample)")
     parser.add_argument("-m", "--nrepreps", type=positive_int, metavar="M",
-                        help="samples per case (default: as many as --min-time allows)")
+                        help="samples per case (default: until the stopping rule of --min-time says the figures are known)")
     parser.add_argument("--min-time", type=positive_float, default=None,
                         metavar="SECONDS",
                         help=f"sample each case at least this long when -m is not given, then "
-                             f"stop once every figure is known to +-{DEFAULT_PRECISION:.1%} or at "
+                             f"stop once every figure is known to +-{DEFAULT_PRECISION * 100:.1f}%% or at "
                              f"max(SECONDS, {DEFAULT_MAX_TIME_S:g}) (default {STOP_FLOOR_S:g}; a "
                              f"run of many cases and ops is scaled to about {DEFAULT_RUN_BUDGET_S:g} s)")
     parser.add_argument("--threads", type=positive_int, default=1, metavar="N",

@@ -202,3 +202,12 @@ def test_a_pinned_process_lays_out_alike_every_time(tmp_path):
 
     assert where() == where()  # same addresses, same string hashes
     assert where("--random-layout") != where("--random-layout")
+
+
+def test_every_entry_point_prints_its_help():
+    # argparse expands %-formats in help texts: one stray "%" made `bench.py --help` crash.
+    for command in ([sys.executable, "bench.py", "--help"], [sys.executable, "pyspybench.py", "--help"],
+                    ["bash", "scripts/record.sh", "--help"], ["bash", "scripts/report.sh", "--help"]):
+        done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, (command, done.stderr[-2000:])
+        assert "usage" in done.stdout.lower(), command
