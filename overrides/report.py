@@ -65,8 +65,8 @@ def _notes(run: RunResult, matrix: bool = False) -> list[str]:
     notes = [
         f"per call = {stats.headline_label()} of per-call samples (each sample = calls shown after 'x');"
         f" the empty-loop cost ({_loop_cost(run)} ns/call) is already removed.",
-        "95% CI covers sampling noise within this process; another build is another memory"
-        " layout (~1% by luck alone), so compare builds with --compare, not across runs.",
+        "95% CI covers sampling noise within this run; the machine's speed drifts 1-2% from run to"
+        " run and another build is another memory layout, so compare builds with --compare.",
     ]
     notes += _missing_baseline_notes(run, "no ratio" if matrix else "'-' in overhead ns and vs Tensor")
     for result in run.results:

@@ -70,8 +70,9 @@ def headline(values: Sequence[float]) -> float:
 def quantile_ci95(values: Sequence[float], q: float = HEADLINE_QUANTILE) -> tuple[float, float]:
     """Distribution-free 95% interval of a quantile from the binomial order statistics.
 
-    It covers sampling noise within one process only; memory layout differs from process to
-    process and moves the figure further (see README, "How sure is a number").
+    It covers sampling noise within one run only, as if the samples were independent: the
+    machine's speed drifts over seconds (benchmarks/drift_probe.py) and memory layout differs
+    from build to build, both moving the figure further (see README, "How sure is a number").
     """
     n = len(values)
     if n < MIN_TRUSTED_SAMPLES:
