@@ -13,7 +13,10 @@ The kinds run interleaved (one comparison of each in turn), so the machine's moo
 alike. Every comparison is appended to a JSON-lines log as it finishes (`--log`); an
 interrupted run keeps its data, and `--summarise LOG` prints the tables without measuring.
 
-Usage: python benchmarks/verdict_validation.py --setup /tmp/vv -n 20 [--log FILE]
+Like `bench.py --compare`, it counts instructions too where valgrind is installed
+(`--no-instructions`: the clock alone, as the figures before that default were measured).
+
+Usage: python benchmarks/verdict_validation.py --setup /tmp/vv -n 20 [--log FILE] [--no-instructions]
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ import venv
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from overrides import ab, cases, shimenv  # noqa: E402
+from overrides import ab, callgrind, cases, shimenv  # noqa: E402
 from overrides.ops import DEFAULT_OP  # noqa: E402
 
 FLAGS = ("regression", "improvement")
@@ -75,6 +78,7 @@ def measure(kinds: dict[str, tuple[str, str]], n: int, log: str, config: ab.ABCo
             started = time.monotonic()
             outcome = ab.run_ab(base, branch, cases.SEED_CASES, [DEFAULT_OP], config)
             entry = {"kind": kind, "wall_s": time.monotonic() - started,
+                     "counted": "instructions" in outcome.settings,
                      "pairs": outcome.settings["pairs"], "stopped": outcome.settings["stopped"],
                      "placement_matched": outcome.settings["placement"].get("matched"),
                      "comparisons": [c.to_dict() for c in outcome.comparisons]}
@@ -91,7 +95,9 @@ def summarise(log: str) -> None:
     for kind, runs in by_kind.items():
         walls = [r["wall_s"] for r in runs]
         flagged_any = sum(any(c["verdict"] in FLAGS for c in r["comparisons"]) for r in runs)
-        print(f"{kind}: {len(runs)} comparisons, wall median {statistics.median(walls):.0f} s "
+        counted = sum(bool(r.get("counted")) for r in runs)
+        print(f"{kind}: {len(runs)} comparisons ({counted} with instruction counts), wall median "
+              f"{statistics.median(walls):.0f} s "
               f"(max {max(walls):.0f}), pairs median {statistics.median(r['pairs'] for r in runs):.0f}, "
               f"stopped {dict(collections.Counter(r['stopped'] for r in runs))}, any case flagged in "
               f"{flagged_any}/{len(runs)}, placement matched in "
@@ -118,6 +124,9 @@ def main() -> None:
     parser.add_argument("--log", default=None, help="JSON-lines log (default: verdicts-TIME.jsonl)")
     parser.add_argument("--summarise", metavar="LOG", help="print the tables of a log and exit")
     parser.add_argument("--no-placement", action="store_true", help="views off, to show why they are on")
+    parser.add_argument("--no-instructions", action="store_true",
+                        help="the wall clock alone (bench.py --compare --no-instructions); by default "
+                             "instructions are counted where valgrind is installed, as bench.py does")
     args = parser.parse_args()
     if args.summarise:
         summarise(args.summarise)
@@ -130,7 +139,9 @@ def main() -> None:
         parser.error("give --setup DIR or --kind NAME=BASE,BRANCH")
     log = args.log or f"verdicts-{time.strftime('%Y%m%d-%H%M%S')}.jsonl"
     say(f"logging to {log}")
-    config = ab.ABConfig(match_placement=not args.no_placement)
+    seeds, _ = callgrind.counting_plan(False, args.no_instructions, None)
+    config = ab.ABConfig(match_placement=not args.no_placement, instruction_seeds=seeds,
+                         instructions_optional=True)
     try:
         measure(kinds, args.n, log, config)
     except KeyboardInterrupt:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 
 from overrides import cases as cases_mod
@@ -55,7 +56,10 @@ def build_parser() -> argparse.ArgumentParser:
     counts = parser.add_argument_group("instruction counts (Callgrind)")
     counts.add_argument("--instructions", action="store_true",
                         help="count instructions per call with Callgrind instead of timing "
-                             "(with --compare: as well as timing)")
+                             "(--compare counts as well as timing whenever valgrind is installed; "
+                             "this flag makes a missing valgrind an error)")
+    counts.add_argument("--no-instructions", action="store_true",
+                        help="--compare: wall clock only, no counts (about half the time)")
     counts.add_argument("--seeds", nargs="+", type=positive_int, metavar="SEED",
                         help="hash seeds, one valgrind process (one memory layout) each "
                              "(default: 1; with --compare: 1 2 3)")
@@ -83,8 +87,12 @@ def run(argv: list[str]) -> int:
     if args.list or args.list_ops:
         print("\n".join(text() for wanted, text in ((args.list, list_cases), (args.list_ops, list_ops)) if wanted))
         return 0
+    if args.instructions and args.no_instructions:
+        raise UsageError("--instructions and --no-instructions contradict each other; keep one")
     if args.compare:
         return run_compare(args)
+    if args.no_instructions:
+        raise UsageError("--no-instructions turns off --compare's counts; add --compare BASE_PY BRANCH_PY or drop it")
     if args.load:
         if args.cases or args.op or args.nreps or args.nrepreps or args.json:
             raise UsageError("--load prints a saved file; drop --cases/--op/-n/-m/--json, or drop --load to measure")
@@ -132,17 +140,15 @@ def run_compare(args) -> int:
     if args.load or args.nreps or args.nrepreps:
         raise UsageError("--compare calibrates its own samples; drop --load/-n/-m")
     selected = cases_mod.resolve_cases(args.cases)
-    seeds = ()
-    if args.instructions:
-        from overrides.callgrind import DEFAULT_COMPARE_SEEDS, find_valgrind
+    from overrides.callgrind import counting_plan
 
-        find_valgrind()  # now, not after a minute of timing
-        seeds = tuple(args.seeds or DEFAULT_COMPARE_SEEDS)
-    elif args.seeds:
-        raise UsageError("--seeds chooses layouts for --instructions; add --instructions or drop --seeds")
-    config = ab.config_from_arguments(args, seeds, threads=args.threads)
+    seeds, skipped = counting_plan(args.instructions, args.no_instructions, args.seeds)
+    config = dataclasses.replace(ab.config_from_arguments(args, seeds, threads=args.threads),
+                                 instructions_optional=not args.instructions)
     outcome = ab.run_ab(args.compare[0], args.compare[1], selected, ops_mod.resolve_ops(args.op),
                         config, stderr_progress(args.quiet))
+    if skipped:
+        outcome.settings["instructions_skipped"] = skipped
     environments = {"base": outcome.base_run.environment, "branch": outcome.branch_run.environment}
     if args.json:
         write_json_atomic(args.json, compare.comparison_payload(

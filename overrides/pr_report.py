@@ -587,17 +587,11 @@ def main(argv: list[str] | None = None) -> int:
         args = build_parser().parse_args(sys.argv[1:] if argv is None else argv)
         from overrides import callgrind
 
-        seeds, skipped = (), None
-        if args.no_instructions:
-            if args.seeds:
-                raise UsageError("--seeds chooses layouts for the counts; drop --no-instructions or --seeds")
-        elif args.instructions or shutil.which("valgrind"):
-            callgrind.find_valgrind()  # asked for and missing: say how to install it, now
-            seeds = tuple(args.seeds or callgrind.DEFAULT_COMPARE_SEEDS)
-        else:
-            skipped = (f"Instruction counts were skipped: valgrind is not installed; "
-                       f"{callgrind.INSTALL_HINT}, then run the report again.")
-        config = dataclasses.replace(ab.config_from_arguments(args, seeds), call_paths=bool(seeds))
+        seeds, skipped = callgrind.counting_plan(args.instructions, args.no_instructions, args.seeds)
+        if skipped:
+            skipped = f"Instruction counts were skipped: {skipped}, then run the report again."
+        config = dataclasses.replace(ab.config_from_arguments(args, seeds), call_paths=bool(seeds),
+                                     instructions_optional=not args.instructions)
         path, comparisons, settings = build(
             args.base, args.branch, output=args.output, all_cases=args.all,
             flamegraphs=not args.no_flamegraphs, cases=args.cases, op=args.op, seconds=args.seconds,

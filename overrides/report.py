@@ -388,6 +388,9 @@ def comparison_notes(comparisons, settings: dict) -> list[str]:
         notes.append("clock only: the wall clock moved past the threshold but the instruction counts "
                      "rule out a change: the same instructions ran slower or faster, which is where "
                      "the code sits in memory (layout, cache placement), not what it does.")
+    if settings.get("instructions_skipped"):
+        notes.append(f"instruction counts skipped: {settings['instructions_skipped']}; the verdicts "
+                     "are the wall clock's alone.")
     if _counted(comparisons):
         counts = settings.get("instructions", {})
         notes.append(

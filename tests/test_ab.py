@@ -51,7 +51,7 @@ def test_a_large_injected_cost_flags_exactly_the_affected_cases(slow_branch):
 def test_bench_compare_cli_exit_status_and_json(bench, slow_branch, tmp_path):
     path = tmp_path / "cmp.json"
     out = bench("--compare", sys.executable, slow_branch, "--cases", "Tensor", "SubTensor",
-                "--pairs", "3", "--pair-seconds", "0.7", "--json", str(path))
+                "--pairs", "3", "--pair-seconds", "0.7", "--json", str(path), "--no-instructions")
     assert out.returncode == 1, out.stderr  # a regression gates CI
     assert "regression" in out.stdout and "paired A/B" in out.stdout
     import json
@@ -60,6 +60,16 @@ def test_bench_compare_cli_exit_status_and_json(bench, slow_branch, tmp_path):
     assert data["schema"] == "torch-function-overhead/comparison/1" and data["paired"] is True
     sub = next(c for c in data["comparisons"] if c["case"] == "SubTensor")
     assert sub["verdict"] == "regression" and len(sub["ci95_ns"]) == 2
+    assert "instructions" not in data["settings"]  # --no-instructions: clock only
+
+
+def test_counting_flags_that_contradict_are_named(bench):
+    out = bench("--compare", sys.executable, sys.executable, "--instructions", "--no-instructions")
+    assert out.returncode == 2 and "contradict" in out.stderr
+    out = bench("--no-instructions")
+    assert out.returncode == 2 and "add --compare" in out.stderr
+    out = bench("--compare", sys.executable, sys.executable, "--no-instructions", "--seeds", "1")
+    assert out.returncode == 2 and "drop --no-instructions or --seeds" in out.stderr
 
 
 def test_bad_interpreters_are_named(bench, tmp_path):

@@ -2,6 +2,7 @@
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -11,6 +12,7 @@ import pytest
 
 from conftest import ROOT
 from overrides import callgrind, shimenv
+from overrides.errors import UsageError
 
 SEED_TARGETS = [(name, "torch.add") for name in
                 ("Tensor", "SubTensor", "WithTorchFunction", "SubWithTorchFunction")]
@@ -164,3 +166,24 @@ def test_call_paths_survive_the_json(counted):
 def test_caller_chains_are_split_and_recursion_levels_dropped():
     assert callgrind.split_chain("f'2'g'h") == ["f", "g", "h"]
     assert callgrind.split_chain("at::add(at::Tensor const&)'main") == ["at::add(at::Tensor const&)", "main"]
+
+
+def test_comparisons_count_by_default_only_where_valgrind_is(monkeypatch):
+    from overrides import report
+
+    installed = shutil.which("valgrind") and shutil.which("callgrind_control")
+    seeds, skipped = callgrind.counting_plan(asked=False, refused=False, seeds=None)
+    assert (seeds, skipped) == ((callgrind.DEFAULT_COMPARE_SEEDS, None) if installed else ((), skipped))
+    assert callgrind.counting_plan(False, False, [7, 8]) == (((7, 8), None) if installed else ((), skipped))
+    assert callgrind.counting_plan(False, True, None) == ((), None)
+    with pytest.raises(UsageError, match="drop --no-instructions or --seeds"):
+        callgrind.counting_plan(False, True, [1])
+    # Without valgrind on PATH: skipped by default with how to install it; an error when asked.
+    monkeypatch.setenv("PATH", "/nonexistent")
+    seeds, skipped = callgrind.counting_plan(False, False, None)
+    assert seeds == () and "valgrind is not installed" in skipped and "apt-get install valgrind" in skipped
+    with pytest.raises(UsageError, match="valgrind not found"):
+        callgrind.counting_plan(True, False, None)
+    notes = report.comparison_notes([], {"instructions_skipped": skipped})
+    assert any(n.startswith("instruction counts skipped: valgrind is not installed") and
+               "wall clock's alone" in n for n in notes)
