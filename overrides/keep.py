@@ -124,6 +124,22 @@ def why_not_kept(label_dir: str, manifest: dict) -> str:
     return f"its copy is gone from {os.path.join(label_dir, entry.get('root', KEPT_DIR))}"
 
 
+def status_word(label_dir: str, manifest: dict) -> str:
+    """The kept copy's state for `record.sh --list`, in a word or two (why_not_kept says more)."""
+    entry = manifest.get("kept")
+    if entry is None:
+        return "none (older record.sh)"
+    if entry.get("skipped") == "recorded with --no-keep":
+        return "none (--no-keep)"
+    if entry.get("skipped"):
+        return "none (not kept)"
+    if entry.get("deleted"):
+        return "deleted"
+    if not os.path.isdir(os.path.join(label_dir, entry.get("root", KEPT_DIR))):
+        return "gone"
+    return human(int(entry.get("bytes", 0)))
+
+
 def remove(label_dir: str) -> int:
     """Delete a label's kept copy; returns the bytes freed."""
     freed = 0

@@ -318,13 +318,9 @@ def listing(directory: str) -> str:
         except UsageError as exc:
             rows.append((label, "?", "?", "-", str(exc)))
             continue
-        entry = run.manifest.get("kept") or {}
         if run.kept_root:
-            size = int(entry.get("bytes", 0))
-            total += size
-            kept = keep.human(size)
-        else:
-            kept = "-"
+            total += int(run.manifest["kept"].get("bytes", 0))
+        kept = keep.status_word(run.directory, run.manifest)
         rows.append((label, run.manifest.get("created", "?")[:16].replace("T", " "),
                      _torch_version_of(run), kept, run.python))
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]

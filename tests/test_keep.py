@@ -167,7 +167,7 @@ def test_list_and_clean_kept_copies(develop):
     assert "deleted" in json.loads((runs / "other" / "record.json").read_text())["kept"]
     assert record.load_label(str(runs), "other").why_not_kept().startswith("its copy was deleted")
     again = script("record.sh", "--list", "--runs-dir", str(runs), env=env)
-    assert any(line.startswith("other ") and " - " in line for line in again.stdout.splitlines())
+    assert any(line.startswith("other ") and " deleted " in line for line in again.stdout.splitlines())
 
     for args, message in ((("--clean", "nosuch"), "no recorded label 'nosuch'"),
                           (("--list", "--label", "x"), "--list and --clean take no --label"),
