@@ -146,14 +146,14 @@ def counting_plan(asked: bool, refused: bool, seeds: Sequence[int] | None
     """The seeds a comparison of two builds counts instructions under, and why it does not.
 
     Comparisons count by default wherever valgrind is installed: the counts call changes the
-    clock cannot (a ~1% one at the 0.75% threshold). `asked` (--instructions) makes a missing
-    valgrind an error; `refused` (--no-instructions) turns counting off. Returns (seeds, None),
+    clock cannot (a ~1% one at the 0.75% threshold). `asked` (--instructions) or `seeds` make a
+    missing valgrind an error; `refused` (--no-instructions) turns counting off. Returns (seeds, None),
     or ((), why counting is skipped and how to install valgrind)."""
     if refused:
         if seeds:
             raise UsageError("--seeds chooses layouts for the counts; drop --no-instructions or --seeds")
         return (), None
-    if asked or (shutil.which("valgrind") and shutil.which("callgrind_control")):
+    if asked or seeds or (shutil.which("valgrind") and shutil.which("callgrind_control")):
         find_valgrind()  # asked for and missing: say how to install it now, not after the timing
         return tuple(seeds or DEFAULT_COMPARE_SEEDS), None
     return (), f"valgrind is not installed; {INSTALL_HINT}"

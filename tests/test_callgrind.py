@@ -174,7 +174,8 @@ def test_comparisons_count_by_default_only_where_valgrind_is(monkeypatch):
     installed = shutil.which("valgrind") and shutil.which("callgrind_control")
     seeds, skipped = callgrind.counting_plan(asked=False, refused=False, seeds=None)
     assert (seeds, skipped) == ((callgrind.DEFAULT_COMPARE_SEEDS, None) if installed else ((), skipped))
-    assert callgrind.counting_plan(False, False, [7, 8]) == (((7, 8), None) if installed else ((), skipped))
+    if installed:
+        assert callgrind.counting_plan(False, False, [7, 8]) == ((7, 8), None)
     assert callgrind.counting_plan(False, True, None) == ((), None)
     with pytest.raises(UsageError, match="drop --no-instructions or --seeds"):
         callgrind.counting_plan(False, True, [1])
@@ -184,6 +185,8 @@ def test_comparisons_count_by_default_only_where_valgrind_is(monkeypatch):
     assert seeds == () and "valgrind is not installed" in skipped and "apt-get install valgrind" in skipped
     with pytest.raises(UsageError, match="valgrind not found"):
         callgrind.counting_plan(True, False, None)
+    with pytest.raises(UsageError, match="valgrind not found"):  # --seeds asks for counts too
+        callgrind.counting_plan(False, False, [1, 2])
     notes = report.comparison_notes([], {"instructions_skipped": skipped})
     assert any(n.startswith("instruction counts skipped: valgrind is not installed") and
                "wall clock's alone" in n for n in notes)
