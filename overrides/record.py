@@ -402,10 +402,15 @@ def main(argv: list[str] | None = None) -> int:
     from overrides.progress import stderr_progress
 
     def body() -> int:
-        args = build_parser().parse_args(sys.argv[1:] if argv is None else argv)
+        parser = build_parser()
+        args = parser.parse_args(sys.argv[1:] if argv is None else argv)
         if args.list or args.clean:
-            if args.label or args.cases:
-                raise UsageError("--list and --clean take no --label or cases; run them on their own")
+            extra = [name for name, value in vars(args).items()
+                     if name not in ("list", "clean", "runs_dir") and value and value != parser.get_default(name)]
+            if extra:
+                given = ", ".join("cases" if n == "cases" else "--" + n.replace("_", "-") for n in extra)
+                raise UsageError(f"--list and --clean take no --label or cases or other recording "
+                                 f"options (got {given}); run them on their own")
             if args.list:
                 print(listing(runs_dir(args.runs_dir)))
             else:
