@@ -34,6 +34,7 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
+from overrides.argtypes import positive_float, positive_int  # noqa: E402
 from overrides.files import write_json_atomic  # noqa: E402
 
 WORKER_FLAG = "--worker"
@@ -104,9 +105,9 @@ def main() -> None:
         worker(int(blocks), float(seconds))
         return
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("-n", type=int, default=6, help="fresh processes (default 6)")
-    parser.add_argument("-k", type=int, default=4, help="blocks and forks per process (default 4)")
-    parser.add_argument("-t", type=float, default=0.5, help="seconds a case per block (default 0.5)")
+    parser.add_argument("-n", type=positive_int, default=6, help="fresh processes (default 6)")
+    parser.add_argument("-k", type=positive_int, default=4, help="blocks and forks per process (default 4)")
+    parser.add_argument("-t", type=positive_float, default=0.5, help="seconds a case per block (default 0.5)")
     parser.add_argument("--save", metavar="PATH", help="also write every figure as JSON")
     args = parser.parse_args()
     processes = []

@@ -27,6 +27,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 from overrides import stats  # noqa: E402
+from overrides.argtypes import positive_int  # noqa: E402
 from overrides.files import write_json_atomic  # noqa: E402
 
 ALTERNATIVES = {
@@ -90,7 +91,7 @@ def cv_pct(values: list[float]) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("-k", type=int, default=5, help="invocations of each method (default 5)")
+    parser.add_argument("-k", type=positive_int, default=5, help="invocations of each method (default 5)")
     parser.add_argument("--blocks", type=int, default=1000, help="seed method: blocks per case")
     parser.add_argument("--calls", type=int, default=1000, help="seed method: calls per block")
     parser.add_argument("--bench-args", default="", help="extra arguments for bench.py")
@@ -105,6 +106,9 @@ def main() -> None:
                         help="also run `bench.py ARGS` in the rotation under NAME (repeatable), "
                              "e.g. --variant 'm1000=-m 1000' for a fixed 1000 samples a case")
     args = parser.parse_args()
+    for spec in args.variant:
+        if "=" not in spec or not spec.partition("=")[0]:
+            parser.error(f"--variant {spec!r}: write NAME=ARGS, e.g. 'm1000=-m 1000'")
 
     variants = {f"bench.py {name}": extra.split()
                 for name, _, extra in (v.partition("=") for v in args.variant)}
