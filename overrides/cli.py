@@ -117,7 +117,7 @@ def run(argv: list[str]) -> int:
         config = TimerConfig(min_time_s=args.min_time or STOP_FLOOR_S,
                              calls_per_sample=args.nreps, samples=args.nrepreps,
                              threads=args.threads, precision=DEFAULT_PRECISION,
-                             max_time_s=max(args.min_time or 0.0, DEFAULT_MAX_TIME_S))
+                             max_time_s=DEFAULT_MAX_TIME_S)  # cap_s(): never below --min-time
         # Without --min-time, many targets share one run budget (see measure.DEFAULT_RUN_BUDGET_S).
         budget = None if args.min_time else DEFAULT_RUN_BUDGET_S
         run_result = run_benchmark(selected, selected_ops, config, stderr_progress(args.quiet),
