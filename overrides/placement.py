@@ -11,11 +11,12 @@ it, because every pair maps the same pages.
 
 What it does, once per comparison:
 - Each side imports torch from a *view*: a folder that stands in for the folder torch is
-  installed in (site-packages, or the checkout on `sys.path`). Directories that hold no shared
-  library are one symlink each; the rest are mirrored file by file, so a view is a few hundred
-  links. Python resolves the view's paths as given, and so does the dynamic loader (`$ORIGIN`
-  in torch's RPATH is the view's folder, checked: a library linked from the view to a copy was
-  mapped from the copy), so the view decides which file each library is mapped from.
+  installed in (site-packages, or the checkout on `sys.path`). Folders that hold a shared
+  library or a Python file are real folders in the view; the others (`__pycache__`, headers)
+  are one symlink each. Python resolves the view's paths as given, and so does the dynamic
+  loader (`$ORIGIN` in torch's RPATH is the view's folder, checked: a library linked from the
+  view to a copy was mapped from the copy), so the view decides which file each library is
+  mapped from.
 - A shared library that is byte-identical on both sides is linked, in both views, to base's
   file: both processes map the same pages, as with `cp -al`, and placement cannot differ.
 - A library that differs is the change itself (or another release): its placement cannot be
@@ -23,6 +24,17 @@ What it does, once per comparison:
   each pair draws a new placement and the interval over pairs carries that luck instead of one
   fixed offset. Libraries only a GPU runs (CUDA, ROCm, Triton) are left where they are: the
   benchmark never executes them, and copying them would cost seconds per pair.
+
+- Python source files are copied into the views (real files, not links), in real folders, so
+  every module's *real* path is the view's path and has one length on both sides. While torch
+  imports, `inspect.getmodule` caches `os.path.realpath` of every loaded module's file; through
+  links those were the two installs' own paths, and their lengths moved allocations. Measured
+  (Callgrind, nothing changed, two kept copies at runs/base/kept and runs/branch/kept): SubTensor
+  +0.6, +11.8 and -582.9 instructions a call over three seeds and SubWithTorchFunction flagged
+  +112 when the views linked the Python files; +0.0 on every case and seed with the files copied
+  (and with links whose targets had paths of one length). Copying torch's ~2,400 files takes
+  well under a second; a whole site-packages (~14,000 files, ~180 MB) ~2 s a side, once per
+  comparison. Other files (headers, binaries, `__pycache__`) stay links: nothing resolves them.
 
 The two views' paths have the same length, so both sides' strings and stacks stay alike. Linux
 only: elsewhere (or when torch cannot be located without importing it) each side imports torch
@@ -39,6 +51,8 @@ import sys
 import tempfile
 import time
 from typing import Iterable
+
+from overrides.keep import SIBLINGS
 
 SIDES = ("base", "branch")
 _VIEW_NAMES = {"base": "a", "branch": "b"}  # same length: the two import paths stay alike
@@ -70,8 +84,9 @@ class PlacementPlan:
     shared_bytes: int = 0
     replaced_bytes: int = 0  # per side
     reason: str = ""  # why there are no views, when roots is None
-    # Per side, the folders (relative to its root) that hold a library: the ones a view mirrors.
-    library_dirs: tuple[frozenset, frozenset] = (frozenset(), frozenset())
+    # Per side, the folders (relative to its root) that hold a library or a Python source file:
+    # the ones a view mirrors as real folders.
+    mirrored_dirs: tuple[frozenset, frozenset] = (frozenset(), frozenset())
 
     @property
     def active(self) -> bool:
@@ -101,22 +116,36 @@ class PlacementPlan:
         return text
 
 
-def _libraries(root: str, torch_dir: str) -> dict[str, os.stat_result]:
-    """Every shared library a view of `root` mirrors, by path relative to `root`."""
-    tops = [torch_dir]
+def is_python_source(name: str) -> bool:
+    return name.endswith(".py")
+
+
+def _walk(root: str, torch_dir: str) -> tuple[dict[str, os.stat_result], set[str]]:
+    """What a view of `root` mirrors: every shared library (by path relative to `root`) and every
+    Python source file (the same), under torch, its build's sibling packages, and in a
+    site-packages folder every package beside it."""
+    tops = [torch_dir] + [os.path.join(root, name) for name in SIBLINGS]
     if os.path.basename(root) in _PACKAGE_FOLDERS:
         tops = [os.path.join(root, name) for name in sorted(os.listdir(root))]
-    found = {}
+    libraries, sources = {}, set()
     for top in tops:
-        if not os.path.isdir(top) or os.path.islink(top):
+        if os.path.islink(top):
+            continue
+        if os.path.isfile(top) and is_python_source(top):  # a module at site-packages' top
+            sources.add(os.path.relpath(top, root))
+        if not os.path.isdir(top):
             continue
         for folder, dirs, files in os.walk(top):
             dirs[:] = [d for d in dirs if not os.path.islink(os.path.join(folder, d))]
             for name in files:
                 path = os.path.join(folder, name)
-                if is_shared_library(name) and not os.path.islink(path):
-                    found[os.path.relpath(path, root)] = os.stat(path)
-    return found
+                if os.path.islink(path):
+                    continue
+                if is_shared_library(name):
+                    libraries[os.path.relpath(path, root)] = os.stat(path)
+                elif is_python_source(name):
+                    sources.add(os.path.relpath(path, root))
+    return libraries, sources
 
 
 def same_bytes(a: str, b: str) -> bool:
@@ -141,7 +170,8 @@ def plan(base_torch_dir: str | None, branch_torch_dir: str | None) -> PlacementP
         return PlacementPlan(None, reason="torch's folder could not be found without importing it")
     dirs = (os.path.realpath(base_torch_dir), os.path.realpath(branch_torch_dir))
     roots = tuple(os.path.dirname(d) for d in dirs)
-    libraries = [_libraries(root, d) for root, d in zip(roots, dirs)]
+    walked = [_walk(root, d) for root, d in zip(roots, dirs)]
+    libraries = [found for found, _ in walked]
     shared, replaced, fixed = [], [], []
     shared_bytes = replaced_bytes = 0
     for rel in sorted(set(libraries[0]) & set(libraries[1])):
@@ -155,7 +185,8 @@ def plan(base_torch_dir: str | None, branch_torch_dir: str | None) -> PlacementP
             replaced.append(rel)
             replaced_bytes += max(libraries[0][rel].st_size, libraries[1][rel].st_size)
     return PlacementPlan(roots, tuple(shared), tuple(replaced), tuple(fixed), shared_bytes,
-                         replaced_bytes, library_dirs=tuple(_ancestors(found) for found in libraries))
+                         replaced_bytes,
+                         mirrored_dirs=tuple(_ancestors(set(found) | sources) for found, sources in walked))
 
 
 def _ancestors(relpaths: Iterable[str]) -> frozenset:
@@ -177,18 +208,25 @@ class Views:
         self.paths: dict[str, str | None] = {side: None for side in SIDES}
         self.copy_seconds = 0.0
         self.verified: list[str] = []  # shared libraries seen mapped from one file by both sides
+        self.python_files = 0  # Python sources copied into each view
+        self.python_bytes = 0
+        self.build_seconds = 0.0  # making both views
         self.failure: str | None = None  # why the views did not do what the plan says
         self._copies: str | None = None
         if not placement.active:
             return
         parent = _TMPFS if os.path.isdir(_TMPFS) and os.access(_TMPFS, os.W_OK) else None
         self.folder = tempfile.mkdtemp(prefix="overrides-views-", dir=parent)
+        started = time.monotonic()
         shared = set(placement.shared)
-        for side, root, dirs in zip(SIDES, placement.roots, placement.library_dirs):
+        for side, root, dirs in zip(SIDES, placement.roots, placement.mirrored_dirs):
             view = os.path.join(self.folder, _VIEW_NAMES[side])
-            _mirror(root, view, root, dirs, lambda rel, own: (os.path.join(placement.roots[0], rel)
-                                                             if rel in shared else own))
+            copied = _mirror(root, view, root, dirs, lambda rel, own: (os.path.join(placement.roots[0], rel)
+                                                                      if rel in shared else own))
+            self.python_files = max(self.python_files, copied[0])
+            self.python_bytes = max(self.python_bytes, copied[1])
             self.paths[side] = view
+        self.build_seconds = time.monotonic() - started
 
     def __enter__(self) -> "Views":
         return self
@@ -226,7 +264,10 @@ class Views:
     def record(self) -> dict:
         """What the comparison's settings say about placement."""
         return dict(self.plan.to_dict(), matched=self.matched, failure=self.failure,
-                    verified_shared=self.verified, copy_seconds=round(self.copy_seconds, 2))
+                    verified_shared=self.verified, copy_seconds=round(self.copy_seconds, 2),
+                    python_files_copied=self.python_files,
+                    python_mb_copied=round(self.python_bytes / 2**20, 1),
+                    view_seconds=round(self.build_seconds, 2))
 
     def close(self) -> None:
         if self.folder:
@@ -241,22 +282,31 @@ def _relink(link: str, target: str) -> None:
     os.replace(tmp, link)
 
 
-def _mirror(source: str, view: str, root: str, library_dirs: frozenset, library_target) -> None:
-    """`view` stands in for `source`: folders without shared libraries are one symlink, the rest
-    are mirrored; a library links to `library_target(relpath, own_path)`."""
+def _mirror(source: str, view: str, root: str, mirrored_dirs: frozenset, library_target
+            ) -> tuple[int, int]:
+    """`view` stands in for `source`: folders in `mirrored_dirs` are real folders in the view,
+    others one symlink; in a real folder a library links to `library_target(relpath, own_path)`,
+    a Python source file is copied (with its times, so `__pycache__` stays valid) and anything
+    else is a link. Returns the Python files and bytes copied."""
     os.makedirs(view)
+    files = size = 0
     for entry in os.scandir(source):
         target = os.path.join(view, entry.name)
         rel = os.path.relpath(entry.path, root)
         if entry.is_symlink():
             link = os.readlink(entry.path)
             os.symlink(link if not os.path.isabs(link) else entry.path, target)
-        elif entry.is_dir() and rel in library_dirs:
-            _mirror(entry.path, target, root, library_dirs, library_target)
+        elif entry.is_dir() and rel in mirrored_dirs:
+            more = _mirror(entry.path, target, root, mirrored_dirs, library_target)
+            files, size = files + more[0], size + more[1]
         elif entry.is_file() and is_shared_library(entry.name):
             os.symlink(library_target(rel, entry.path), target)
+        elif entry.is_file() and is_python_source(entry.name):
+            shutil.copy2(entry.path, target)
+            files, size = files + 1, size + entry.stat().st_size
         else:
             os.symlink(entry.path, target)
+    return files, size
 
 
 def mapped_libraries(pid: int | str = "self") -> dict[str, tuple[int, int]]:

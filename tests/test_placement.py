@@ -6,6 +6,7 @@ The end-to-end tests use real torch: a second install of this interpreter's torc
 """
 
 import os
+import shutil
 import subprocess
 import sys
 import venv
@@ -73,6 +74,14 @@ def test_plan_shares_identical_libraries_and_replaces_differing_ones(tmp_path):
             copies.append(changed)
         assert copies[0] != copies[1] and not os.path.exists(copies[0][0])  # last pair's removed
         assert open(os.path.join(branch_view, "torch", "__init__.py")).read() == ""
+        # Python files are copies inside the view: their real paths are the view's, one length
+        # on both sides (inspect caches every module's real path while torch imports)
+        for view, side in ((base_view, "a"), (branch_view, "b")):
+            source = os.path.join(view, "torch", "__init__.py")
+            assert os.path.realpath(source) == source and not os.path.islink(source)
+            original = tmp_path / side / "torch" / "__init__.py"
+            assert os.stat(source).st_mtime == original.stat().st_mtime  # __pycache__ stays valid
+        assert views.record()["python_files_copied"] == 1
         folder = views.folder
     assert not os.path.exists(folder)
 
@@ -122,3 +131,20 @@ def test_mapped_libraries_of_this_process_include_torch():
     assert any(os.path.basename(path) == "libtorch_cpu.so" for path in maps)
     device, inode = maps[next(p for p in maps if p.endswith("libtorch_cpu.so"))]
     assert os.stat(os.path.join(_torch_dir(), "lib", "libtorch_cpu.so")).st_ino == inode
+
+
+@pytest.mark.skipif(shutil.which("valgrind") is None, reason="needs valgrind")
+def test_two_copies_of_one_torch_at_paths_of_different_lengths_count_the_same(second_install, tmp_path):
+    """Kept copies sit at runs/base/kept and runs/branch/kept: different lengths. Through links
+    to the Python files, an A/A of two such copies counted SubTensor -583 instructions a call on
+    one seed; through the views' copies of the Python files it counts exactly the same."""
+    _, torch_dir = second_install
+    longer = tmp_path / "a-folder-with-a-much-longer-name"
+    longer.mkdir()
+    subprocess.run(["cp", "-al", torch_dir, str(longer / "torch")], check=True)  # hard links: quick
+    config = ab.ABConfig(pairs=2, seconds_per_pair=0.2, instruction_seeds=(1,))
+    outcome = ab.run_ab(ab.Build(sys.executable, os.path.dirname(torch_dir)),
+                        ab.Build(sys.executable, str(longer)), cases.SEED_CASES[:2], [DEFAULT_OP], config)
+    assert outcome.settings["placement"]["matched"], outcome.settings["placement"]
+    for c in outcome.comparisons:
+        assert c.base_instructions and c.branch_instructions == c.base_instructions, c
