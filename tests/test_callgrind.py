@@ -20,7 +20,10 @@ SEED_TARGETS = [(name, "torch.add") for name in
 
 # A verdict on one layout is layout luck: one seed read the bare shim on SubWithTorchFunction
 # as +51 instructions, where the mean over seeds is ~+470. Judge over matched seeds, as users do.
-SEEDS = (1, 2, 3)
+# Five, not the product's three: the layouts also depend on this checkout's path, and in a
+# fresh clone three seeds read SubTensor +325 [-60..+711] (one seed far off), "inconclusive";
+# eight seeds here read +292..+485. With five, one seed at 0 still leaves a regression.
+SEEDS = (1, 2, 3, 4, 5)
 
 
 @pytest.fixture(scope="module")
