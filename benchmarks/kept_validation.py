@@ -6,8 +6,10 @@ torch version):
 - `develop`: the wheel unpacked into DIR/unpacked and imported through PYTHONPATH by a
   virtualenv that has no torch of its own (a `python setup.py develop` build, simulated);
 - `venv`: a virtualenv with torch pip-installed, edited in its site-packages.
-Each iteration of a kind records `base` from the pristine build, records `same` with nothing
-changed (the A/A, in the first --aa iterations: `report.sh base same` must flag nothing), then adds one call of an empty
+Each iteration of a kind records `base` from the pristine build, records `unchanged` with
+nothing changed (the A/A, in the first --aa iterations: `report.sh base unchanged` must flag
+nothing; a label of another length than `base`, so the kept copies' paths differ in length as
+`base` and `branch` do), then adds one call of an empty
 Python function at the top of `Tensor.__torch_function__` in torch/_tensor.py (about +1% on
 SubTensor and SubWithTorchFunction, nothing on Tensor or WithTorchFunction, whose
 `__torch_function__` is their own), records `branch`, runs `report.sh base branch` (which must
@@ -149,6 +151,11 @@ def report(kind: dict, base: str, branch: str, runs: str, workdir: str) -> dict:
                       for c in comparisons}}
 
 
+# The A/A's second label. Not `same`: equal in length to `base`, it hid that the kept copies'
+# path lengths reached the counts (fixed in overrides/placement.py).
+AA_LABEL = "unchanged"
+
+
 def measure(kinds: dict[str, dict], chosen: list[str], n: int, aa: int, log: str) -> None:
     runs = tempfile.mkdtemp(prefix="kept-validation-runs-")
     workdir = tempfile.mkdtemp(prefix="kept-validation-zips-")
@@ -160,15 +167,15 @@ def measure(kinds: dict[str, dict], chosen: list[str], n: int, aa: int, log: str
                 say(f"{name} {i + 1}/{n}: record base")
                 recorded = {"base": record(kind, "base", runs)}
                 if i < aa:
-                    say(f"{name} {i + 1}/{n}: record same (nothing changed)")
-                    recorded["same"] = record(kind, "same", runs)
+                    say(f"{name} {i + 1}/{n}: record {AA_LABEL} (nothing changed)")
+                    recorded[AA_LABEL] = record(kind, AA_LABEL, runs)
                 edit(kind["tensor_py"], kind["pristine"])
                 try:
                     say(f"{name} {i + 1}/{n}: record branch (one extra Python call)")
                     recorded["branch"] = record(kind, "branch", runs)
                 finally:
                     restore(kind["tensor_py"], kind["pristine"])
-                for test, branch in (("aa", "same"), ("change", "branch")) if i < aa else (("change", "branch"),):
+                for test, branch in (("aa", AA_LABEL), ("change", "branch")) if i < aa else (("change", "branch"),):
                     say(f"{name} {i + 1}/{n}: report.sh base {branch}")
                     outcome = report(kind, "base", branch, runs, workdir)
                     entry = {"kind": name, "test": test, "run": i, "records": recorded, **outcome}
