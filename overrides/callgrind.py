@@ -576,11 +576,15 @@ def from_dict(data: dict, source: str = "instructions") -> list[CountRun]:
     if not isinstance(data, dict) or data.get("schema") != SCHEMA:
         raise UsageError(f"{source} is not an instruction-count file of this tool; "
                          "count again with --instructions")
-    return [CountRun(run["seed"], tuple(
-        CaseCounts(c["case"], c["op"], c["instructions_per_call"], tuple(c["repeats"]),
-                   c.get("functions", {}), c.get("error"), _unpack_stacks(c.get("stacks")))
-        for c in run["cases"]),
-        data.get("settings", {}), run.get("wall_s", math.nan)) for run in data["runs"]]
+    try:
+        return [CountRun(run["seed"], tuple(
+            CaseCounts(c["case"], c["op"], c["instructions_per_call"], tuple(c["repeats"]),
+                       c.get("functions", {}), c.get("error"), _unpack_stacks(c.get("stacks")))
+            for c in run["cases"]),
+            data.get("settings", {}), run.get("wall_s", math.nan)) for run in data["runs"]]
+    except (KeyError, IndexError, TypeError, ValueError) as exc:
+        raise UsageError(f"{source} is damaged or was written by another version of this tool "
+                         f"({type(exc).__name__}: {exc}); count or record it again") from None
 
 
 def per_call_by_case(runs: Sequence[CountRun]) -> dict[tuple[str, str], list[float]]:

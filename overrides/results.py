@@ -192,6 +192,10 @@ def from_dict(data: dict, source: str = "results") -> RunResult:
     except (KeyError, TypeError, ValueError) as exc:
         raise UsageError(f"{source} is damaged ({type(exc).__name__}: {exc}); "
                          "re-run `python bench.py --json PATH`") from None
+    if data.get("instructions"):  # read now, so that damage names this file, not a later step
+        from overrides import callgrind
+
+        callgrind.from_dict(data["instructions"], source=f"{source} (its instruction counts)")
     return RunResult(
         environment=data.get("environment", {}),
         settings=data.get("settings", {}),

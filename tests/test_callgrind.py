@@ -166,6 +166,13 @@ def test_call_paths_survive_the_json(counted):
     assert again[0].cases[1].stacks == base[0].cases[1].stacks and base[0].cases[1].stacks
 
 
+def test_a_damaged_count_file_is_a_clear_error():
+    run = {"seed": 1, "cases": [{"case": "SubTensor", "op": "torch.add", "instructions_per_call": 1.0,
+                                 "repeats": [1.0], "stacks": {"paths": [[[0], 1.0]]}}]}  # no "names"
+    with pytest.raises(UsageError, match="base.json is damaged or was written by another version"):
+        callgrind.from_dict({"schema": callgrind.SCHEMA, "runs": [run]}, source="base.json")
+
+
 def test_caller_chains_are_split_and_recursion_levels_dropped():
     assert callgrind.split_chain("f'2'g'h") == ["f", "g", "h"]
     assert callgrind.split_chain("at::add(at::Tensor const&)'main") == ["at::add(at::Tensor const&)", "main"]
