@@ -43,6 +43,9 @@ FLAGS = ("regression", "improvement", "disagree", "clock only")
 EXTRA = "def _validation_extra_call():\n    return None\n\n\n"
 CALL_BEFORE = "        if kwargs is None:\n            kwargs = {}\n\n        if not all(issubclass(cls, t) for t in types):"
 PACKAGES = ("numpy", "typing_extensions", "sympy", "networkx", "jinja2", "fsspec", "filelock")
+# The A/A's second label. Not `same`: equal in length to `base`, it hid that the kept copies'
+# path lengths reached the counts (fixed in overrides/placement.py).
+AA_LABEL = "unchanged"
 
 
 def say(message: str) -> None:
@@ -149,11 +152,6 @@ def report(kind: dict, base: str, branch: str, runs: str, workdir: str) -> dict:
                                   "delta_ns": c.get("delta_ns"),
                                   "delta_instructions": c.get("delta_instructions")}
                       for c in comparisons}}
-
-
-# The A/A's second label. Not `same`: equal in length to `base`, it hid that the kept copies'
-# path lengths reached the counts (fixed in overrides/placement.py).
-AA_LABEL = "unchanged"
 
 
 def measure(kinds: dict[str, dict], chosen: list[str], n: int, aa: int, log: str) -> None:

@@ -24,7 +24,6 @@ What it does, once per comparison:
   each pair draws a new placement and the interval over pairs carries that luck instead of one
   fixed offset. Libraries only a GPU runs (CUDA, ROCm, Triton) are left where they are: the
   benchmark never executes them, and copying them would cost seconds per pair.
-
 - Python source files are copied into the views (real files, not links), in real folders, so
   every module's *real* path is the view's path and has one length on both sides. While torch
   imports, `inspect.getmodule` caches `os.path.realpath` of every loaded module's file; through
