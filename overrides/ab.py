@@ -37,6 +37,10 @@ Why each piece is there (figures measured on the 2-core VM this was built on):
 - Pairs are added until every case has a verdict or the time cap (`_why_stop`), and every
   comparison draws its own hash seeds: the same seeds every time made every run's pairs the same
   sample of layouts.
+- Instruction counts, when asked for, are made first (`_count_first`): they judge, so a case
+  whose counts are decided needs only MIN_PAIRS of the clock. Counted after the pairs (the first
+  version), a comparison of two copies of one build ran the clock to its 60 s cap every time and
+  then counted for ~50 s more, although the counts said "no change" to the instruction.
 """
 
 from __future__ import annotations
@@ -108,7 +112,7 @@ class ABConfig:
     # Load identical shared libraries from one file and copy differing ones per pair
     # (overrides/placement.py); off only to show why it is on.
     match_placement: bool = True
-    # Hash seeds to count instructions under (Callgrind), after the timing; empty: no counts.
+    # Hash seeds to count instructions under (Callgrind), before the timing; empty: no counts.
     instruction_seeds: tuple[int, ...] = ()
     hash_seed_base: int | None = None  # None: drawn at random per comparison
     call_paths: bool = False  # count with Callgrind's call paths (overrides/calltree.py)
@@ -561,13 +565,15 @@ def _comparisons(pooled: _Pooled, config: ABConfig,
 
 
 def _why_stop(pooled: _Pooled, config: ABConfig, pairs_done: int, elapsed_s: float,
-              pair_s: float) -> str | None:
+              pair_s: float, settled: frozenset = frozenset()) -> str | None:
     """Why no further pair should run, or None to go on. With a fixed number of pairs, that
     number; otherwise as soon as every target has a verdict (regression, improvement or no
-    change) at EARLY_STOP_CONFIDENCE, or when the next pair would end past the time cap."""
+    change) at EARLY_STOP_CONFIDENCE, from the clock or, for the (case, op)s in `settled`, from
+    the instruction counts made before the pairs; or when the next pair would end past the
+    time cap."""
     if config.pairs is not None:
         return "pairs given" if pairs_done >= config.pairs else None
-    if pairs_done >= MIN_PAIRS and all(c.verdict in DECIDED for c in
+    if pairs_done >= MIN_PAIRS and all(c.verdict in DECIDED or (c.case, c.op) in settled for c in
                                        _comparisons(pooled, config, EARLY_STOP_CONFIDENCE)):
         return "decided"
     if pairs_done >= MAX_PAIRS:
@@ -615,8 +621,13 @@ def run_ab(
     import_paths = {"base": views.paths["base"] or base.torch_root,
                     "branch": views.paths["branch"] or branch.torch_root}
     of = f"/{config.pairs}" if config.pairs is not None else f" (until decided, up to {config.max_seconds:.0f} s)"
-    try:  # the views live until the counts are done
+    counted: _Counted | None = None
+    try:  # the views live until the pairs are done
         try:
+            if config.instruction_seeds:
+                counted = _count_first(base_py, branch_py, pooled.targets, config, say,
+                                       [import_paths["base"], import_paths["branch"]])
+            settled = counted.settled if counted else frozenset()
             say(f"pair 1{of}: starting workers and calibrating")
             pair_started = time.monotonic()
             current = _first_pair(base_py, branch_py, pooled, config, views, import_paths)
@@ -629,7 +640,7 @@ def run_ab(
                 current = None
                 pairs_done += 1
                 now = time.monotonic()
-                why = _why_stop(pooled, config, pairs_done, now - started, now - pair_started)
+                why = _why_stop(pooled, config, pairs_done, now - started, now - pair_started, settled)
                 if why:
                     stopped = why
                     break
@@ -650,17 +661,16 @@ def run_ab(
             for pair in (current, upcoming):
                 if pair is not None:
                     pair.close()
-        return _finish(base, branch, pooled, config, views, import_paths, pairs_done, stopped,
-                       interrupted, started, say)
+        return _finish(base, branch, pooled, config, views, pairs_done, stopped, interrupted,
+                       started, counted)
     finally:
         views.close()
 
 
 def _finish(base: Interpreter, branch: Interpreter, pooled: _Pooled, config: ABConfig,
-            views: placement.Views, import_paths: dict, pairs_done: int, stopped: str,
-            interrupted: bool, started: float, say: Callable[[str], None]) -> ABResult:
-    """The timed pairs' results, then (when asked) both builds' instruction counts, counted
-    through the same import paths the workers used."""
+            views: placement.Views, pairs_done: int, stopped: str, interrupted: bool,
+            started: float, counted: "_Counted | None") -> ABResult:
+    """The timed pairs' results, judged with the instruction counts where they were counted."""
     settings = {"mode": "paired A/B", "pairs": pairs_done, "pairs_asked": config.pairs,
                 "max_seconds": config.max_seconds if config.pairs is None else None,
                 "stopped": stopped, "min_pairs": MIN_PAIRS,
@@ -684,38 +694,57 @@ def _finish(base: Interpreter, branch: Interpreter, pooled: _Pooled, config: ABC
                                case_results, interrupted=interrupted,
                                wall_s=time.monotonic() - started)
     comparisons = _comparisons(pooled, config)
-    if config.instruction_seeds and not interrupted:
-        try:
-            comparisons, runs = _with_counts(base.executable, branch.executable, pooled.targets,
-                                             comparisons, runs, settings, config, say,
-                                             [import_paths["base"], import_paths["branch"]])
-        except UsageError as error:
-            if not config.instructions_optional:
-                raise
-            settings["instructions_skipped"] = str(error)
-            say(f"instruction counts skipped: {error}")
+    if counted is not None and counted.skipped:
+        settings["instructions_skipped"] = counted.skipped
+    elif counted is not None:
+        from overrides import callgrind, compare
+
+        settings["instructions"] = {"seeds": list(config.instruction_seeds),
+                                    "threshold": callgrind.DEFAULT_THRESHOLD_INSTRUCTIONS,
+                                    "threshold_pct": callgrind.DEFAULT_THRESHOLD_INSTRUCTIONS_PCT,
+                                    "counted_first_s": round(counted.seconds, 1),
+                                    "settled_by_counts": sorted(f"{case} {op}" for case, op in counted.settled)}
+        runs = {side: dataclasses.replace(run, instructions=callgrind.to_dict(counts))
+                for (side, run), counts in zip(runs.items(), counted.runs)}
+        comparisons = compare.with_counts(comparisons, counted.comparisons)
     return ABResult(tuple(comparisons), runs["base"], runs["branch"], tuple(pooled.estimates),
                     settings, time.monotonic() - started, interrupted)
 
 
-def _with_counts(base_py: str, branch_py: str, targets, comparisons, runs: dict, settings: dict,
-                 config: ABConfig, say, import_paths: Sequence[str | None] = (None, None)
-                 ) -> tuple[list, dict]:
-    """Count instructions on both sides under the same seeds; the counts judge (see compare).
-    Through the views, both sides' import paths have one length (the counts of two installs of
-    one build then agree to the instruction); a kept copy is found through its view too."""
-    from overrides import callgrind, compare
+@dataclasses.dataclass(frozen=True)
+class _Counted:
+    """Both builds' instruction counts, made before the timed pairs."""
+
+    runs: tuple = ()  # (base CountRuns, branch CountRuns)
+    comparisons: tuple = ()  # callgrind.CountComparison per counted target
+    settled: frozenset = frozenset()  # (case, op)s the counts decide: the clock need not
+    seconds: float = 0.0
+    skipped: str | None = None  # why there are no counts (optional counting that failed)
+
+
+def _count_first(base_py: str, branch_py: str, targets, config: ABConfig, say,
+                 import_paths: Sequence[str | None]) -> _Counted:
+    """Count instructions on both sides under the same seeds, before the timed pairs. The
+    counts judge (see compare), so a case they decide needs no more than MIN_PAIRS of the clock:
+    a clear change, or none at all between two copies of one build, ends the timing early.
+    Counted through the views, like the workers: both sides' import paths have one length."""
+    from overrides import callgrind
     from overrides.measure import not_applicable_reason
 
-    counted = [(case.name, op.name) for case, op in targets if not not_applicable_reason(case, op)]
-    say(f"counting instructions: {len(config.instruction_seeds)} seed(s) x 2 builds with Callgrind")
-    base_counts, branch_counts = callgrind.count_builds([base_py, branch_py], counted,
-                                                        config.instruction_seeds, say=say,
-                                                        tree=config.call_paths,
-                                                        import_paths=import_paths)
-    settings["instructions"] = {"seeds": list(config.instruction_seeds),
-                                "threshold": callgrind.DEFAULT_THRESHOLD_INSTRUCTIONS,
-                                "threshold_pct": callgrind.DEFAULT_THRESHOLD_INSTRUCTIONS_PCT}
-    runs = {side: dataclasses.replace(run, instructions=callgrind.to_dict(counts))
-            for (side, run), counts in zip(runs.items(), (base_counts, branch_counts))}
-    return compare.with_counts(comparisons, callgrind.compare_counts(base_counts, branch_counts)), runs
+    started = time.monotonic()
+    wanted = [(case.name, op.name) for case, op in targets if not not_applicable_reason(case, op)]
+    say(f"counting instructions first: {len(config.instruction_seeds)} seed(s) x 2 builds with Callgrind")
+    try:
+        base_counts, branch_counts = callgrind.count_builds([base_py, branch_py], wanted,
+                                                            config.instruction_seeds, say=say,
+                                                            tree=config.call_paths,
+                                                            import_paths=import_paths)
+    except UsageError as error:
+        if not config.instructions_optional:
+            raise
+        say(f"instruction counts skipped: {error}")
+        return _Counted(skipped=str(error))
+    comparisons = tuple(callgrind.compare_counts(base_counts, branch_counts))
+    settled = frozenset((c.case, c.op) for c in comparisons if c.verdict in DECIDED)
+    say(f"counts decide {len(settled)} of {len(wanted)} case(s); the clock runs until the rest are decided")
+    return _Counted((base_counts, branch_counts), comparisons, settled, time.monotonic() - started)
