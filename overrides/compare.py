@@ -18,7 +18,8 @@ Verdict rules, with threshold T = max(threshold_ns, threshold_pct% of base):
 - `no change`: the whole 99% interval lies within [-T, +T] (see NO_CHANGE_CONFIDENCE);
 - `clock only` (with instruction counts): the wall clock moved beyond T but the counts rule out
   a change (`no change` on the counts): the same instructions run slower or faster, which is
-  where the code sits in memory, not what it does; not a regression;
+  where the code sits in memory, not what it does; not a regression. In the paired A/B the
+  clock must be 99% sure to say so (`with_counts`), as sure as the counts' `no change`;
 - `disagree` (with instruction counts): the clock and the counts each found a change, in
   opposite directions (torch 2.14.1 against 2.12.1 here: Tensor +84 ns on the clock, -185
   instructions): fewer instructions that cost more cycles (memory, atomics, branches), or the
@@ -109,9 +110,13 @@ class Comparison:
         return self.branch_instructions - self.base_instructions
 
 
-def with_counts(comparisons, count_comparisons) -> list[Comparison]:
+def with_counts(comparisons, count_comparisons, sure_clock: dict | None = None) -> list[Comparison]:
     """The comparisons, judged on instruction counts wherever both sides have them: a change in
-    counts beyond the threshold is a regression whatever the wall-clock noise said."""
+    counts beyond the threshold is a regression whatever the wall-clock noise said.
+    `sure_clock` maps (case, op) to the clock's verdict at NO_CHANGE_CONFIDENCE, where the
+    caller has it: a clock that goes against the counts' "no change" must be as sure as that
+    claim (a 95% "regression" after five pairs flagged an untouched case as "clock only" once in
+    46 comparisons of kept copies). Without it, the clock's own verdict is used."""
     by_key = {(c.case, c.op): c for c in count_comparisons}
     out = []
     for c in comparisons:
@@ -119,10 +124,11 @@ def with_counts(comparisons, count_comparisons) -> list[Comparison]:
         if counted is None:
             out.append(c)
             continue
+        clock = (sure_clock or {}).get((c.case, c.op), c.verdict)
         out.append(dataclasses.replace(
             c, base_instructions=counted.base, branch_instructions=counted.branch,
             instructions_ci95=counted.ci95, wall_verdict=c.verdict,
-            verdict=clock_and_counts(c.verdict, counted.verdict)))
+            verdict=clock_and_counts(clock, counted.verdict)))
     return out
 
 

@@ -60,3 +60,21 @@ def test_clock_and_counts_combined():
 def test_no_change_needs_the_wider_interval_inside_the_threshold():
     assert compare.judge(2, (-8, 12), 20, (-15, 19)) == "no change"
     assert compare.judge(2, (-8, 12), 20, (-22, 26)) == "inconclusive"
+
+
+def test_clock_only_needs_the_clock_as_sure_as_the_counts():
+    from overrides.callgrind import CountComparison
+
+    clock = compare.Comparison("WithTorchFunction", "torch.add", 2500.0, 2540.0, 40.0, (5.0, 75.0),
+                               "regression", paired=True)
+    counts = [CountComparison("WithTorchFunction", "torch.add", 9000.0, 9000.0, 0.0, (0.0, 0.0),
+                              "no change", 3)]
+    # 95% sure of a change, not 99%: the counts' "no change" stands
+    (judged,) = compare.with_counts([clock], counts, {("WithTorchFunction", "torch.add"): "inconclusive"})
+    assert judged.verdict == "no change" and judged.wall_verdict == "regression"
+    # 99% sure: said so, but not a regression
+    (judged,) = compare.with_counts([clock], counts, {("WithTorchFunction", "torch.add"): "regression"})
+    assert judged.verdict == "clock only"
+    # no stricter verdict given: the clock's own
+    (judged,) = compare.with_counts([clock], counts)
+    assert judged.verdict == "clock only"
