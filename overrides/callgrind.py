@@ -67,7 +67,14 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCHEMA = "torch-function-overhead/instructions/1"
 INSTALL_HINT = "install it with `apt-get install valgrind` (Debian/Ubuntu) or your system's package manager"
 DEFAULT_SEEDS = (1,)
-DEFAULT_COMPARE_SEEDS = (1, 2, 3)  # comparing builds: a verdict must not rest on one layout
+# Comparing builds: a verdict must not rest on one layout, so three, drawn afresh for every
+# comparison (fresh_seeds). Fixed seeds (1, 2, 3) made every comparison of a pair the same
+# sample of layouts: the bare shim on SubTensor read +517 [-262..+1,297], "inconclusive", in
+# every comparison of one batch, one seed far from the other two each time.
+COMPARE_SEED_COUNT = 3
+# Drawn seeds have six digits: PYTHONHASHSEED's value is in the environment, so every
+# comparison's environment then has one length.
+FRESH_SEED_RANGE = (100_000, 999_999)
 # Repeats per case; the first is dropped, the figure is the minimum of the rest (see above).
 # Each repeat of the four seed cases costs ~2.2 s under valgrind: 7 repeats kept the run above
 # the 45 s aim on a busy machine.
@@ -146,8 +153,8 @@ def counting_plan(asked: bool, refused: bool, seeds: Sequence[int] | None
     """The seeds a comparison of two builds counts instructions under, and why it does not.
 
     Comparisons count by default wherever valgrind is installed: the counts call changes the
-    clock cannot (a ~1% one at the 0.75% threshold). `asked` (--instructions) or `seeds` make a
-    missing valgrind an error; `refused` (--no-instructions) turns counting off. Returns (seeds, None),
+    clock cannot (a ~1% one at the 0.75% threshold). Without `seeds`, COMPARE_SEED_COUNT fresh
+    ones. `asked` (--instructions) or `seeds` make a missing valgrind an error; `refused` (--no-instructions) turns counting off. Returns (seeds, None),
     or ((), why counting is skipped and how to install valgrind)."""
     if refused:
         if seeds:
@@ -155,8 +162,15 @@ def counting_plan(asked: bool, refused: bool, seeds: Sequence[int] | None
         return (), None
     if asked or seeds or (shutil.which("valgrind") and shutil.which("callgrind_control")):
         find_valgrind()  # asked for and missing: say how to install it now, not after the timing
-        return tuple(seeds or DEFAULT_COMPARE_SEEDS), None
+        return tuple(seeds or fresh_seeds()), None
     return (), f"valgrind is not installed; {INSTALL_HINT}"
+
+
+def fresh_seeds(count_: int = COMPARE_SEED_COUNT) -> tuple[int, ...]:
+    """`count_` distinct hash seeds, drawn anew: each comparison counts its own sample of layouts."""
+    import random
+
+    return tuple(random.SystemRandom().sample(range(FRESH_SEED_RANGE[0], FRESH_SEED_RANGE[1] + 1), count_))
 
 
 def valgrind_version(valgrind: str) -> str:

@@ -62,7 +62,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="--compare: wall clock only, no counts (about half the time)")
     counts.add_argument("--seeds", nargs="+", type=positive_int, metavar="SEED",
                         help="hash seeds, one valgrind process (one memory layout) each "
-                             "(default: 1; with --compare: 1 2 3)")
+                             "(default: 1; with --compare: three drawn afresh each time)")
     ab = parser.add_argument_group("paired A/B between two environments")
     ab.add_argument("--compare", nargs=2, metavar=("BASE_PY", "BRANCH_PY"),
                     help="measure two interpreters or virtualenvs side by side and judge each case")

@@ -24,6 +24,7 @@ Verdict rules, with threshold T = max(threshold_ns, threshold_pct% of base):
   opposite directions (torch 2.14.1 against 2.12.1 here: Tensor +84 ns on the clock, -185
   instructions): fewer instructions that cost more cycles (memory, atomics, branches), or the
   reverse; a reviewer must look, but neither view alone is the verdict;
+- where the counts are `inconclusive` (their seeds' layouts spread too far), the clock's verdict;
 - `inconclusive`: anything else (the data cannot carry a claim either way), and, unpaired,
   whenever one side's run was contended (`stats.contended`: busy for most of the run).
 """
@@ -116,7 +117,8 @@ def with_counts(comparisons, count_comparisons, sure_clock: dict | None = None) 
     `sure_clock` maps (case, op) to the clock's verdict at NO_CHANGE_CONFIDENCE, where the
     caller has it: a clock that goes against the counts' "no change" must be as sure as that
     claim (a 95% "regression" after five pairs flagged an untouched case as "clock only" once in
-    46 comparisons of kept copies). Without it, the clock's own verdict is used."""
+    46 comparisons of kept copies). Without it, the clock's own verdict is used. Where the counts
+    cannot decide, the clock's own verdict is the verdict."""
     by_key = {(c.case, c.op): c for c in count_comparisons}
     out = []
     for c in comparisons:
@@ -124,11 +126,10 @@ def with_counts(comparisons, count_comparisons, sure_clock: dict | None = None) 
         if counted is None:
             out.append(c)
             continue
-        clock = (sure_clock or {}).get((c.case, c.op), c.verdict)
         out.append(dataclasses.replace(
             c, base_instructions=counted.base, branch_instructions=counted.branch,
             instructions_ci95=counted.ci95, wall_verdict=c.verdict,
-            verdict=clock_and_counts(clock, counted.verdict)))
+            verdict=clock_and_counts(c.verdict, counted.verdict, (sure_clock or {}).get((c.case, c.op)))))
     return out
 
 
@@ -153,13 +154,20 @@ def judge(delta: float, ci: tuple[float, float] | None, threshold: float,
     return "inconclusive"
 
 
-def clock_and_counts(wall_verdict: str, counts_verdict: str) -> str:
+def clock_and_counts(wall_verdict: str, counts_verdict: str, sure_wall: str | None = None) -> str:
     """One verdict from both views. The counts see no machine noise, so they judge; but a clock
-    that moved where the counts rule out a change is said so, not called a regression."""
-    if counts_verdict == "no change" and wall_verdict in ("regression", "improvement"):
+    that moved where the counts rule out a change is said so, not called a regression. Counts
+    that cannot decide (their seeds' layouts spread too far) leave the verdict to the clock:
+    the bare shim's three seeds once read +517 [-262..+1,297] instructions while the clock read
+    a regression, 99% sure. `sure_wall`, the clock's verdict at NO_CHANGE_CONFIDENCE where
+    known, is what may go against the counts (see with_counts)."""
+    against = sure_wall or wall_verdict
+    if counts_verdict == "no change" and against in ("regression", "improvement"):
         return "clock only"
-    if {counts_verdict, wall_verdict} == {"regression", "improvement"}:
+    if {counts_verdict, against} == {"regression", "improvement"}:
         return "disagree"
+    if counts_verdict == "inconclusive":
+        return wall_verdict
     return counts_verdict
 
 

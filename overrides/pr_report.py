@@ -399,6 +399,7 @@ class Report:
                  "\"everything else\" add up to the case's change. Callgrind sees C functions: "
                  "Python code shows as the interpreter's (`_PyEval_EvalFrameDefault`, calls, "
                  "attribute look-ups).", ""]
+        unchanged = []  # (case, total delta): one line for all of them, not a table each
         for c in chosen:
             went = calltree.where_it_went(self.counts[0], self.counts[1], c.case, c.op)
             if went is None:
@@ -407,14 +408,12 @@ class Report:
             counted_change = c.verdict in ("regression", "improvement", "disagree")
             if not counted_change:  # nothing to explain: every function's move is layout noise
                 went = dataclasses.replace(went, rows=(), unlisted_functions=went.unlisted_functions + len(went.rows))
-            self._differential_entry(c)["instructions"] = dict(went.to_dict(), listed=counted_change)
+                self._differential_entry(c)["instructions"] = dict(went.to_dict(), listed=False)
+                unchanged.append(f"{c.case} {_signed(went.total_delta)} ({c.verdict})")
+                continue
+            self._differential_entry(c)["instructions"] = dict(went.to_dict(), listed=True)
             parts += [f"### {c.case}: {_signed(went.total_delta)} instructions per call ({c.verdict})", ""]
-            if not counted_change:
-                parts += ["No function is named: the case's count did not change beyond the threshold, "
-                          "so what moved is within layout noise.", ""]
             parts += calltree.markdown_table(went) + [""]
-            if not counted_change:
-                continue  # no picture either: its colours would name what the table does not
             stem = f"counts-diff-{record.file_stem(c.case, c.op)}"
             svg = os.path.join(self.workdir, f"{stem}.svg")
             write_text_atomic(svg, calltree.differential_svg(
@@ -426,6 +425,9 @@ class Report:
                           f"![{stem}]({stem}.png)", ""]
             else:
                 parts += [f"Call tree of the branch, coloured by change: `{stem}.svg`.", ""]
+        if unchanged:
+            parts += [f"Instructions per call that did not change beyond the threshold, so no "
+                      f"function is named (what moved is within layout noise): {'; '.join(unchanged)}.", ""]
         return parts
 
     def _count_section_without_paths(self, c) -> list[str]:
@@ -570,7 +572,7 @@ def build_parser():
     counts.add_argument("--no-instructions", action="store_true",
                         help="no instruction counts: wall clock and py-spy only (faster)")
     parser.add_argument("--seeds", nargs="+", type=positive_int, metavar="SEED",
-                        help="hash seeds for --instructions, matched between the builds (default 1 2 3)")
+                        help="hash seeds for --instructions, matched between the builds (default: three drawn afresh)")
     ab.add_arguments(parser.add_argument_group("paired A/B, for two interpreters"))
     parser.add_argument("--runs-dir", default=None, metavar="DIR",
                         help=f"where recorded runs live (default: ${RUNS_DIR_VARIABLE}, else runs/ in this checkout)")

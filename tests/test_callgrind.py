@@ -183,7 +183,12 @@ def test_comparisons_count_by_default_only_where_valgrind_is(monkeypatch):
 
     installed = shutil.which("valgrind") and shutil.which("callgrind_control")
     seeds, skipped = callgrind.counting_plan(asked=False, refused=False, seeds=None)
-    assert (seeds, skipped) == ((callgrind.DEFAULT_COMPARE_SEEDS, None) if installed else ((), skipped))
+    if installed:  # three fresh seeds, another three the next time
+        assert skipped is None and len(set(seeds)) == callgrind.COMPARE_SEED_COUNT == 3
+        assert all(len(str(seed)) == 6 for seed in seeds)
+        assert callgrind.counting_plan(False, False, None)[0] != seeds
+    else:
+        assert seeds == ()
     if installed:
         assert callgrind.counting_plan(False, False, [7, 8]) == ((7, 8), None)
     assert callgrind.counting_plan(False, True, None) == ((), None)

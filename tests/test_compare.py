@@ -54,7 +54,9 @@ def test_clock_and_counts_combined():
     assert compare.clock_and_counts("regression", "improvement") == "disagree"
     assert compare.clock_and_counts("improvement", "regression") == "disagree"
     assert compare.clock_and_counts("inconclusive", "regression") == "regression"
-    assert compare.clock_and_counts("regression", "inconclusive") == "inconclusive"
+    assert compare.clock_and_counts("regression", "inconclusive") == "regression"  # the clock decides
+    assert compare.clock_and_counts("inconclusive", "inconclusive") == "inconclusive"
+    assert compare.clock_and_counts("no change", "inconclusive") == "no change"
 
 
 def test_no_change_needs_the_wider_interval_inside_the_threshold():
@@ -78,3 +80,15 @@ def test_clock_only_needs_the_clock_as_sure_as_the_counts():
     # no stricter verdict given: the clock's own
     (judged,) = compare.with_counts([clock], counts)
     assert judged.verdict == "clock only"
+
+
+def test_counts_that_cannot_decide_leave_the_verdict_to_the_clock():
+    from overrides.callgrind import CountComparison
+
+    clock = compare.Comparison("SubTensor", "torch.add", 4000.0, 4040.0, 40.0, (8.0, 72.0),
+                               "regression", paired=True)
+    spread = [CountComparison("SubTensor", "torch.add", 39000.0, 39517.0, 517.0, (-262.0, 1297.0),
+                              "inconclusive", 3)]
+    # the clock's own (95%) verdict, not the stricter one that may go against the counts
+    (judged,) = compare.with_counts([clock], spread, {("SubTensor", "torch.add"): "inconclusive"})
+    assert judged.verdict == "regression"
