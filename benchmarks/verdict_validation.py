@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import dataclasses
 import json
 import os
 import statistics
@@ -76,11 +77,14 @@ def measure(kinds: dict[str, tuple[str, str]], n: int, log: str, config: ab.ABCo
         for kind, (base, branch) in kinds.items():
             say(f"round {round_ + 1}/{n}: {kind}")
             started = time.monotonic()
+            if config.instruction_seeds:  # as bench.py --compare: each comparison its own seeds
+                config = dataclasses.replace(config, instruction_seeds=callgrind.fresh_seeds())
             outcome = ab.run_ab(base, branch, cases.SEED_CASES, [DEFAULT_OP], config)
             entry = {"kind": kind, "wall_s": time.monotonic() - started,
                      "counted": "instructions" in outcome.settings,
                      "pairs": outcome.settings["pairs"], "stopped": outcome.settings["stopped"],
                      "placement_matched": outcome.settings["placement"].get("matched"),
+                     "seeds": list(config.instruction_seeds),
                      "comparisons": [c.to_dict() for c in outcome.comparisons]}
             with open(log, "a", encoding="utf-8") as out:
                 out.write(json.dumps(entry) + "\n")
