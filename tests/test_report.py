@@ -26,8 +26,10 @@ def script(name, *args, env=None, timeout=600):
 # This machine also has spells in which everything, even the fastest sample, runs ~65% slower
 # for seconds: a 5 s label run can fall wholly inside one (Tensor read 2,638 ns against 1,611 on
 # the other side, min 2,630). No statistic of one run can see that; the plain-Tensor figure,
-# which the shim cannot touch, can. A user re-records then too.
-SAME_MACHINE_SPEED = 0.10
+# which the shim cannot touch, can. A user re-records then too. Within 5%: the unpaired
+# interval (3% a side, +-8% at 95%) holds such a difference; at 10% it did not, and the report
+# flagged Tensor once while two other CPU-heavy jobs ran beside the suite.
+SAME_MACHINE_SPEED = 0.05
 
 
 def _record(label, python, folder):
@@ -171,7 +173,10 @@ def test_paired_report_counts_by_default_and_says_where_the_instructions_went(pa
     listed = sum(f["delta_self"] for f in went["functions"])
     assert listed + went["everything_else"] == pytest.approx(went["total_delta"], abs=0.05)
     assert went["total_delta"] > 100 and sub["wall_clock"]["source"] == "py-spy"
-    # the py-spy view names the shim's Python frame, first
-    assert sub["wall_clock"]["functions"][0]["function"] == "_shim (_overrides_shim.py)"
+    # the py-spy view names the shim's Python frame: first when the machine is quiet; with two
+    # other CPU-heavy jobs beside the suite, a libtorch function once came before it (the two
+    # sides' recordings ran at different machine speeds)
+    named = [f["function"] for f in sub["wall_clock"]["functions"][:3]]
+    assert "_shim (_overrides_shim.py)" in named, named
     # Tensor never reaches the shim: not among the regressed cases, no call tree drawn for it
     assert "counts-diff-tensor.svg" not in names
