@@ -391,7 +391,7 @@ class Report:
                   if all_cases or c.verdict in ("regression", "improvement", "disagree")]
         if not chosen:
             return []
-        parts = ["## Where the instructions went", "",
+        intro = ["## Where the instructions went", "",
                  "Instructions per call by function (Callgrind: deterministic, so this is the view "
                  "to read first). Own: the function's own instructions; with callees: including "
                  "what it calls. Listed: a change of at least "
@@ -399,7 +399,8 @@ class Report:
                  "\"everything else\" add up to the case's change. Callgrind sees C functions: "
                  "Python code shows as the interpreter's (`_PyEval_EvalFrameDefault`, calls, "
                  "attribute look-ups).", ""]
-        unchanged = []  # (case, total delta): one line for all of them, not a table each
+        parts: list[str] = []
+        unchanged = []  # "case delta (verdict)": one line for all of them, not a table each
         for c in chosen:
             went = calltree.where_it_went(self.counts[0], self.counts[1], c.case, c.op)
             if went is None:
@@ -426,9 +427,10 @@ class Report:
             else:
                 parts += [f"Call tree of the branch, coloured by change: `{stem}.svg`.", ""]
         if unchanged:
-            parts += [f"Instructions per call that did not change beyond the threshold, so no "
-                      f"function is named (what moved is within layout noise): {'; '.join(unchanged)}.", ""]
-        return parts
+            parts += [f"No function is named where the verdict is not a change (what moved is "
+                      f"within the hash seeds' layout noise); instructions per call: {'; '.join(unchanged)}.", ""]
+        explained = len(unchanged) < len(chosen)
+        return (intro if explained else intro[:2]) + parts  # nothing listed: the line alone
 
     def _count_section_without_paths(self, c) -> list[str]:
         from overrides import callgrind
