@@ -48,15 +48,17 @@ def test_a_large_injected_cost_flags_exactly_the_affected_cases(slow_branch):
     assert outcome.branch_run.results[1].per_call_ns > outcome.base_run.results[1].per_call_ns
 
 
-def test_counts_made_first_end_the_clock_once_every_case_is_decided(slow_branch):
-    # The counts decide both cases (Tensor: same instructions; SubTensor: the spin), so the
-    # clock needs no more than its minimum of pairs, however generous the time cap. Three seeds,
-    # as bench.py --compare counts: with one, "no change" needs a margin no count can meet.
-    config = ab.ABConfig(seconds_per_pair=0.3, max_seconds=120, instruction_seeds=(1, 2, 3))
-    outcome = ab.run_ab(sys.executable, slow_branch, cases.SEED_CASES[:2], [DEFAULT_OP], config)
+def test_counts_made_first_end_the_clock_once_every_case_is_decided():
+    # Same interpreter on both sides: the counts are equal to the instruction, "no change" on
+    # every case, so the clock needs no more than its minimum of pairs, however generous the
+    # time cap. (The clock alone rarely says "no change", 99% sure, on SubTensor in five short
+    # pairs.) Against a shim, Tensor's counts moved by layout alone (-5 [-40..+30] once), too
+    # unsure to decide, so a test built on that would depend on layout luck.
+    config = ab.ABConfig(seconds_per_pair=0.3, max_seconds=120, instruction_seeds=(1, 2))
+    outcome = ab.run_ab(sys.executable, sys.executable, cases.SEED_CASES[:2], [DEFAULT_OP], config)
     assert outcome.settings["instructions"]["settled_by_counts"] == ["SubTensor torch.add", "Tensor torch.add"]
     assert outcome.settings["stopped"] == "decided" and outcome.settings["pairs"] == ab.MIN_PAIRS
-    assert verdicts(outcome) == {"Tensor": "no change", "SubTensor": "regression"}
+    assert not {case for case, v in verdicts(outcome).items() if v in ("regression", "improvement")}
 
 
 def test_bench_compare_cli_exit_status_and_json(bench, slow_branch, tmp_path):
