@@ -119,3 +119,17 @@ def test_one_pair_is_inconclusive():
     estimates = [ab.PairEstimate(0, "c", "op", 0.5, 0.5, 1000.0, 1500.0, 100)]
     assert ab.summarise(estimates, "c", "op", 1000.0, 1500.0, 20, 0.5).verdict == "inconclusive"
     assert stats.t95(4) == pytest.approx(2.776)
+
+
+def test_the_counts_end_a_case_unless_the_clock_goes_against_them():
+    from overrides.compare import Comparison
+
+    def clock(verdict):
+        return Comparison("SubTensor", "torch.add", 4000.0, 4040.0, 40.0, (10.0, 70.0), verdict, paired=True)
+
+    assert ab._decided(clock("inconclusive"), "no change")  # the counts settle it
+    assert ab._decided(clock("regression"), "regression")
+    assert not ab._decided(clock("regression"), "no change")  # sampled on before "clock only"
+    assert not ab._decided(clock("improvement"), "regression")  # ... or "disagree"
+    assert not ab._decided(clock("inconclusive"), None)  # no counts: the clock must decide
+    assert ab._decided(clock("no change"), None)
