@@ -735,9 +735,13 @@ class _Counted:
 
     runs: tuple = ()  # (base CountRuns, branch CountRuns)
     comparisons: tuple = ()  # callgrind.CountComparison per counted target
-    settled: dict = dataclasses.field(default_factory=dict)  # (case, op) -> the counts' verdict, where decided
     seconds: float = 0.0
     skipped: str | None = None  # why there are no counts (optional counting that failed)
+
+    @property
+    def settled(self) -> dict:
+        """(case, op) -> the counts' verdict, for the cases the counts decide."""
+        return {(c.case, c.op): c.verdict for c in self.comparisons if c.verdict in DECIDED}
 
 
 def _count_first(base_py: str, branch_py: str, targets, config: ABConfig, say,
@@ -762,7 +766,7 @@ def _count_first(base_py: str, branch_py: str, targets, config: ABConfig, say,
             raise
         say(f"instruction counts skipped: {error}")
         return _Counted(skipped=str(error))
-    comparisons = tuple(callgrind.compare_counts(base_counts, branch_counts))
-    settled = {(c.case, c.op): c.verdict for c in comparisons if c.verdict in DECIDED}
-    say(f"counts decide {len(settled)} of {len(wanted)} case(s); the clock runs until the rest are decided")
-    return _Counted((base_counts, branch_counts), comparisons, settled, time.monotonic() - started)
+    counted = _Counted((base_counts, branch_counts), tuple(callgrind.compare_counts(base_counts, branch_counts)),
+                       time.monotonic() - started)
+    say(f"counts decide {len(counted.settled)} of {len(wanted)} case(s); the clock runs until the rest are decided")
+    return counted

@@ -154,8 +154,9 @@ def counting_plan(asked: bool, refused: bool, seeds: Sequence[int] | None
 
     Comparisons count by default wherever valgrind is installed: the counts call changes the
     clock cannot (a ~1% one at the 0.75% threshold). Without `seeds`, COMPARE_SEED_COUNT fresh
-    ones. `asked` (--instructions) or `seeds` make a missing valgrind an error; `refused` (--no-instructions) turns counting off. Returns (seeds, None),
-    or ((), why counting is skipped and how to install valgrind)."""
+    ones. `asked` (--instructions) or `seeds` make a missing valgrind an error; `refused`
+    (--no-instructions) turns counting off. Returns (seeds, None), or ((), why counting is
+    skipped and how to install valgrind)."""
     if refused:
         if seeds:
             raise UsageError("--seeds chooses layouts for the counts; drop --no-instructions or --seeds")

@@ -409,10 +409,10 @@ class Report:
             counted_change = c.verdict in ("regression", "improvement", "disagree")
             if not counted_change:  # nothing to explain: every function's move is layout noise
                 went = dataclasses.replace(went, rows=(), unlisted_functions=went.unlisted_functions + len(went.rows))
-                self._differential_entry(c)["instructions"] = dict(went.to_dict(), listed=False)
+            self._differential_entry(c)["instructions"] = dict(went.to_dict(), listed=counted_change)
+            if not counted_change:
                 unchanged.append(f"{c.case} {_signed(went.total_delta)} ({c.verdict})")
                 continue
-            self._differential_entry(c)["instructions"] = dict(went.to_dict(), listed=True)
             parts += [f"### {c.case}: {_signed(went.total_delta)} instructions per call ({c.verdict})", ""]
             parts += calltree.markdown_table(went) + [""]
             stem = f"counts-diff-{record.file_stem(c.case, c.op)}"
