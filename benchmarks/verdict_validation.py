@@ -145,7 +145,7 @@ def main() -> None:
     log = args.log or f"verdicts-{time.strftime('%Y%m%d-%H%M%S')}.jsonl"
     say(f"logging to {log}")
     seeds, _ = callgrind.counting_plan(False, args.no_instructions, None)
-    config = ab.ABConfig(match_placement=not args.no_placement, instruction_seeds=seeds,
+    config = ab.ABConfig(match_placement=not args.no_placement, instruction_seeds=seeds, add_seeds=True,
                          instructions_optional=True)
     try:
         measure(kinds, args.n, log, config)

@@ -40,8 +40,9 @@ Why each piece is there (figures measured on the 2-core VM this was built on):
 - Instruction counts, when asked for, are made first (`_count_first`): they judge, so a case
   whose counts are decided needs only MIN_PAIRS of the clock. Counted after the pairs (the first
   version), A/A comparisons ran the clock to its 60 s cap in 19 of 24 and then counted for ~50 s
-  more, although the counts said "no change" to the instruction. Counts with too wide an
-  interval over their seeds settle nothing: the clock goes on for those cases, and judges them.
+  more, although the counts said "no change" to the instruction. Cases whose counts spread too
+  far over the drawn seeds are counted under more (`callgrind.count_until_decided`); counts
+  still too spread settle nothing: the clock goes on for those cases, and judges them.
   Nor do counts settle a case whose clock goes against them (`_decided`): it is sampled on to
   the cap before it may be called `clock only`.
 """
@@ -118,6 +119,9 @@ class ABConfig:
     match_placement: bool = True
     # Hash seeds to count instructions under (Callgrind), before the timing; empty: no counts.
     instruction_seeds: tuple[int, ...] = ()
+    # The seeds were drawn (no --seeds): cases their counts leave undecided are counted under
+    # more drawn seeds, up to callgrind.MAX_COMPARE_SEEDS. A user's own seeds are kept as given.
+    add_seeds: bool = False
     hash_seed_base: int | None = None  # None: drawn at random per comparison
     call_paths: bool = False  # count with Callgrind's call paths (overrides/calltree.py)
     # Counts asked for by default rather than by the user: when counting fails (a torch built
@@ -261,7 +265,7 @@ def config_from_arguments(args, instruction_seeds: Sequence[int] = (), threads: 
     return ABConfig(pairs=args.pairs, max_seconds=args.max_seconds,
                     seconds_per_pair=args.pair_seconds, threads=threads,
                     threshold_ns=args.threshold_ns, threshold_pct=args.threshold_pct,
-                    instruction_seeds=tuple(instruction_seeds))
+                    instruction_seeds=tuple(instruction_seeds), add_seeds=not args.seeds)
 
 
 class WorkerError(Exception):
@@ -715,9 +719,10 @@ def _finish(base: Interpreter, branch: Interpreter, pooled: _Pooled, config: ABC
     elif counted is not None:
         from overrides import callgrind, compare
 
-        settings["instructions"] = {"seeds": list(config.instruction_seeds),
+        settings["instructions"] = {"seeds": list(counted.seeds),
                                     "threshold": callgrind.DEFAULT_THRESHOLD_INSTRUCTIONS,
                                     "threshold_pct": callgrind.DEFAULT_THRESHOLD_INSTRUCTIONS_PCT,
+                                    "seeds_added": list(counted.seeds[len(config.instruction_seeds):]),
                                     "counted_first_s": round(counted.seconds, 1),
                                     "settled_by_counts": sorted(f"{case} {op}" for case, op in counted.settled)}
         runs = {side: dataclasses.replace(run, instructions=callgrind.to_dict(counts))
@@ -737,6 +742,7 @@ class _Counted:
     comparisons: tuple = ()  # callgrind.CountComparison per counted target
     seconds: float = 0.0
     skipped: str | None = None  # why there are no counts (optional counting that failed)
+    seeds: tuple[int, ...] = ()  # every seed counted under, the added ones last
 
     @property
     def settled(self) -> dict:
@@ -756,17 +762,20 @@ def _count_first(base_py: str, branch_py: str, targets, config: ABConfig, say,
     started = time.monotonic()
     wanted = [(case.name, op.name) for case, op in targets if not not_applicable_reason(case, op)]
     say(f"counting instructions first: {len(config.instruction_seeds)} seed(s) x 2 builds with Callgrind")
+
+    def count(targets_: list, seeds_: Sequence[int]) -> list[list]:
+        return callgrind.count_builds([base_py, branch_py], targets_, seeds_, say=say,
+                                      tree=config.call_paths, import_paths=import_paths)
+
     try:
-        base_counts, branch_counts = callgrind.count_builds([base_py, branch_py], wanted,
-                                                            config.instruction_seeds, say=say,
-                                                            tree=config.call_paths,
-                                                            import_paths=import_paths)
+        base_counts, branch_counts, comparisons, seeds = callgrind.count_until_decided(
+            count, wanted, config.instruction_seeds, config.add_seeds, say)
     except UsageError as error:
         if not config.instructions_optional:
             raise
         say(f"instruction counts skipped: {error}")
         return _Counted(skipped=str(error))
-    counted = _Counted((base_counts, branch_counts), tuple(callgrind.compare_counts(base_counts, branch_counts)),
-                       time.monotonic() - started)
+    counted = _Counted((base_counts, branch_counts), tuple(comparisons), time.monotonic() - started,
+                       seeds=seeds)
     say(f"counts decide {len(counted.settled)} of {len(wanted)} case(s); the clock runs until the rest are decided")
     return counted

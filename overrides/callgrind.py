@@ -72,6 +72,13 @@ DEFAULT_SEEDS = (1,)
 # sample of layouts: the bare shim on SubTensor read +517 [-262..+1,297], "inconclusive", in
 # every comparison of one batch, one seed far from the other two each time.
 COMPARE_SEED_COUNT = 3
+# Drawn seeds whose counts leave a case undecided get company: one more drawn seed at a time,
+# for those cases only, up to this many in all (`ab._count_first`). An untouched case whose
+# counts move by layout (the bare shim's WithTorchFunction: -21..+23 instructions over three
+# seeds) cannot be called "no change" on three: the 99% t-interval (t = 9.9 at 2 degrees of
+# freedom) is +-126 against a 50-instruction threshold; on five seeds (t = 4.6) about +-41, on
+# six +-33. One more seed of one case costs ~15 s (both builds at once).
+MAX_COMPARE_SEEDS = 6
 # Drawn seeds have six digits: PYTHONHASHSEED's value is in the environment, so every
 # comparison's environment then has one length.
 FRESH_SEED_RANGE = (100_000, 999_999)
@@ -167,11 +174,18 @@ def counting_plan(asked: bool, refused: bool, seeds: Sequence[int] | None
     return (), f"valgrind is not installed; {INSTALL_HINT}"
 
 
-def fresh_seeds(count_: int = COMPARE_SEED_COUNT) -> tuple[int, ...]:
-    """`count_` distinct hash seeds, drawn anew: each comparison counts its own sample of layouts."""
+def fresh_seeds(count_: int = COMPARE_SEED_COUNT, taken: Sequence[int] = ()) -> tuple[int, ...]:
+    """`count_` distinct hash seeds, drawn anew and none of `taken`: each comparison counts its
+    own sample of layouts."""
     import random
 
-    return tuple(random.SystemRandom().sample(range(FRESH_SEED_RANGE[0], FRESH_SEED_RANGE[1] + 1), count_))
+    rng, taken, drawn = random.SystemRandom(), set(taken), []
+    while len(drawn) < count_:
+        seed = rng.randint(*FRESH_SEED_RANGE)
+        if seed not in taken:
+            taken.add(seed)
+            drawn.append(seed)
+    return tuple(drawn)
 
 
 def valgrind_version(valgrind: str) -> str:
@@ -665,6 +679,37 @@ def compare_counts(base_runs: Sequence[CountRun], branch_runs: Sequence[CountRun
         out.append(CountComparison(case, op, base, branch, delta, ci if len(diffs) >= 2 else None,
                                    judge(delta, ci, limit, no_change_ci), len(diffs)))
     return out
+
+
+def count_until_decided(count_builds_: Callable[[list, Sequence[int]], list[list[CountRun]]],
+                        targets: list, seeds: Sequence[int], add_seeds: bool,
+                        say: Callable[[str], None] | None = None
+                        ) -> tuple[list[CountRun], list[CountRun], list[CountComparison], tuple[int, ...]]:
+    """Base and branch counted under `seeds` by `count_builds_(targets, seeds)`, compared; then,
+    if `add_seeds`, the cases left undecided are counted under one more drawn seed at a time, up
+    to MAX_COMPARE_SEEDS in all. Returns (base runs, branch runs, comparisons, every seed).
+
+    Stopping once the cases are decided looks at the data after every seed; that cannot make a
+    "regression" of an untouched case whose layouts spread by tens of instructions, as the
+    estimate itself must pass the threshold (DEFAULT_THRESHOLD_INSTRUCTIONS)."""
+    from overrides.compare import DECIDED
+
+    seeds = tuple(seeds)
+    base_runs, branch_runs = count_builds_(list(targets), seeds)
+    comparisons = compare_counts(base_runs, branch_runs)
+    while add_seeds and len(seeds) < MAX_COMPARE_SEEDS:
+        undecided = [(c.case, c.op) for c in comparisons if c.verdict not in DECIDED]
+        if not undecided:
+            break
+        seed, = fresh_seeds(1, taken=seeds)
+        if say:
+            say(f"counts leave {', '.join(case for case, _ in undecided)} undecided: seed "
+                f"{len(seeds) + 1} of at most {MAX_COMPARE_SEEDS}")
+        more_base, more_branch = count_builds_(undecided, (seed,))
+        base_runs, branch_runs = base_runs + more_base, branch_runs + more_branch
+        seeds += (seed,)
+        comparisons = compare_counts(base_runs, branch_runs)
+    return base_runs, branch_runs, comparisons, seeds
 
 
 def function_deltas(base_runs: Sequence[CountRun], branch_runs: Sequence[CountRun], case: str,

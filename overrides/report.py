@@ -393,10 +393,13 @@ def comparison_notes(comparisons, settings: dict) -> list[str]:
                      "are the wall clock's alone.")
     if _counted(comparisons):
         counts = settings.get("instructions", {})
+        added = counts.get("seeds_added") or []
+        added = (f" (the last {len(added)} only for the cases the first ones left undecided)"
+                 if added else "")
         notes.append(
             f"verdict: judged on instruction counts per call (Callgrind, hash seeds "
-            f"{', '.join(map(str, counts.get('seeds', [])))}, base and branch matched per seed; "
-            f"CI over the seeds), threshold max({counts.get('threshold')} instructions, "
+            f"{', '.join(map(str, counts.get('seeds', [])))}{added}, base and branch matched per "
+            f"seed; CI over the seeds), threshold max({counts.get('threshold')} instructions, "
             f"{counts.get('threshold_pct')}% of base): counts do not see machine noise, so a "
             "change beyond it is a regression whatever the wall clock says.")
     return notes

@@ -205,3 +205,60 @@ def test_comparisons_count_by_default_only_where_valgrind_is(monkeypatch):
     notes = report.comparison_notes([], {"instructions_skipped": skipped})
     assert any(n.startswith("instruction counts skipped: valgrind is not installed") and
                "wall clock's alone" in n for n in notes)
+
+
+def _synthetic_counter(deltas_by_case: dict[str, list[float]], base: float = 10_000.0):
+    """A stand-in for counting two builds (the seed-adding policy is under test, not Callgrind):
+    the k-th seed a case is counted under gives branch - base = deltas_by_case[case][k]."""
+    asked = []
+
+    def count_builds(targets, seeds):
+        asked.append(([case for case, _ in targets], tuple(seeds)))
+        runs = ([], [])
+        for seed in seeds:
+            sides = ([], [])
+            for case, op in targets:
+                k = sum(case in cases for cases, _ in asked[:-1]) + list(seeds).index(seed)
+                for side, value in zip(sides, (base, base + deltas_by_case[case][k])):
+                    side.append(callgrind.CaseCounts(case, op, value, (value, value), {}))
+            for run, side in zip(runs, sides):
+                run.append(callgrind.CountRun(seed, tuple(side), {}, 1.0))
+        return [list(runs[0]), list(runs[1])]
+    return count_builds, asked
+
+
+def test_undecided_counts_get_more_seeds_until_decided():
+    # Steady: the same count under every layout. Wobbly: moved +-20 by layout, the bare shim's
+    # untouched WithTorchFunction: undecided on 3 and 4 seeds, "no change" on 5 (99% interval
+    # +-45 against the 50-instruction threshold).
+    counter, asked = _synthetic_counter({"Steady": [0.0] * 6, "Wobbly": [20, -20] * 3})
+    targets = [("Steady", "op"), ("Wobbly", "op")]
+    base, branch, comparisons, seeds = callgrind.count_until_decided(counter, targets, (11, 12, 13), True)
+    verdicts = {c.case: (c.verdict, c.seeds) for c in comparisons}
+    assert verdicts == {"Steady": ("no change", 3), "Wobbly": ("no change", 5)}
+    assert seeds[:3] == (11, 12, 13) and len(set(seeds)) == len(seeds) == 5
+    assert [cases for cases, _ in asked] == [["Steady", "Wobbly"], ["Wobbly"], ["Wobbly"]]
+    assert len(base) == len(branch) == 5
+    # The verdict note names the added seeds as covering only what the first ones left open.
+    from overrides import compare, report
+    clock = [compare.Comparison(c.case, c.op, 1000.0, 1000.0, 0.0, (-5.0, 5.0), "no change", paired=True)
+             for c in comparisons]
+    settings = {"instructions": {"seeds": list(seeds), "seeds_added": list(seeds[3:]),
+                                 "threshold": 50.0, "threshold_pct": 0.25}}
+    notes = report.comparison_notes(compare.with_counts(clock, comparisons), settings)
+    assert any("the last 2 only for the cases the first ones left undecided" in n for n in notes)
+
+
+def test_added_seeds_stop_at_the_cap_and_users_seeds_are_kept_as_given():
+    wild = {"Wild": [400, -400] * 3}
+    counter, asked = _synthetic_counter(wild)
+    *_, comparisons, seeds = callgrind.count_until_decided(counter, [("Wild", "op")], (1, 2, 3), True)
+    assert len(seeds) == callgrind.MAX_COMPARE_SEEDS and comparisons[0].verdict == "inconclusive"
+    counter, asked = _synthetic_counter(wild)
+    *_, comparisons, seeds = callgrind.count_until_decided(counter, [("Wild", "op")], (1, 2, 3), False)
+    assert seeds == (1, 2, 3) and len(asked) == 1 and comparisons[0].verdict == "inconclusive"
+
+
+def test_fresh_seeds_avoid_the_ones_taken(monkeypatch):
+    monkeypatch.setattr(callgrind, "FRESH_SEED_RANGE", (1, 10))
+    assert set(callgrind.fresh_seeds(3, taken=range(1, 8))) == {8, 9, 10}
