@@ -73,11 +73,12 @@ DEFAULT_SEEDS = (1,)
 # every comparison of one batch, one seed far from the other two each time.
 COMPARE_SEED_COUNT = 3
 # Drawn seeds whose counts leave a case undecided get company: one more drawn seed at a time,
-# for those cases only, up to this many in all (`ab._count_first`). An untouched case whose
+# for those cases only, up to this many in all (`count_until_decided`). An untouched case whose
 # counts move by layout (the bare shim's WithTorchFunction: -21..+23 instructions over three
 # seeds) cannot be called "no change" on three: the 99% t-interval (t = 9.9 at 2 degrees of
 # freedom) is +-126 against a 50-instruction threshold; on five seeds (t = 4.6) about +-41, on
-# six +-33. One more seed of one case costs ~15 s (both builds at once).
+# six +-33. One more seed of one case costs ~15 s quiet, ~30 s busy (both builds at once; the
+# imports under valgrind are most of it).
 MAX_COMPARE_SEEDS = 6
 # Drawn seeds have six digits: PYTHONHASHSEED's value is in the environment, so every
 # comparison's environment then has one length.
