@@ -85,7 +85,7 @@ def measure(kinds: dict[str, tuple[str, str]], n: int, log: str, config: ab.ABCo
                      "counted": "instructions" in outcome.settings,
                      "pairs": outcome.settings["pairs"], "stopped": outcome.settings["stopped"],
                      "placement_matched": outcome.settings["placement"].get("matched"),
-                     "seeds": list(config.instruction_seeds),
+                     "seeds": outcome.settings.get("instructions", {}).get("seeds", []),
                      "comparisons": [c.to_dict() for c in outcome.comparisons]}
             with open(log, "a", encoding="utf-8") as out:
                 out.write(json.dumps(entry) + "\n")
@@ -106,7 +106,14 @@ def summarise(log: str) -> None:
               f"(max {max(walls):.0f}), pairs median {statistics.median(r['pairs'] for r in runs):.0f}, "
               f"stopped {dict(collections.Counter(r['stopped'] for r in runs))}, any case flagged in "
               f"{flagged_any}/{len(runs)}, placement matched in "
-              f"{sum(bool(r.get('placement_matched')) for r in runs)}/{len(runs)}")
+              f"{sum(bool(r.get('placement_matched')) for r in runs)}/{len(runs)}, seeds counted "
+              f"{dict(sorted(collections.Counter(len(r.get('seeds') or []) for r in runs).items()))}")
+        moves = [c["delta_instructions"] for r in runs for c in r["comparisons"]
+                 if c.get("delta_instructions") is not None]
+        if moves:
+            others = [m for m in moves if m != 0]
+            print(f"  counts: +0 instructions on {len(moves) - len(others)}/{len(moves)} cases" +
+                  (f", the rest {min(others):+.0f}..{max(others):+.0f}" if others else ""))
         print(f"  {'case':<22}{'verdicts':<52}{'CI holds 0':>11}{'delta med':>11}{'CI width med':>14}")
         for case in cases.SEED_CASES:
             rows = [c for r in runs for c in r["comparisons"] if c["case"] == case.name]
