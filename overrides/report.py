@@ -393,9 +393,9 @@ def comparison_notes(comparisons, settings: dict) -> list[str]:
                      "are the wall clock's alone.")
     if _counted(comparisons):
         counts = settings.get("instructions", {})
-        added = counts.get("seeds_added") or []
-        added = (f" (the last {len(added)} only for the cases the first ones left undecided)"
-                 if added else "")
+        seeds_added = counts.get("seeds_added") or []
+        added = (f" (the last {len(seeds_added)} only for the cases the first ones left undecided)"
+                 if seeds_added else "")
         notes.append(
             f"verdict: judged on instruction counts per call (Callgrind, hash seeds "
             f"{', '.join(map(str, counts.get('seeds', [])))}{added}, base and branch matched per "
