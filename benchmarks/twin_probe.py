@@ -124,12 +124,23 @@ def main() -> None:
     parser.add_argument("--load", metavar="PATH", help="summarise a file written by --save and exit")
     args = parser.parse_args()
     if args.load:
-        with open(args.load) as src:
-            summarise(json.load(src))
+        try:
+            with open(args.load) as src:
+                data = json.load(src)
+        except (OSError, ValueError) as exc:
+            parser.error(f"--load {args.load}: {exc}; give a file written by --save")
+        summarise(data)
         return
     cpus = sorted(os.sched_getaffinity(0))
     if len(cpus) < 2:
         parser.error("two CPUs are needed: one per process")
+    from overrides.cases import get_case
+    from overrides.errors import UsageError
+
+    try:
+        get_case(args.case)
+    except UsageError as exc:
+        parser.error(str(exc))
     start_ns = time.monotonic_ns() + int(START_DELAY_S * 1e9)
     print(f"two workers on CPUs {cpus[0]} and {cpus[1]}: timing {args.case} for {args.t:g} s from "
           f"{START_DELAY_S:g} s on", file=sys.stderr, flush=True)
