@@ -16,7 +16,7 @@ for the whole machine), and then times the case back to back for the given secon
 parent cuts both series into windows and prints how much a window's figure moves within each
 process, and how the two processes' windows correlate at the same moment and shifted apart.
 
-Usage: python benchmarks/twin_probe.py [--case SubTensor] [-t 30] [-w 0.2] [--save PATH]
+Usage: python benchmarks/twin_probe.py [--case SubTensor] [-t 30] [-w 0.2] [--save PATH] [--load PATH]
 """
 
 from __future__ import annotations
