@@ -167,6 +167,32 @@ def where_it_went(base_runs, branch_runs, case: str, op: str, rows: int = ROWS) 
                        len(changes) - min(len(listed), rows))
 
 
+def own_deltas(base_runs, branch_runs, case: str, op: str) -> dict[str, float] | None:
+    """Every function in either side's call paths -> the change of its own instructions per
+    call, mean over the matched seeds (0.0: counted on both sides and unchanged); None without
+    call paths. What another view (the report's py-spy table) is set against."""
+    pairs = matched(base_runs, branch_runs, case, op)
+    if not pairs:
+        return None
+    per_seed = [(_per_function(_rooted(a.stacks))[0], _per_function(_rooted(b.stacks))[0])
+                for _, a, b in pairs]
+    names = set().union(*(set(a_own) | set(b_own) for a_own, b_own in per_seed))
+    return {name: sum(b_own.get(name, 0.0) - a_own.get(name, 0.0) for a_own, b_own in per_seed)
+            / len(per_seed) for name in names}
+
+
+def function_key(name: str) -> tuple[str, str]:
+    """(function, object file) as both tools name it: py-spy writes `f (lib.so)`, Callgrind's
+    names here `f [lib.so]` (and `{anonymous}` for C++'s `(anonymous namespace)`). A name with
+    neither is its own key, object file empty."""
+    name = name.replace("(anonymous namespace)", "{anonymous}")
+    for opening, closing in ((" (", ")"), (" [", "]")):
+        if name.endswith(closing) and opening in name:
+            function, _, obj = name[:-1].rpartition(opening)
+            return function, obj
+    return name, ""
+
+
 def mean_stacks(counts: Sequence) -> dict[tuple[str, ...], float]:
     """Call paths averaged over several seeds' counts of one case (a path missing counts 0)."""
     out: dict[tuple[str, ...], float] = {}

@@ -283,7 +283,7 @@ class Report:
         return True
 
     def _differential(self, comparison, folded: dict, stem: str, browser: str | None) -> list[str]:
-        from overrides import flamegraph
+        from overrides import calltree, flamegraph
 
         base_stacks = flamegraph.read_folded(folded["base"])
         branch_stacks = flamegraph.read_folded(folded["branch"])
@@ -305,9 +305,11 @@ class Report:
         verdicts = {comparison.verdict, comparison.wall_verdict or comparison.verdict}
         changed = bool(verdicts & {"regression", "improvement", "clock only"})
         grew, shrank = flamegraph.top_changes(deltas, DIFF_ROWS) if changed else ([], [])
+        counted = self._counted_own_deltas(comparison)
         self._differential_entry(comparison)["wall_clock"] = {
             "source": "py-spy", "unit": "ns per call", "listed": changed,
-            "functions": [d.to_dict() for d in grew + shrank]}
+            "functions": [dict(d.to_dict(), instructions=_rounded(_instructions_for(d.frame, counted)))
+                          for d in grew + shrank]}
         if not changed:
             return lines + ["", f"No function is named: the case itself did not change beyond noise "
                             f"({' / '.join(sorted(verdicts))}), and a function's share of ~1000 "
@@ -321,17 +323,40 @@ class Report:
                   f"{_signed(comparison.delta_ns)} ns). ± is one error: py-spy's sampling, widened "
                   f"{flamegraph.PROCESS_DISPERSION:g}x for the process-to-process spread of one "
                   "build's profile. With callees: the function's time including what it calls.", ""]
-        rows = [["", "function", "own ns: base", "branch", "delta", "±", "with callees: base", "branch"]]
+        if counted is not None:
+            lines += [f"Instructions: the same function's own change in the Callgrind counts "
+                      "(\"-\": not in them; Python code shows there as the interpreter's). A row "
+                      f"whose instructions moved by less than {calltree.FUNCTION_FLOOR:g} "
+                      "(\"same instructions\") took more or less time doing the same work: one "
+                      "process's layout luck on that function, or caches, not more code.", ""]
+        rows = [["", "function", "own ns: base", "branch", "delta", "±", "with callees: base", "branch"]
+                + (["instructions"] if counted is not None else [])]
         for tag, group in (("more", grew), ("less", shrank)):
             for d in group:
-                rows.append([tag + (", new" if d.new else ""), f"`{d.frame}`", f"{d.base_self_ns:,.0f}",
+                instructions = _instructions_for(d.frame, counted)
+                same = instructions is not None and abs(instructions) < calltree.FUNCTION_FLOOR
+                rows.append([tag + (", new" if d.new else "") + (", same instructions" if same else ""),
+                             f"`{d.frame}`", f"{d.base_self_ns:,.0f}",
                              f"{d.branch_self_ns:,.0f}", _signed(d.delta_ns), f"{d.error_ns:,.0f}",
-                             f"{d.base_ns:,.0f}", f"{d.branch_ns:,.0f}"])
+                             f"{d.base_ns:,.0f}", f"{d.branch_ns:,.0f}"]
+                            + ([_signed(instructions)] if counted is not None else []))
         if len(rows) == 1:
             lines.append("No function's own time changed by more than its error allows.")
         else:
             lines += _markdown_table(rows, right_from=2)
         return lines + [""]
+
+    def _counted_own_deltas(self, comparison) -> dict[tuple[str, str], float] | None:
+        """(function, object file) -> own instructions' change per call from the counts'
+        call paths for this case, or None where there are none to set py-spy against."""
+        from overrides import calltree
+
+        if not self.counts:
+            return None
+        deltas = calltree.own_deltas(self.counts[0], self.counts[1], comparison.case, comparison.op)
+        if deltas is None:
+            return None
+        return {calltree.function_key(name): delta for name, delta in deltas.items()}
 
     # -- output ----------------------------------------------------------------------------
 
@@ -463,6 +488,21 @@ def _live_folder(runs: str, role: str, labels: Sequence[str | None]) -> str:
                              record.load_label(runs, name).manifest.get("measured_by") is None):
         name += "-live"
     return name
+
+
+def _instructions_for(frame: str, counted: dict[tuple[str, str], float] | None) -> float | None:
+    """A py-spy frame's own instruction change in the counts, None where they do not name it
+    (Python code; an unresolved `?`; a function only one tool saw)."""
+    from overrides import calltree
+
+    key = calltree.function_key(frame)
+    if counted is None or key[0] == "?":
+        return None
+    return counted.get(key)
+
+
+def _rounded(value: float | None) -> float | None:
+    return None if value is None else round(value, 1)
 
 
 def _signed(value: float) -> str:

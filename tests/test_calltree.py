@@ -57,6 +57,27 @@ def test_the_differential_flamegraph_is_rooted_at_the_loop_and_coloured_by_chang
     assert new.find("{http://www.w3.org/2000/svg}rect").get("fill").startswith("rgb(235,")  # red
 
 
+def test_own_deltas_give_every_function_its_mean_change_for_the_py_spy_table():
+    base = _runs({s: {(LOOP, "f [lib.so]"): 100.0, (LOOP, "g [lib.so]"): 50.0} for s in (1, 2)})
+    branch = _runs({1: {(LOOP, "f [lib.so]"): 110.0, (LOOP, "g [lib.so]"): 50.0, (LOOP, "h [x.so]"): 4.0},
+                    2: {(LOOP, "f [lib.so]"): 130.0, (LOOP, "g [lib.so]"): 50.0}})
+    deltas = calltree.own_deltas(base, branch, "C", "op")
+    assert deltas["f [lib.so]"] == pytest.approx(20.0)  # +10 and +30 over the two seeds
+    assert deltas["g [lib.so]"] == 0.0 and deltas["h [x.so]"] == pytest.approx(2.0)
+    plain = [CountRun(1, (CaseCounts("C", "op", 10.0, (10.0,), {}, None),), {}, 1.0)]
+    assert calltree.own_deltas(plain, plain, "C", "op") is None  # no call paths: nothing to set against
+
+
+def test_py_spy_and_callgrind_names_of_one_function_share_a_key():
+    assert (calltree.function_key("pybind11::tuple::tuple (libtorch_python.so)")
+            == calltree.function_key("pybind11::tuple::tuple [libtorch_python.so]")
+            == ("pybind11::tuple::tuple", "libtorch_python.so"))
+    assert (calltree.function_key("at::(anonymous namespace)::wrap (libtorch_cpu.so)")
+            == calltree.function_key("at::{anonymous}::wrap [libtorch_cpu.so]"))
+    assert calltree.function_key("f (a.so)") != calltree.function_key("f [b.so]")
+    assert calltree.function_key("_shim (_overrides_shim.py)") == ("_shim", "_overrides_shim.py")
+
+
 def test_no_call_paths_no_table():
     plain = [CountRun(1, (CaseCounts("C", "op", 10.0, (10.0,), {}, None),), {}, 1.0)]
     assert calltree.where_it_went(plain, plain, "C", "op") is None

@@ -178,5 +178,11 @@ def test_paired_report_counts_by_default_and_says_where_the_instructions_went(pa
     # sides' recordings ran at different machine speeds)
     named = [f["function"] for f in sub["wall_clock"]["functions"][:3]]
     assert "_shim (_overrides_shim.py)" in named, named
+    # each py-spy row is set against the counts: Python code is not in them (None), a C function
+    # is, by the same name; the table has the column and says what "same instructions" means
+    functions = {f["function"]: f for f in sub["wall_clock"]["functions"]}
+    assert all("instructions" in f for f in functions.values())
+    assert functions["_shim (_overrides_shim.py)"]["instructions"] is None
+    assert "| instructions |" in markdown and "(\"same instructions\")" in markdown
     # Tensor never reaches the shim: not among the regressed cases, no call tree drawn for it
     assert "counts-diff-tensor.svg" not in names
