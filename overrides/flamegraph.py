@@ -26,7 +26,7 @@ import re
 import shutil
 import subprocess
 import sys
-from typing import Mapping, Sequence
+from typing import Collection, Mapping, Sequence
 
 from overrides import flamesvg
 from overrides.errors import UsageError
@@ -349,12 +349,14 @@ def flamegraph_svg(stacks: Mapping[tuple[str, ...], int], title: str, rate_hz: i
 
 
 def differential_svg(base: Mapping[tuple[str, ...], int], branch: Mapping[tuple[str, ...], int],
-                     base_per_call_ns: float, branch_per_call_ns: float, title: str) -> str:
+                     base_per_call_ns: float, branch_per_call_ns: float, title: str,
+                     same_work: Collection[str] = ()) -> str:
     """The branch's hot loop, each frame coloured by how much its function's own time per call
     changed against base (red: more, blue: less, grey: within SIGNIFICANT_Z errors). By
     function, not by call path: a branch that inserts a wrapper moves everything under it to
     new paths, and colouring by path would paint all of that "new" while only the wrapper costs
-    anything."""
+    anything. Frames in `same_work` (whose own instructions the counts found unchanged) that
+    changed significantly are amber instead: time moved, the work did not."""
     by_frame = {d.frame: d for d in differential(base, branch, base_per_call_ns, branch_per_call_ns)}
     if not by_frame:
         raise ValueError("no hot-loop samples on one side; nothing to compare")
@@ -364,6 +366,8 @@ def differential_svg(base: Mapping[tuple[str, ...], int], branch: Mapping[tuple[
 
     def colour(path):
         d = by_frame.get(path[-1])
+        if d is not None and d.significant and path[-1] in same_work:
+            return flamesvg.SAME_WORK
         return flamesvg.change_colour(d.delta_ns if d else 0.0, scale, bool(d and d.significant))
 
     def tooltip(path, weight):
@@ -372,11 +376,14 @@ def differential_svg(base: Mapping[tuple[str, ...], int], branch: Mapping[tuple[
         if d is not None:
             tip += (f"; own time {d.base_self_ns:,.0f} -> {d.branch_self_ns:,.0f} ns per call "
                     f"({d.delta_ns:+,.0f}, {d.z:+.1f} errors)")
+            if path[-1] in same_work:
+                tip += "; the same instructions in the counts"
         return tip
 
+    amber = ", amber: the same instructions in the counts" if same_work else ""
     return flamesvg.render(
         flamesvg.tree_from_stacks(loop), title,
         f"width: share of the branch's py-spy samples; colour: change of the function's own time per "
-        f"call against base (red: more, blue: less, grey: within {SIGNIFICANT_Z:g} errors)",
+        f"call against base (red: more, blue: less, grey: within {SIGNIFICANT_Z:g} errors{amber})",
         f"branch: {total} samples at {branch_per_call_ns:,.0f} ns per call; base: "
         f"{base_per_call_ns:,.0f} ns per call", colour, tooltip)

@@ -25,6 +25,9 @@ TOP_MARGIN = 64  # title, subtitle and legend
 BOTTOM_MARGIN = 28  # the footer line
 SIDE_MARGIN = 10
 GREY = "rgb(225,225,225)"
+# Time that moved while the instructions did not (the report's py-spy view set against the
+# counts): neither red nor blue, since no code changed there; a pale amber a reader notices.
+SAME_WORK = "rgb(245,215,140)"
 
 
 @dataclasses.dataclass(frozen=True)

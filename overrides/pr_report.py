@@ -292,20 +292,23 @@ class Report:
         lines = []
         if not deltas:
             return ["No differential view: no samples inside the hot loop on one side."]
+        counted = self._counted_own_deltas(comparison)
+        same_work = {d.frame for d in deltas
+                     if _same_instructions(_instructions_for(d.frame, counted))}
         diff_svg = os.path.join(self.workdir, f"diff-{stem}.svg")
         write_text_atomic(diff_svg, flamegraph.differential_svg(
             base_stacks, branch_stacks, comparison.base_ns, comparison.branch_ns,
-            f"{comparison.case}: branch against base, ns per call by call path"))
+            f"{comparison.case}: branch against base, ns per call by call path", same_work))
         self.files.append(Figure(f"diff-{stem}.svg", diff_svg))
+        legend = "red: more time than base, blue: less" + (
+            ", amber: time moved where the counts found the same instructions" if same_work else "")
         if browser and self._shoot(diff_svg, f"diff-{stem}.png", browser):
-            lines.append(f"Differential flamegraph (red: more time than base, blue: less): "
-                         f"![diff-{stem}](diff-{stem}.png)")
+            lines.append(f"Differential flamegraph ({legend}): ![diff-{stem}](diff-{stem}.png)")
         else:
-            lines.append(f"Differential flamegraph: `diff-{stem}.svg` (red: more time than base, blue: less).")
+            lines.append(f"Differential flamegraph: `diff-{stem}.svg` ({legend}).")
         verdicts = {comparison.verdict, comparison.wall_verdict or comparison.verdict}
         changed = bool(verdicts & {"regression", "improvement", "clock only"})
         grew, shrank = flamegraph.top_changes(deltas, DIFF_ROWS) if changed else ([], [])
-        counted = self._counted_own_deltas(comparison)
         self._differential_entry(comparison)["wall_clock"] = {
             "source": "py-spy", "unit": "ns per call", "listed": changed,
             "functions": [dict(d.to_dict(), instructions=_rounded(_instructions_for(d.frame, counted)))
@@ -334,7 +337,7 @@ class Report:
         for tag, group in (("more", grew), ("less", shrank)):
             for d in group:
                 instructions = _instructions_for(d.frame, counted)
-                same = instructions is not None and abs(instructions) < calltree.FUNCTION_FLOOR
+                same = _same_instructions(instructions)
                 rows.append([tag + (", new" if d.new else "") + (", same instructions" if same else ""),
                              f"`{d.frame}`", f"{d.base_self_ns:,.0f}",
                              f"{d.branch_self_ns:,.0f}", _signed(d.delta_ns), f"{d.error_ns:,.0f}",
@@ -499,6 +502,14 @@ def _instructions_for(frame: str, counted: dict[tuple[str, str], float] | None) 
     if counted is None or key[0] == "?":
         return None
     return counted.get(key)
+
+
+def _same_instructions(instructions: float | None) -> bool:
+    """The counts name the function and its own instructions moved by less than a listed row's
+    floor: whatever its time did, its work did not change."""
+    from overrides import calltree
+
+    return instructions is not None and abs(instructions) < calltree.FUNCTION_FLOOR
 
 
 def _rounded(value: float | None) -> float | None:

@@ -8,7 +8,7 @@ import xml.etree.ElementTree as ElementTree
 import pytest
 
 from conftest import ROOT, run_tool
-from overrides import flamegraph
+from overrides import flamegraph, flamesvg
 from overrides.errors import UsageError
 
 
@@ -131,6 +131,27 @@ def test_the_differential_finds_a_new_frame_and_prices_it_per_call():
     root = ElementTree.fromstring(svg)
     titles = [t.text for t in root.iter("{http://www.w3.org/2000/svg}title")]
     assert any(t.startswith("shim: 100 samples on this path; own time 0 -> 100 ns per call") for t in titles)
+
+
+def test_time_that_moved_with_the_same_instructions_is_amber_not_red():
+    loop = "hot_loop_X"
+    base = {(loop, "add", "kernel"): 600, (loop, "add", "tuple"): 10}
+    branch = {(loop, "add", "kernel"): 600, (loop, "add", "tuple"): 90}  # one process's layout luck
+
+    def fills(svg):
+        root = ElementTree.fromstring(svg)
+        ns = "{http://www.w3.org/2000/svg}"
+        return {g.find(ns + "title").text.split(":")[0]: g.find(ns + "rect").get("fill")
+                for g in root.iter(ns + "g") if g.find(ns + "title") is not None}
+
+    plain = fills(flamegraph.differential_svg(base, branch, 1000.0, 1100.0, "test"))
+    assert plain["tuple"].startswith("rgb(235,")  # red: more time
+    marked_svg = flamegraph.differential_svg(base, branch, 1000.0, 1100.0, "test", {"tuple"})
+    marked = fills(marked_svg)
+    assert marked["tuple"] == flamesvg.SAME_WORK and marked["kernel"] == plain["kernel"]
+    assert "amber: the same instructions in the counts" in marked_svg
+    assert "the same instructions in the counts" not in flamegraph.differential_svg(
+        base, branch, 1000.0, 1100.0, "test")
 
 
 def test_a_new_wrapper_is_named_even_when_its_own_time_is_within_noise():
