@@ -293,8 +293,9 @@ class Report:
         if not deltas:
             return ["No differential view: no samples inside the hot loop on one side."]
         counted = self._counted_own_deltas(comparison)
+        # drawn amber: significant changes of time where the counts found the same work
         same_work = {d.frame for d in deltas
-                     if _same_instructions(_instructions_for(d.frame, counted))}
+                     if d.significant and _same_instructions(_instructions_for(d.frame, counted))}
         diff_svg = os.path.join(self.workdir, f"diff-{stem}.svg")
         write_text_atomic(diff_svg, flamegraph.differential_svg(
             base_stacks, branch_stacks, comparison.base_ns, comparison.branch_ns,
