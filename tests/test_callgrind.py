@@ -59,8 +59,16 @@ def test_a_shim_on_tensor_torch_function_shows_only_where_it_runs(counted):
     base, _, branch = counted
     verdicts = {c.case: c for c in callgrind.compare_counts(base, branch)}
     deltas = {case: c.delta for case, c in verdicts.items()}
-    assert verdicts["SubTensor"].verdict == "regression", verdicts["SubTensor"]
-    assert deltas["SubTensor"] > 100 and deltas["SubWithTorchFunction"] > 100, deltas
+    # The shim adds ~+400 a call on the subclass cases under most seeds. Its verdict over five
+    # seeds is "regression" as a rule, but one seed far off (this checkout's path, pytest's
+    # numbered temp folder and the seed make the layout) once left SubTensor +401 [-68..+870],
+    # "inconclusive" (the product then counts more seeds; benchmarks/README.md has its rates).
+    # What must hold every time: most seeds see the shim, and no verdict points the other way.
+    for case in ("SubTensor", "SubWithTorchFunction"):
+        per_seed = sorted(b.get(case, "torch.add").per_call - a.get(case, "torch.add").per_call
+                          for a, b in zip(base, branch))
+        assert per_seed[len(per_seed) // 2] > 100 and deltas[case] > 100, (case, per_seed)
+        assert verdicts[case].verdict in ("regression", "inconclusive"), verdicts[case]
     # No path of these reaches Tensor.__torch_function__: layout luck at most, never a verdict.
     for case in ("Tensor", "WithTorchFunction"):
         assert verdicts[case].verdict not in ("regression", "improvement"), verdicts[case]
