@@ -292,10 +292,10 @@ class Report:
         lines = []
         if not deltas:
             return ["No differential view: no samples inside the hot loop on one side."]
-        counted = self._counted_own_deltas(comparison)
+        instructions = self._instructions_by_frame(comparison, [d.frame for d in deltas])
         # drawn amber: significant changes of time where the counts found the same work
         same_work = {d.frame for d in deltas
-                     if d.significant and _same_instructions(_instructions_for(d.frame, counted))}
+                     if d.significant and _same_instructions(instructions.get(d.frame))}
         diff_svg = os.path.join(self.workdir, f"diff-{stem}.svg")
         write_text_atomic(diff_svg, flamegraph.differential_svg(
             base_stacks, branch_stacks, comparison.base_ns, comparison.branch_ns,
@@ -312,7 +312,7 @@ class Report:
         grew, shrank = flamegraph.top_changes(deltas, DIFF_ROWS) if changed else ([], [])
         self._differential_entry(comparison)["wall_clock"] = {
             "source": "py-spy", "unit": "ns per call", "listed": changed,
-            "functions": [dict(d.to_dict(), instructions=_rounded(_instructions_for(d.frame, counted)))
+            "functions": [dict(d.to_dict(), instructions=_rounded(instructions.get(d.frame)))
                           for d in grew + shrank]}
         if not changed:
             return lines + ["", f"No function is named: the case itself did not change beyond noise "
@@ -327,40 +327,43 @@ class Report:
                   f"{_signed(comparison.delta_ns)} ns). ± is one error: py-spy's sampling, widened "
                   f"{flamegraph.PROCESS_DISPERSION:g}x for the process-to-process spread of one "
                   "build's profile. With callees: the function's time including what it calls.", ""]
-        if counted is not None:
+        counted = bool(instructions)
+        if counted:
             lines += [f"Instructions: the same function's own change in the Callgrind counts "
                       "(\"-\": not in them; Python code shows there as the interpreter's). A row "
                       f"whose instructions moved by less than {calltree.FUNCTION_FLOOR:g} "
                       "(\"same instructions\") took more or less time doing the same work: one "
                       "process's layout luck on that function, or caches, not more code.", ""]
         rows = [["", "function", "own ns: base", "branch", "delta", "±", "with callees: base", "branch"]
-                + (["instructions"] if counted is not None else [])]
+                + (["instructions"] if counted else [])]
         for tag, group in (("more", grew), ("less", shrank)):
             for d in group:
-                instructions = _instructions_for(d.frame, counted)
-                same = _same_instructions(instructions)
+                change = instructions.get(d.frame)
+                same = _same_instructions(change)
                 rows.append([tag + (", new" if d.new else "") + (", same instructions" if same else ""),
                              f"`{d.frame}`", f"{d.base_self_ns:,.0f}",
                              f"{d.branch_self_ns:,.0f}", _signed(d.delta_ns), f"{d.error_ns:,.0f}",
                              f"{d.base_ns:,.0f}", f"{d.branch_ns:,.0f}"]
-                            + ([_signed(instructions)] if counted is not None else []))
+                            + ([_signed(change)] if counted else []))
         if len(rows) == 1:
             lines.append("No function's own time changed by more than its error allows.")
         else:
             lines += _markdown_table(rows, right_from=2)
         return lines + [""]
 
-    def _counted_own_deltas(self, comparison) -> dict[tuple[str, str], float] | None:
-        """(function, object file) -> own instructions' change per call from the counts'
-        call paths for this case, or None where there are none to set py-spy against."""
+    def _instructions_by_frame(self, comparison, frames: Sequence[str]) -> dict[str, float | None]:
+        """Each py-spy frame -> its function's own instruction change per call in this case's
+        counted call paths (None where they do not name it: Python code, an unresolved `?`, a
+        function only one tool saw); empty where there are no call paths to set py-spy against."""
         from overrides import calltree
 
-        if not self.counts:
-            return None
-        deltas = calltree.own_deltas(self.counts[0], self.counts[1], comparison.case, comparison.op)
+        deltas = (calltree.own_deltas(self.counts[0], self.counts[1], comparison.case, comparison.op)
+                  if self.counts else None)
         if deltas is None:
-            return None
-        return {calltree.function_key(name): delta for name, delta in deltas.items()}
+            return {}
+        by_key = {calltree.function_key(name): delta for name, delta in deltas.items()}
+        keys = {frame: calltree.function_key(frame) for frame in frames}
+        return {frame: None if key[0] == "?" else by_key.get(key) for frame, key in keys.items()}
 
     # -- output ----------------------------------------------------------------------------
 
@@ -492,17 +495,6 @@ def _live_folder(runs: str, role: str, labels: Sequence[str | None]) -> str:
                              record.load_label(runs, name).manifest.get("measured_by") is None):
         name += "-live"
     return name
-
-
-def _instructions_for(frame: str, counted: dict[tuple[str, str], float] | None) -> float | None:
-    """A py-spy frame's own instruction change in the counts, None where they do not name it
-    (Python code; an unresolved `?`; a function only one tool saw)."""
-    from overrides import calltree
-
-    key = calltree.function_key(frame)
-    if counted is None or key[0] == "?":
-        return None
-    return counted.get(key)
 
 
 def _same_instructions(instructions: float | None) -> bool:
