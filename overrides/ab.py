@@ -61,7 +61,7 @@ import subprocess
 import time
 from typing import Callable, Sequence
 
-from overrides import placement, stats
+from overrides import placement, samepath, stats
 from overrides.allocator import MALLOC_ENV
 from overrides.cases import Case
 from overrides.compare import (DECIDED, DEFAULT_THRESHOLD_NS, DEFAULT_THRESHOLD_PCT,
@@ -275,17 +275,18 @@ class WorkerError(Exception):
 class _Worker:
     """The parent's handle on one worker process."""
 
-    def __init__(self, label: str, python: str, env: dict, config: ABConfig):
+    def __init__(self, label: str, where: samepath.Placement, env: dict, config: ABConfig):
         self.label = label
-        self.python = python
-        command = [python, "-m", "overrides.worker"]
+        self.python = where.python
+        command = [where.python, "-m", "overrides.worker"]
         setarch = shutil.which("setarch")
         if config.fix_layout and setarch:
             command = [setarch, platform.machine(), "-R"] + command
         # Run from this checkout (`-m` puts the working directory first on sys.path, and a
         # PyTorch checkout's torch/ must not shadow the build); user cases are found through
-        # USER_DIR_VARIABLE (see _worker_env).
-        self.process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        # USER_DIR_VARIABLE (see _worker_env). Where `where` is fixed, the checkout is seen at
+        # samepath.FIXED_ROOT and the namespace launcher changes into it.
+        self.process = subprocess.Popen(where.wrap(command), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                         stderr=subprocess.PIPE, text=True, bufsize=1, env=env,
                                         cwd=ROOT)
         self.environment: dict = {}
@@ -322,16 +323,17 @@ class _Worker:
             stream.close()
 
 
-def _worker_env(config: ABConfig, pair: int, extra_pad: int, import_path: str | None = None) -> dict:
+def _worker_env(config: ABConfig, pair: int, extra_pad: int, where: samepath.Placement) -> dict:
     """The environment of one worker: the same on both sides of a pair but for `extra_pad`,
     which makes up for a shorter interpreter path so both stacks start at the same place, and
     the side's import path (its view, overrides/placement.py, or else its Build.torch_root),
-    which comes before anything else torch could be imported from."""
+    which comes before anything else torch could be imported from; all as `where` says the
+    worker sees them."""
     env = dict(os.environ)
     env.pop(PAD_VARIABLE, None)
-    with_import_path(env, ROOT, import_path)
+    with_import_path(env, where.tool, where.import_path)
     env["OVERRIDES_WORKER_THREADS"] = str(config.threads)
-    env[USER_DIR_VARIABLE] = os.getcwd()
+    env[USER_DIR_VARIABLE] = where.user_dir
     env.update(MALLOC_ENV)
     if config.fix_layout:
         env["PYTHONHASHSEED"] = str(config.hash_seed_base + pair)
@@ -348,17 +350,20 @@ class _Pair:
         self.index = index
         sides = (("base", base_py), ("branch", branch_py))
         self.order = sides if index % 2 == 0 else sides[::-1]
-        paths = {label: (import_paths or {}).get(label) or "" for label, _ in sides}
+        where = {label: samepath.place(python, (import_paths or {}).get(label), os.getcwd(),
+                                       in_tool=True)
+                 for label, python in sides}
+        self.placements = where
         # argv[0] and the kernel's copy of the path both sit on the new stack; the import path
-        # once, in the environment.
-        longest = max(len(python) for _, python in sides)
-        longest_path = max(len(path) for path in paths.values())
-        self.workers = {label: _Worker(label, python,
+        # once, in the environment (with one fixed path for both sides, these are equal).
+        longest = max(len(w.python) for w in where.values())
+        longest_path = max(len(w.import_path or "") for w in where.values())
+        self.workers = {label: _Worker(label, where[label],
                                        _worker_env(config, index,
-                                                   2 * (longest - len(python))
-                                                   + longest_path - len(paths[label]),
-                                                   paths[label] or None), config)
-                        for label, python in self.order}
+                                                   2 * (longest - len(where[label].python))
+                                                   + longest_path - len(where[label].import_path or ""),
+                                                   where[label]), config)
+                        for label, _ in self.order}
         self.prepared: dict[str, dict] = {}
 
     def in_order(self) -> list[_Worker]:
@@ -503,7 +508,7 @@ def _check_views(pair: _Pair, views: placement.Views) -> None:
         return
     for label, worker in pair.workers.items():
         torch_path = worker.environment.get("torch_path", "")
-        if not torch_path.startswith(views.paths[label] + os.sep):
+        if not torch_path.startswith(pair.placements[label].import_path + os.sep):
             views.failed(f"the {label} worker imported torch from {torch_path}, not from its view")
             return
     names = {os.path.basename(rel) for rel in views.plan.shared}
@@ -638,6 +643,9 @@ def run_ab(
     # Where each side imports torch from first: its view, or without views its kept copy.
     import_paths = {"base": views.paths["base"] or base.torch_root,
                     "branch": views.paths["branch"] or branch.torch_root}
+    same_path = samepath.record(samepath.place(python, import_paths[side], os.getcwd(), in_tool=True)
+                                for side, python in (("base", base_py), ("branch", branch_py)))
+    say(f"start-up paths: {same_path['summary']}")
     of = f"/{config.pairs}" if config.pairs is not None else f" (until decided, up to {config.max_seconds:.0f} s)"
     counted: _Counted | None = None
     try:  # the views live until the pairs are done
@@ -682,14 +690,14 @@ def run_ab(
                 if pair is not None:
                     pair.close()
         return _finish(base, branch, pooled, config, views, pairs_done, stopped, interrupted,
-                       started, counted)
+                       started, counted, same_path)
     finally:
         views.close()
 
 
 def _finish(base: Interpreter, branch: Interpreter, pooled: _Pooled, config: ABConfig,
             views: placement.Views, pairs_done: int, stopped: str, interrupted: bool,
-            started: float, counted: "_Counted | None") -> ABResult:
+            started: float, counted: "_Counted | None", same_path: dict) -> ABResult:
     """The timed pairs' results, judged with the instruction counts where they were counted."""
     settings = {"mode": "paired A/B", "pairs": pairs_done, "pairs_asked": config.pairs,
                 "max_seconds": config.max_seconds if config.pairs is None else None,
@@ -698,7 +706,7 @@ def _finish(base: Interpreter, branch: Interpreter, pooled: _Pooled, config: ABC
                 "fix_layout": config.fix_layout, "hash_seed_base": config.hash_seed_base,
                 "threshold_ns": config.threshold_ns, "threshold_pct": config.threshold_pct,
                 "no_change_confidence": NO_CHANGE_CONFIDENCE,
-                "calls_per_sample": pooled.calls, "placement": views.record(),
+                "calls_per_sample": pooled.calls, "placement": views.record(), "same_path": same_path,
                 "torch_roots": {"base": base.torch_root, "branch": branch.torch_root},
                 "estimator": "mean over pairs of the median log ratio of neighbouring samples"}
     runs = {}

@@ -57,7 +57,7 @@ import tempfile
 import time
 from typing import Callable, Sequence
 
-from overrides import stats
+from overrides import samepath, stats
 from overrides.allocator import MALLOC_ENV
 from overrides.errors import UsageError
 
@@ -326,11 +326,12 @@ def split_chain(name: str) -> list[str]:
 # ---------------------------------------------------------------------------------------------
 # Running it
 
-def _environment(seed: int, pad: int, user_dir: str | None, import_path: str | None = None) -> dict:
+def _environment(seed: int, pad: int, where: samepath.Placement) -> dict:
     """The whole environment of the valgrind process: fixed content, fixed order. The user's
     directory is passed only when a user case needs it (it would move the layout otherwise).
-    `import_path` (a side's view or kept copy of torch) comes first after this checkout; the
-    caller's own PYTHONPATH follows (a develop build is often found only through it)."""
+    The side's import path (its view or kept copy of torch) comes first after this checkout,
+    both as `where` says the process sees them; the caller's own PYTHONPATH follows (a develop
+    build is often found only through it)."""
     own = [path for path in os.environ.get("PYTHONPATH", "").split(os.pathsep)
            if path and os.path.realpath(path) != os.path.realpath(ROOT)]
     env = {
@@ -338,7 +339,8 @@ def _environment(seed: int, pad: int, user_dir: str | None, import_path: str | N
         "HOME": os.environ.get("HOME", "/"),
         "LC_ALL": "C.UTF-8",
         "PYTHONHASHSEED": str(seed),
-        "PYTHONPATH": os.pathsep.join([ROOT] + ([import_path] if import_path else []) + own),
+        "PYTHONPATH": os.pathsep.join([where.tool] + ([where.import_path] if where.import_path else [])
+                                      + own),
         "PYTHONDONTWRITEBYTECODE": "1",  # no __pycache__ appearing between two runs
         # numpy's OpenBLAS starts an idle worker thread at import; with it, two runs of one layout
         # side by side differed by up to 85 instructions a call (callgrind counts every thread).
@@ -346,10 +348,10 @@ def _environment(seed: int, pad: int, user_dir: str | None, import_path: str | N
         **MALLOC_ENV,
         PAD_VARIABLE: "p" * pad,
     }
-    if user_dir:
+    if where.user_dir:
         from overrides.usercases import USER_DIR_VARIABLE  # torch is imported by now
 
-        env[USER_DIR_VARIABLE] = user_dir
+        env[USER_DIR_VARIABLE] = where.user_dir
     return env
 
 
@@ -368,6 +370,7 @@ class _Launch:
     process: subprocess.Popen
     out_dir: str
     started: float
+    where: samepath.Placement
 
     def close(self) -> None:
         if self.process.poll() is None:
@@ -387,15 +390,17 @@ def _launch(python: str, seed: int, pad: int, user_dir: str | None, spec: str,
             tree: bool = False, import_path: str | None = None) -> _Launch:
     valgrind, _ = find_valgrind()
     out_dir = tempfile.mkdtemp(prefix="overrides-callgrind-")
+    where = samepath.place(python, import_path, user_dir)
     contexts = [f"--separate-callers={CONTEXT_DEPTH}"] if tree else []
     command = [valgrind, "--tool=callgrind", "--instr-atstart=no", "--collect-atstart=no",
                "--compress-strings=no", "--compress-pos=no", "-q", *contexts,
-               f"--callgrind-out-file={out_dir}/callgrind.out.%p", python, "-c", _WORKER_CODE, spec]
-    process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+               f"--callgrind-out-file={out_dir}/callgrind.out.%p", where.python, "-c", _WORKER_CODE,
+               spec]
+    process = subprocess.Popen(where.wrap(command), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, text=True, cwd=_fixed_cwd(),
-                               env=_environment(seed, pad, user_dir, import_path))
+                               env=_environment(seed, pad, where))
     return _Launch((python, seed, pad, user_dir, spec, tree, import_path), process, out_dir,
-                   time.monotonic())
+                   time.monotonic(), where)
 
 
 # Workers started ahead by head_start(), taken by count_once() when the key matches exactly. The
@@ -514,8 +519,10 @@ def count_once(python: str, targets: Sequence[tuple[str, str]], seed: int, *, pa
     settings = {"seed": seed, "repeats": repeats, "calls_per_repeat": calls, "call_paths": tree,
                 "statistic": "minimum of repeats 2..n, loop and toggles removed",
                 "valgrind": valgrind_version(valgrind), "python": python,
-                "environment": sorted(_environment(seed, pad, user_dir, import_path)),
+                "environment": sorted(_environment(seed, pad, launch.where)),
                 "import_path": import_path,
+                "same_path": launch.where.fixed,
+                "same_path_reason": launch.where.reason or None,
                 "malloc_top_pad": MALLOC_ENV.get("MALLOC_TOP_PAD_")}
     return CountRun(seed, tuple(results), settings, time.monotonic() - started)
 
@@ -561,9 +568,10 @@ def count_builds(pythons: Sequence[str], targets: Sequence[tuple[str, str]],
 def pads_for(pythons: Sequence[str], import_paths: Sequence[str | None] | None = None) -> list[int]:
     """Environment padding per build so that every argument list and environment together are
     as long as the longest (the interpreter's path is in the arguments, the import path in the
-    environment)."""
-    paths = [p or "" for p in (import_paths or [None] * len(pythons))]
-    sizes = [len(python) + len(path) for python, path in zip(pythons, paths)]
+    environment), measured as each process sees them (samepath: often the same already)."""
+    paths = list(import_paths or [None] * len(pythons))
+    placed = [samepath.place(python, path) for python, path in zip(pythons, paths)]
+    sizes = [len(where.python) + len(where.import_path or "") for where in placed]
     return [max(sizes) - size for size in sizes]
 
 
@@ -648,10 +656,14 @@ def compare_counts(base_runs: Sequence[CountRun], branch_runs: Sequence[CountRun
     """Per (case, op): mean delta over seeds present on both sides, its interval, a verdict.
 
     Several seeds: a t-interval over the matched per-seed deltas. One seed: no spread to take an
-    interval from, so the change must also exceed SINGLE_LAYOUT_ALLOWANCE_PCT of the count."""
+    interval from, so the change must also exceed SINGLE_LAYOUT_ALLOWANCE_PCT of the count.
+    Runs that started from different paths (no private namespace: overrides/samepath.py) carry
+    an offset no interval sees, so the threshold is at least PATH_ALLOWANCE_INSTRUCTIONS then."""
     from overrides.compare import NO_CHANGE_CONFIDENCE, judge
 
     branch_by_seed = {run.seed: run for run in branch_runs}
+    if samepath.paths_differ([run.settings for run in (*base_runs, *branch_runs)]):
+        threshold = max(threshold, samepath.PATH_ALLOWANCE_INSTRUCTIONS)
     deltas: dict[tuple[str, str], list[tuple[float, float]]] = {}
     for run in base_runs:
         other = branch_by_seed.get(run.seed)

@@ -25,6 +25,12 @@ Verdict rules, with threshold T = max(threshold_ns, threshold_pct% of base):
   instructions): fewer instructions that cost more cycles (memory, atomics, branches), or the
   reverse; a reviewer must look, but neither view alone is the verdict;
 - where the counts are `inconclusive` (their seeds' layouts spread too far), the clock's verdict;
+- a regression or improvement whose clock change is more than UNEXPLAINED_FACTOR times what the
+  instruction change costs at the case's own nanoseconds per instruction keeps its verdict and is
+  named (`clock_unexplained`): the same work got faster or slower (memory, caches, atomics or
+  threads), not only the code. torch 2.12.1 -> 2.14.1 read SubTensor -544 ns on the clock with
+  -162 instructions (~-19 ns at 0.12 ns an instruction): the verdict "improvement" is right, and
+  the instructions account for a thirtieth of it;
 - `inconclusive`: anything else (the data cannot carry a claim either way), and, unpaired,
   whenever one side's run was contended (`stats.contended`: busy for most of the run).
 """
@@ -56,6 +62,10 @@ DEFAULT_THRESHOLD_PCT = 0.75
 # with other work on the machine differed by 5.8%. 3% per side keeps unpaired verdicts honest.
 UNPAIRED_PROCESS_CV = 0.03
 _BOOTSTRAP_RESAMPLES = 400  # enough for a 95% interval of a quantile difference
+# A clock change beyond this many times what its instruction change costs (at the case's own ns
+# per instruction) is more than the code: a cycle per instruction that moved by a third would
+# already be a different machine. Only a change whose whole 95% interval lies beyond it is named.
+UNEXPLAINED_FACTOR = 3.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -74,6 +84,7 @@ class Comparison:
     branch_instructions: float | None = None
     instructions_ci95: tuple[float, float] | None = None
     wall_verdict: str | None = None
+    counts_verdict: str | None = None  # the counts' own verdict; "inconclusive": the clock judged
 
     @property
     def delta_pct(self) -> float:
@@ -101,8 +112,45 @@ class Comparison:
             out["instructions_ci95"] = (None if self.instructions_ci95 is None
                                         else [r(v) for v in self.instructions_ci95])
             out["wall_verdict"] = self.wall_verdict
-            out["judged_on"] = "instructions"
+            out["counts_verdict"] = self.counts_verdict
+            out["judged_on"] = self.judged_on
+            out["instructions_as_ns"] = r(self.instructions_as_ns)
+            out["clock_unexplained"] = self.clock_unexplained
         return out
+
+    @property
+    def judged_on(self) -> str:
+        """"instructions" when the counts decided the verdict, "clock" when they could not."""
+        return "clock" if self.counts_verdict == "inconclusive" else "instructions"
+
+    @property
+    def instructions_as_ns(self) -> float | None:
+        """What the instruction change would cost at this case's own ns per instruction."""
+        delta = self.delta_instructions
+        if delta is None or not self.base_instructions or not math.isfinite(self.base_ns):
+            return None
+        return delta * self.base_ns / self.base_instructions
+
+    @property
+    def clock_unexplained(self) -> bool:
+        """A regression or improvement on the clock and the counts alike whose clock 95%
+        interval lies wholly beyond UNEXPLAINED_FACTOR times what the instruction change costs
+        (counts that could not decide give no size to set it against)."""
+        expected = self.instructions_as_ns
+        if (expected is None or self.ci95_ns is None or self.verdict not in ("regression", "improvement")
+                or self.wall_verdict != self.verdict or self.counts_verdict != self.verdict):
+            return False
+        sign = 1.0 if self.delta_ns > 0 else -1.0
+        nearest = min(sign * self.ci95_ns[0], sign * self.ci95_ns[1])
+        return nearest > max(UNEXPLAINED_FACTOR * sign * expected, 0.0)
+
+    @property
+    def clock_to_instructions(self) -> float | None:
+        """The clock's change over what the instructions account for (inf when they are 0)."""
+        expected = self.instructions_as_ns
+        if expected is None or not math.isfinite(self.delta_ns):
+            return None
+        return abs(self.delta_ns) / abs(expected) if expected else math.inf
 
     @property
     def delta_instructions(self) -> float | None:
@@ -128,7 +176,7 @@ def with_counts(comparisons, count_comparisons, sure_clock: dict | None = None) 
             continue
         out.append(dataclasses.replace(
             c, base_instructions=counted.base, branch_instructions=counted.branch,
-            instructions_ci95=counted.ci95, wall_verdict=c.verdict,
+            instructions_ci95=counted.ci95, wall_verdict=c.verdict, counts_verdict=counted.verdict,
             verdict=clock_and_counts(c.verdict, counted.verdict, (sure_clock or {}).get((c.case, c.op)))))
     return out
 

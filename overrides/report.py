@@ -355,11 +355,33 @@ def _comparison_rows(comparisons, multi_op: bool) -> list[list[str]]:
                 _interval(c.ci95_ns)]
         if counted:
             rows.append(wall + [c.wall_verdict or c.verdict, fmt_ns(c.delta_instructions, True),
-                                _interval(c.instructions_ci95), c.verdict])
+                                _interval(c.instructions_ci95), verdict_cell(c)])
         else:
             pct = "-" if not math.isfinite(c.delta_pct) else f"{c.delta_pct:+.2f}%"
             rows.append(wall + [pct, c.verdict])
     return rows
+
+
+def verdict_cell(c) -> str:
+    """The verdict, with what it rests on when that is not the counts alone: `clock 29x` when
+    the clock moved far more than its instructions explain, `(clock)` when the counts could not
+    decide and the clock's verdict stands."""
+    if c.clock_unexplained:
+        ratio = c.clock_to_instructions
+        return f"{c.verdict}, clock {ratio:.0f}x" if math.isfinite(ratio) else f"{c.verdict}, clock only"
+    if c.counts_verdict == "inconclusive":
+        return f"{c.verdict} (clock)"
+    return c.verdict
+
+
+def unexplained_note(c) -> str:
+    """A sentence for a reviewer on a clock change the instructions cannot account for."""
+    return (f"{c.case}: the clock moved {fmt_ns(c.delta_ns, True)} ns ({c.delta_pct:+.1f}%), "
+            f"{c.clock_to_instructions:.0f}x what its {fmt_ns(c.delta_instructions, True)} "
+            f"instructions cost at this case's {c.base_ns / c.base_instructions:.3f} ns an instruction "
+            f"({fmt_ns(c.instructions_as_ns, True)} ns): the same work got "
+            f"{'faster' if c.delta_ns < 0 else 'slower'}: memory, caches, atomics or threads, not "
+            "only the code. The verdict stands; its size is the machine's as much as the code's.")
 
 
 def comparison_notes(comparisons, settings: dict) -> list[str]:
@@ -388,6 +410,11 @@ def comparison_notes(comparisons, settings: dict) -> list[str]:
         notes.append("clock only: the wall clock moved past the threshold but the instruction counts "
                      "rule out a change: the same instructions ran slower or faster, which is where "
                      "the code sits in memory (layout, cache placement), not what it does.")
+    for c in comparisons:
+        if c.clock_unexplained:
+            notes.append(unexplained_note(c))
+    if settings.get("same_path"):
+        notes.append(f"start-up paths: {settings['same_path']['summary']}.")
     if settings.get("instructions_skipped"):
         notes.append(f"instruction counts skipped: {settings['instructions_skipped']}; the verdicts "
                      "are the wall clock's alone.")
@@ -396,6 +423,10 @@ def comparison_notes(comparisons, settings: dict) -> list[str]:
         seeds_added = counts.get("seeds_added") or []
         added = (f" (the last {len(seeds_added)} only for the cases the first ones left undecided)"
                  if seeds_added else "")
+        by_clock = [c.case for c in comparisons if c.counts_verdict == "inconclusive"]
+        if by_clock:
+            notes.append(f"(clock): the counts could not decide {', '.join(by_clock)} (their seeds "
+                         "spread too far), so the clock's verdict stands there.")
         notes.append(
             f"verdict: judged on instruction counts per call (Callgrind, hash seeds "
             f"{', '.join(map(str, counts.get('seeds', [])))}{added}, base and branch matched per "

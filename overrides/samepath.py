@@ -1,0 +1,158 @@
+"""Every side starts from one path: a build's processes see their folders at fixed places.
+
+Why it exists. Instruction counts (and, less visibly, the clock) depend on the history of
+allocations before the measured loop, and that history depends on every path string the process
+builds while it starts: `sys.executable`, `sys.prefix`, site-packages, every module's `__file__`,
+the checkout on `sys.path`. Two virtualenvs of one wheel whose paths differed in length and name
+(`/tmp/x/main`, `/tmp/x/fix-subclass-dispatch-env`) counted SubWithTorchFunction +43..+102
+instructions a call apart over six seeds (five positive), a `cp -a` copy at a longer path -161
+[-267..-56] on SubTensor through `--compare`: an offset that belongs to the pair of
+environments, which no interval over seeds carries, on code that is byte for byte the same.
+
+So each counting process (and each timing worker of a comparison) runs in a private mount
+namespace of its own (`samepath_enter.py`: user + mount namespaces, which unprivileged users
+have on most Linux systems; root needs only the mount namespace) where a small tmpfs at
+FIXED_ROOT holds, as bind mounts:
+- `env`: the interpreter's prefix (a virtualenv's folder, or an installation's), so the
+  interpreter runs as `FIXED_ROOT/env/bin/python` whichever side it is;
+- `view`: the folder torch is imported from first (the side's placement view, or a kept copy);
+- `tool`: this checkout, put first on `PYTHONPATH`;
+- `user`: the working directory, for `pkg.module:factory` cases.
+Nothing is mounted outside the namespace and nothing is left behind; the kernel removes the
+mounts when the process ends.
+
+Where it cannot be done (not Linux, namespaces refused, an interpreter outside its prefix), a
+`Placement` says so and why, each side keeps its own paths, and the counts' comparison widens
+its threshold by PATH_ALLOWANCE_INSTRUCTIONS (the offset measured between environments whose
+paths differ) instead of claiming exactness.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import json
+import os
+import subprocess
+import sys
+
+FIXED_ROOT = "/tmp/overrides-same-path"
+ENTER_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "samepath_enter.py")
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# What a comparison between environments whose paths differ must allow its counts: the largest
+# per-seed A/A offset measured without the fixed path (two venvs of one wheel, a `cp -a` copy at
+# a longer path; SubWithTorchFunction's mean +60, single seeds up to +120, see the module doc).
+PATH_ALLOWANCE_INSTRUCTIONS = 150.0
+PROBE_TIMEOUT_S = 60
+# `OVERRIDES_SAME_PATH=off` starts every side from its own paths, as before this module: for the
+# validation benchmarks that measure what the fixed path buys (benchmarks/samepath_validation.py).
+SWITCH_VARIABLE = "OVERRIDES_SAME_PATH"
+_PREFIX_PROBE = "import json, sys; print(json.dumps([sys.prefix, sys.executable]))"
+
+
+@dataclasses.dataclass(frozen=True)
+class Placement:
+    """How one process of a side is started: its command prefix and the paths it sees."""
+
+    python: str  # the interpreter as the process sees it
+    import_path: str | None  # the folder torch is imported from first, as the process sees it
+    tool: str  # this checkout, as the process sees it
+    user_dir: str | None
+    prefix: tuple[str, ...] = ()  # put before the command: the namespace launcher
+    fixed: bool = False  # True: every path above is one of FIXED_ROOT's, the same for every build
+    reason: str = ""  # why not fixed
+
+    def wrap(self, command: list[str]) -> list[str]:
+        return [*self.prefix, *command]
+
+
+@functools.lru_cache(maxsize=None)
+def interpreter_prefix(python: str) -> str | None:
+    """`sys.prefix` of the interpreter, asked once per interpreter."""
+    try:
+        out = subprocess.run([python, "-I", "-c", _PREFIX_PROBE], capture_output=True, text=True,
+                             timeout=PROBE_TIMEOUT_S, check=True).stdout
+        return json.loads(out.strip().splitlines()[-1])[0]
+    except (OSError, subprocess.SubprocessError, ValueError, IndexError):
+        return None
+
+
+@functools.lru_cache(maxsize=None)
+def unavailable_reason() -> str:
+    """'' when a private mount namespace can be entered here, else why not (tried once)."""
+    if not sys.platform.startswith("linux"):
+        return "private mount namespaces are Linux only"
+    try:
+        os.makedirs(FIXED_ROOT, exist_ok=True)
+    except OSError as error:
+        return f"cannot create {FIXED_ROOT} ({error.strerror})"
+    try:
+        trial = subprocess.run(_launcher({"root": FIXED_ROOT, "binds": [[ROOT, "tool"]]})
+                               + ["/bin/sh", "-c", f"test -d {FIXED_ROOT}/tool/overrides"],
+                               capture_output=True, text=True, timeout=PROBE_TIMEOUT_S)
+    except (OSError, subprocess.SubprocessError) as error:
+        return f"the namespace launcher did not run ({error})"
+    if trial.returncode != 0:
+        said = (trial.stderr.strip().splitlines() or ["no message"])[-1]
+        return f"no private mount namespace here ({said})"
+    return ""
+
+
+def _launcher(spec: dict) -> list[str]:
+    # The parent's own interpreter runs the launcher, isolated from the side's variables.
+    return [sys.executable, "-I", ENTER_SCRIPT, json.dumps(spec)]
+
+
+def place(python: str, import_path: str | None = None, user_dir: str | None = None,
+          enabled: bool = True, in_tool: bool = False) -> Placement:
+    """Where a process of the interpreter `python`, importing torch first from `import_path`,
+    should see its folders: at FIXED_ROOT when a namespace can be had, else where they are.
+    `in_tool`: the process starts in this checkout (`FIXED_ROOT/tool` when fixed), not in the
+    working directory its caller gives it."""
+    own = Placement(python, import_path, ROOT, user_dir)
+    if not enabled or os.environ.get(SWITCH_VARIABLE) == "off":
+        return dataclasses.replace(own, reason="switched off")
+    why = unavailable_reason()
+    if why:
+        return dataclasses.replace(own, reason=why)
+    prefix = interpreter_prefix(python)
+    if not prefix:
+        return dataclasses.replace(own, reason=f"{python} did not report its prefix")
+    rel = os.path.relpath(python, prefix)
+    if rel.startswith(os.pardir):
+        return dataclasses.replace(own, reason=f"{python} lies outside its prefix {prefix}")
+    binds = [[prefix, "env"], [ROOT, "tool"]]
+    if import_path:
+        binds.append([import_path, "view"])
+    if user_dir:
+        binds.append([user_dir, "user"])
+    tool = os.path.join(FIXED_ROOT, "tool")
+    spec = {"root": FIXED_ROOT, "binds": binds, "cwd": tool if in_tool else None}
+    return Placement(os.path.join(FIXED_ROOT, "env", rel),
+                     os.path.join(FIXED_ROOT, "view") if import_path else None, tool,
+                     os.path.join(FIXED_ROOT, "user") if user_dir else None,
+                     tuple(_launcher(spec)), fixed=True)
+
+
+def record(placements) -> dict:
+    """What a comparison's settings say about its sides' start-up paths, with one line for
+    people (`summary`)."""
+    placements = list(placements)
+    fixed = bool(placements) and all(p.fixed for p in placements)
+    reasons = sorted({p.reason for p in placements if not p.fixed})
+    if fixed:
+        summary = f"every side ran from one path ({FIXED_ROOT}, in a private mount namespace of its own)"
+    else:
+        summary = (f"the sides started from their own paths ({'; '.join(reasons)}), so counts "
+                   f"between environments may differ by up to ~{PATH_ALLOWANCE_INSTRUCTIONS:.0f} "
+                   "instructions a call with nothing changed; the counts' threshold allows for it")
+    return {"fixed": fixed, "root": FIXED_ROOT if fixed else None,
+            "reason": "; ".join(reasons) or None, "summary": summary}
+
+
+def paths_differ(settings: list[dict]) -> bool:
+    """Whether counting runs (their settings) started from different paths: some run not from
+    the fixed path, and the interpreters or import paths not all alike."""
+    if all(one.get("same_path") for one in settings):
+        return False
+    return len({(one.get("python"), one.get("import_path")) for one in settings}) > 1

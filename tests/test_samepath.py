@@ -1,0 +1,116 @@
+"""Both sides start from one path: processes of two environments at different paths see the same
+interpreter, prefix and checkout paths, and get their environment block byte for byte."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from conftest import ROOT
+from overrides import callgrind, samepath
+from overrides.compare import Comparison
+
+_SHOW = ("import json, os, sys; print(json.dumps({'executable': sys.executable, 'prefix': sys.prefix, "
+         "'path': sys.path, 'cwd': os.getcwd(), 'environ': open('/proc/self/environ', 'rb').read().hex()}))")
+
+needs_namespaces = pytest.mark.skipif(bool(samepath.unavailable_reason()),
+                                      reason=f"no private mount namespace: {samepath.unavailable_reason()}")
+
+
+@pytest.fixture(scope="module")
+def two_envs(tmp_path_factory):
+    """Two bare virtualenvs of this interpreter, at paths of different lengths and names."""
+    top = tmp_path_factory.mktemp("envs")
+    made = []
+    for name in ("main", "fix-subclass-dispatch-env"):
+        folder = top / name
+        subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(folder)], check=True, timeout=120)
+        made.append(str(folder / "bin" / "python"))
+    return made
+
+
+def _show(where: samepath.Placement, env: dict) -> dict:
+    out = subprocess.run(where.wrap([where.python, "-c", _SHOW]), capture_output=True, text=True,
+                         env=env, timeout=120, cwd=ROOT)
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout)
+
+
+@needs_namespaces
+def test_two_environments_at_different_paths_see_one_path(two_envs, tmp_path):
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": "x", "LANG": "C"}  # C: the launcher must not coerce it
+    seen = []
+    for python in two_envs:
+        where = samepath.place(python, str(tmp_path), in_tool=True)
+        assert where.fixed, where.reason
+        seen.append(_show(where, env))
+    assert seen[0] == seen[1]
+    assert seen[0]["executable"] == os.path.join(samepath.FIXED_ROOT, "env", "bin", "python")
+    assert seen[0]["prefix"] == os.path.join(samepath.FIXED_ROOT, "env")
+    assert seen[0]["cwd"] == os.path.join(samepath.FIXED_ROOT, "tool")
+    # The environment block arrives exactly as given: nothing added by the launcher.
+    given = b"".join(f"{k}={v}".encode() + b"\0" for k, v in env.items())
+    assert bytes.fromhex(seen[0]["environ"]) == given
+
+
+@needs_namespaces
+def test_the_mounts_stay_inside_the_process(two_envs):
+    where = samepath.place(two_envs[0])
+    subprocess.run(where.wrap([where.python, "-c", "pass"]), check=True, timeout=120)
+    assert not os.path.exists(os.path.join(samepath.FIXED_ROOT, "env", "bin"))
+
+
+def test_switched_off_each_side_keeps_its_own_path_and_says_what_it_costs(two_envs, monkeypatch):
+    monkeypatch.setenv(samepath.SWITCH_VARIABLE, "off")
+    placed = [samepath.place(python) for python in two_envs]
+    assert [p.python for p in placed] == two_envs and not any(p.fixed for p in placed)
+    said = samepath.record(placed)
+    assert not said["fixed"] and "switched off" in said["summary"]
+    assert f"{samepath.PATH_ALLOWANCE_INSTRUCTIONS:.0f} instructions" in said["summary"]
+
+
+def _runs(python: str, per_call: list[float], same_path: bool) -> list[callgrind.CountRun]:
+    return [callgrind.CountRun(seed, (callgrind.CaseCounts("SubTensor", "torch.add", value, (value,) * 3, {}),),
+                               {"python": python, "import_path": None, "same_path": same_path}, 1.0)
+            for seed, value in enumerate(per_call)]
+
+
+def test_counts_from_different_paths_get_the_path_allowance():
+    base = _runs("/a/bin/python", [40_000, 40_010, 40_005], same_path=False)
+    branch = _runs("/longer/bin/python", [40_110, 40_115, 40_112], same_path=False)  # +107
+    assert callgrind.compare_counts(base, branch)[0].verdict == "no change"
+    fixed = callgrind.compare_counts(_runs("/f/bin/python", [40_000, 40_010, 40_005], True),
+                                     _runs("/f/bin/python", [40_110, 40_115, 40_112], True))
+    assert fixed[0].verdict == "regression"
+    # One environment on both sides needs no allowance, fixed path or not.
+    same = callgrind.compare_counts(_runs("/a/bin/python", [40_000, 40_010, 40_005], False),
+                                    _runs("/a/bin/python", [40_110, 40_115, 40_112], False))
+    assert same[0].verdict == "regression"
+
+
+def test_a_clock_change_the_instructions_cannot_explain_is_named():
+    from overrides import report
+
+    # torch 2.12.1 -> 2.14.1 on SubTensor: -544 ns on the clock, -162 instructions.
+    c = Comparison("SubTensor", "torch.add", 5_400.0, 4_856.0, -544.0, (-595.0, -492.0), "improvement",
+                   True, base_instructions=45_000.0, branch_instructions=44_838.0,
+                   instructions_ci95=(-200.0, -120.0), wall_verdict="improvement", counts_verdict="improvement")
+    assert c.clock_unexplained and round(c.clock_to_instructions) == 28
+    assert report.verdict_cell(c) == "improvement, clock 28x"
+    note = report.unexplained_note(c)
+    assert "same work got faster" in note and "SubTensor" in note
+    assert c.to_dict()["clock_unexplained"] is True
+    # A clock change the instructions do account for is not named.
+    explained = Comparison("SubTensor", "torch.add", 5_400.0, 5_500.0, 100.0, (80.0, 120.0), "regression",
+                           True, base_instructions=45_000.0, branch_instructions=45_800.0,
+                           instructions_ci95=(700.0, 900.0), wall_verdict="regression", counts_verdict="regression")
+    assert not explained.clock_unexplained and report.verdict_cell(explained) == "regression"
+    # Counts that could not decide: the verdict is the clock's, and says so.
+    undecided = Comparison("SubTensor", "torch.add", 5_400.0, 5_500.0, 100.0, (80.0, 120.0), "regression",
+                           True, base_instructions=45_000.0, branch_instructions=45_100.0,
+                           instructions_ci95=(-300.0, 500.0), wall_verdict="regression",
+                           counts_verdict="inconclusive")
+    assert report.verdict_cell(undecided) == "regression (clock)"
+    assert undecided.to_dict()["judged_on"] == "clock"
