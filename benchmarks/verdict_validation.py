@@ -5,6 +5,8 @@ The kinds (built under --setup DIR from the torch version this interpreter has, 
 - `aa-same`: the same virtualenv on both sides;
 - `aa-venvs`: two virtualenvs, each with its own install of the same torch wheel;
 - `aa-copy`: a virtualenv against its `cp -a` copy (byte-identical files, other pages);
+- `NAME=BASE,kept:ENV` (with --kind): ENV's interpreter importing a record.sh-style kept copy of
+  its torch (made once beside ENV), as report.sh runs a recorded label;
 - `bare`: the first virtualenv against a shim environment sharing its packages whose start-up
   hook wraps `torch.Tensor.__torch_function__` in a Python function that only calls the
   original (overrides/shimenv.py): a real ~1-1.5% cost on the subclass cases, none elsewhere.
@@ -73,6 +75,39 @@ def setup(folder: str) -> dict[str, tuple[str, str]]:
             "bare": (env_a, bare)}
 
 
+def _side(spec: str) -> "str | ab.Build":
+    """`kept:ENV`: ENV's interpreter with a record.sh-style kept copy of its torch (made once,
+    beside ENV, by overrides/keep.py), as report.sh runs a recorded label; else the spec itself."""
+    if not spec.startswith("kept:"):
+        return spec
+    from overrides import keep
+
+    env = spec[len("kept:"):]
+    interpreter = ab.probe_interpreter(env)
+    label_dir = env.rstrip("/") + "-label"
+    root = os.path.join(label_dir, keep.KEPT_DIR)
+    if not os.path.isdir(os.path.join(root, "torch")):
+        say(f"keeping a copy of {interpreter.torch_dir} in {label_dir}")
+        keep.keep(interpreter.torch_dir, label_dir)
+    return ab.Build(interpreter.executable, root)
+
+
+def _seed_deltas(outcome) -> dict:
+    """Per case, branch minus base instructions per call on every seed counted on both sides."""
+    if not outcome.base_run.instructions or not outcome.branch_run.instructions:
+        return {}
+    sides = [callgrind.from_dict(run.instructions) for run in (outcome.base_run, outcome.branch_run)]
+    branch_by_seed = {run.seed: run for run in sides[1]}
+    out: dict[str, list] = {}
+    for run in sides[0]:
+        other = branch_by_seed.get(run.seed)
+        for counted in run.cases:
+            mate = other.get(counted.case, counted.op) if other else None
+            if mate is not None and counted.error is None and mate.error is None:
+                out.setdefault(counted.case, []).append(round(mate.per_call - counted.per_call, 1))
+    return out
+
+
 def measure(kinds: dict[str, tuple[str, str]], n: int, log: str, config: ab.ABConfig) -> None:
     for round_ in range(n):
         for kind, (base, branch) in kinds.items():
@@ -80,12 +115,14 @@ def measure(kinds: dict[str, tuple[str, str]], n: int, log: str, config: ab.ABCo
             started = time.monotonic()
             if config.instruction_seeds:  # as bench.py --compare: each comparison its own seeds
                 config = dataclasses.replace(config, instruction_seeds=callgrind.fresh_seeds())
-            outcome = ab.run_ab(base, branch, cases.SEED_CASES, [DEFAULT_OP], config)
+            outcome = ab.run_ab(_side(base), _side(branch), cases.SEED_CASES, [DEFAULT_OP], config)
             entry = {"kind": kind, "wall_s": time.monotonic() - started,
                      "counted": "instructions" in outcome.settings,
                      "pairs": outcome.settings["pairs"], "stopped": outcome.settings["stopped"],
                      "placement_matched": outcome.settings["placement"].get("matched"),
                      "seeds": outcome.settings.get("instructions", {}).get("seeds", []),
+                     "seed_deltas": _seed_deltas(outcome),
+                     "same_path": (outcome.settings.get("same_path") or {}).get("fixed"),
                      "comparisons": [c.to_dict() for c in outcome.comparisons]}
             with open(log, "a", encoding="utf-8") as out:
                 out.write(json.dumps(entry) + "\n")
@@ -114,6 +151,12 @@ def summarise(log: str) -> None:
             others = [m for m in moves if m != 0]
             print(f"  counts: +0 instructions on {len(moves) - len(others)}/{len(moves)} cases" +
                   (f", the rest {min(others):+.0f}..{max(others):+.0f}" if others else ""))
+        per_seed = [abs(d) for r in runs for deltas in (r.get("seed_deltas") or {}).values() for d in deltas]
+        if per_seed:
+            within = sum(d <= 2 for d in per_seed)
+            print(f"  per-seed count deltas: {within}/{len(per_seed)} within +-2 instructions, largest "
+                  f"{max(per_seed):.1f}; started from one path in "
+                  f"{sum(bool(r.get('same_path')) for r in runs)}/{len(runs)}")
         print(f"  {'case':<22}{'verdicts':<52}{'CI holds 0':>11}{'delta med':>11}{'CI width med':>14}")
         for case in cases.SEED_CASES:
             rows = [c for r in runs for c in r["comparisons"] if c["case"] == case.name]

@@ -375,12 +375,16 @@ class Report:
                                 + (f" / {_signed(c.delta_instructions)} instructions"
                                    if c.delta_instructions is not None else "") for c in regressed)
                     if regressed else "**No regression.**")
-        split = [c for c in comparisons if c.verdict in ("disagree", "clock only")]
+        split = [c for c in comparisons if c.verdict in ("disagree", "clock only") or c.clock_unexplained]
         if split:
             headline += ("\n\n**Clock and counts tell different stories** (see the notes under the "
                          "table): " + ", ".join(f"{c.case} {_signed(c.delta_ns)} ns / "
-                                                f"{_signed(c.delta_instructions)} instructions ({c.verdict})"
-                                                for c in split))
+                                                f"{_signed(c.delta_instructions)} instructions "
+                                                f"({report.verdict_cell(c)})" for c in split))
+            if any(c.clock_unexplained for c in split):
+                headline += (". Where the clock moved far more than the instructions cost, the same "
+                             "work got faster or slower (memory, caches, atomics or threads), not "
+                             "only the code.")
         parts = ["# `__torch_function__` overhead: base vs branch", "", headline, "",
                  "## Comparison", "", report.comparison_markdown(comparisons, settings), ""]
         parts += self.count_parts
