@@ -6,9 +6,14 @@ The command-line edges turn it into that line on stderr and exit status 2; nothi
 should ever print a traceback for a user mistake.
 """
 
+import difflib
 import sys
+from typing import Iterable
 
 USAGE_EXIT_STATUS = 2  # the Unix convention for "you called me wrong", as argparse uses
+# How alike a mistyped name must be to a real one to be suggested (difflib's ratio, its own
+# default): SubTensr -> SubTensor, x.ad -> x.add, while Nope suggests nothing.
+SUGGESTION_CUTOFF = 0.6
 
 
 class UsageError(Exception):
@@ -28,3 +33,10 @@ def run_command(prog: str, body, interrupted: str | None = None) -> int:
             raise
         print(f"{prog}: interrupted; {interrupted}", file=sys.stderr)
         return 130
+
+
+def did_you_mean(name: str, choices: Iterable[str]) -> str:
+    """' did you mean X?' for the choice nearest `name` (case ignored), or '' if none is near."""
+    by_lower = {choice.lower(): choice for choice in choices}
+    near = difflib.get_close_matches(name.lower(), by_lower, n=1, cutoff=SUGGESTION_CUTOFF)
+    return f" did you mean {by_lower[near[0]]}?" if near else ""
