@@ -216,13 +216,19 @@ def probe_interpreter(spec: "str | Build") -> Interpreter:
     build = spec if isinstance(spec, Build) else Build(spec)
     path = _interpreter_path(build.python)
     env = with_import_path(dict(os.environ), build.torch_root)
+    fix = "pass a Python executable or a virtualenv directory"
     try:
         probe = subprocess.run([path, "-c", _PROBE], capture_output=True, text=True,
                                timeout=PROBE_TIMEOUT_S, env=env)
-        answer = json.loads(probe.stdout.strip().splitlines()[-1])
-    except (OSError, subprocess.TimeoutExpired, json.JSONDecodeError, IndexError) as exc:
-        raise UsageError(f"{build.python} does not run as a Python interpreter ({exc}); pass a Python "
-                         "executable or a virtualenv directory") from None
+    except OSError as exc:
+        raise UsageError(f"{build.python} does not run ({exc.strerror or exc}): {fix}") from None
+    except subprocess.TimeoutExpired:
+        raise UsageError(f"{build.python} did not answer as a Python interpreter within "
+                         f"{PROBE_TIMEOUT_S} s: {fix}") from None
+    answer = _probe_answer(probe.stdout)
+    if answer is None:
+        raise UsageError(f"{build.python} is not a Python interpreter (it printed nothing a Python "
+                         f"would): {fix}")
     if not answer["torch"]:
         raise UsageError(f"{build.describe()} has no torch; install torch into that environment or "
                          "pass an interpreter that has it")
@@ -230,6 +236,16 @@ def probe_interpreter(spec: "str | Build") -> Interpreter:
     if build.torch_root and not (torch_dir or "").startswith(os.path.join(build.torch_root, "")):
         raise UsageError(f"{build.python} imports torch from {torch_dir}, not from {build.torch_root}")
     return Interpreter(answer["executable"], torch_dir, build.torch_root)
+
+
+def _probe_answer(stdout: str) -> dict | None:
+    """What an interpreter answered to _PROBE, or None if the output is not a Python's answer."""
+    lines = stdout.strip().splitlines()
+    try:
+        answer = json.loads(lines[-1]) if lines else None
+    except json.JSONDecodeError:
+        return None
+    return answer if isinstance(answer, dict) and "executable" in answer and "torch" in answer else None
 
 
 def with_import_path(env: dict, *folders: str | None) -> dict:

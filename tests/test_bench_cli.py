@@ -3,6 +3,7 @@
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 
@@ -179,6 +180,15 @@ def test_ctrl_c_keeps_what_was_measured(tmp_path):
     saved = results.load(str(path))
     assert saved.interrupted and all(len(r.samples_ns) >= 20 for r in saved.results)
     assert saved.settings["stopped"] == "interrupted"
+
+
+def test_compare_refuses_a_program_that_is_not_python_in_one_line(bench):
+    not_python = shutil.which("ls") or "/bin/ls"
+    out = bench("--compare", sys.executable, not_python)
+    assert out.returncode == 2, out.stderr
+    assert out.stderr.strip() == (
+        f"bench.py: error: {not_python} is not a Python interpreter (it printed nothing a Python "
+        "would): pass a Python executable or a virtualenv directory")
 
 
 def test_layout_is_pinned_unless_asked(bench, tmp_path):
