@@ -17,7 +17,7 @@ from overrides import casenames
 from overrides import ops as ops_mod
 from overrides import environment, report, results
 from overrides.argtypes import OneLineParser, positive_float, positive_int
-from overrides.errors import UsageError, run_command
+from overrides.errors import INTERRUPTED_EXIT_STATUS, UsageError, run_command
 from overrides.files import write_json_atomic
 from overrides.layout import RANDOM_LAYOUT_FLAG  # bench.py's re-exec reads it from argv first
 from overrides.progress import stderr_progress
@@ -156,6 +156,8 @@ def run(argv: list[str]) -> int:
     print(report.render(run_result, args.format))
     if args.json and not args.load:
         print(f"results written to {args.json}", file=sys.stderr)
+    if run_result.interrupted:
+        return INTERRUPTED_EXIT_STATUS  # what was measured is printed (and saved) above
     failed = [r for r in run_result.results if r.error and not r.ok]
     return 1 if failed else 0
 
@@ -189,6 +191,8 @@ def run_compare(args) -> int:
         print(f"{side}: {args.compare[0 if side == 'base' else 1]}: "
               f"{environment.one_line(environments[side])}")
     print(f"wall time {outcome.wall_s:.0f} s" + (" (interrupted)" if outcome.interrupted else ""))
+    if outcome.interrupted:
+        return INTERRUPTED_EXIT_STATUS  # a verdict on part of the pairs gates nothing
     return 1 if compare.any_regression(outcome.comparisons) else 0
 
 

@@ -11,6 +11,7 @@ import sys
 from typing import Iterable
 
 USAGE_EXIT_STATUS = 2  # the Unix convention for "you called me wrong", as argparse uses
+INTERRUPTED_EXIT_STATUS = 130  # 128 + SIGINT: what a shell reports for a command Ctrl-C stopped
 # How alike a mistyped name must be to a real one to be suggested (difflib's ratio, its own
 # default): SubTensr -> SubTensor, x.ad -> x.add, while Nope suggests nothing.
 SUGGESTION_CUTOFF = 0.6
@@ -32,7 +33,7 @@ def run_command(prog: str, body, interrupted: str | None = None) -> int:
         if interrupted is None:
             raise
         print(f"{prog}: interrupted; {interrupted}", file=sys.stderr)
-        return 130
+        return INTERRUPTED_EXIT_STATUS
 
 
 def did_you_mean(name: str, choices: Iterable[str]) -> str:
