@@ -2,6 +2,7 @@
 
 Modules, one concern each:
 - `cases`: what is called (operands and ops) and the registry of named cases.
+- `casenames`: every case's name and description, readable without torch.
 - `timer`: the one Timer core everything that times uses.
 - `stats`: statistics over per-call samples (headline figure, spread, intervals).
 - `results`: the versioned JSON results format and its records.

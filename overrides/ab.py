@@ -63,14 +63,13 @@ from typing import Callable, Sequence
 
 from overrides import placement, samepath, stats
 from overrides.allocator import MALLOC_ENV
-from overrides.cases import Case
+from overrides.casenames import USER_DIR_VARIABLE, Case
 from overrides.compare import (DECIDED, DEFAULT_THRESHOLD_NS, DEFAULT_THRESHOLD_PCT,
                                NO_CHANGE_CONFIDENCE, Comparison, clock_and_counts, judge,
                                threshold_for)
 from overrides.errors import UsageError
 from overrides.ops import Op
 from overrides.results import CaseResult, RunResult
-from overrides.usercases import USER_DIR_VARIABLE
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEFAULT_SECONDS_PER_PAIR = 2.5  # a pair is ~2.5 s of start-up and this much sampling
@@ -217,13 +216,19 @@ def probe_interpreter(spec: "str | Build") -> Interpreter:
     build = spec if isinstance(spec, Build) else Build(spec)
     path = _interpreter_path(build.python)
     env = with_import_path(dict(os.environ), build.torch_root)
+    fix = "pass a Python executable or a virtualenv directory"
     try:
         probe = subprocess.run([path, "-c", _PROBE], capture_output=True, text=True,
                                timeout=PROBE_TIMEOUT_S, env=env)
-        answer = json.loads(probe.stdout.strip().splitlines()[-1])
-    except (OSError, subprocess.TimeoutExpired, json.JSONDecodeError, IndexError) as exc:
-        raise UsageError(f"{build.python} does not run as a Python interpreter ({exc}); pass a Python "
-                         "executable or a virtualenv directory") from None
+    except OSError as exc:
+        raise UsageError(f"{build.python} does not run ({exc.strerror or exc}): {fix}") from None
+    except subprocess.TimeoutExpired:
+        raise UsageError(f"{build.python} did not answer as a Python interpreter within "
+                         f"{PROBE_TIMEOUT_S} s: {fix}") from None
+    answer = _probe_answer(probe.stdout)
+    if answer is None:
+        raise UsageError(f"{build.python} is not a Python interpreter (it printed nothing a Python "
+                         f"would): {fix}")
     if not answer["torch"]:
         raise UsageError(f"{build.describe()} has no torch; install torch into that environment or "
                          "pass an interpreter that has it")
@@ -231,6 +236,16 @@ def probe_interpreter(spec: "str | Build") -> Interpreter:
     if build.torch_root and not (torch_dir or "").startswith(os.path.join(build.torch_root, "")):
         raise UsageError(f"{build.python} imports torch from {torch_dir}, not from {build.torch_root}")
     return Interpreter(answer["executable"], torch_dir, build.torch_root)
+
+
+def _probe_answer(stdout: str) -> dict | None:
+    """What an interpreter answered to _PROBE, or None if the output is not a Python's answer."""
+    lines = stdout.strip().splitlines()
+    try:
+        answer = json.loads(lines[-1]) if lines else None
+    except json.JSONDecodeError:
+        return None
+    return answer if isinstance(answer, dict) and "executable" in answer and "torch" in answer else None
 
 
 def with_import_path(env: dict, *folders: str | None) -> dict:
@@ -742,6 +757,49 @@ def _finish(base: Interpreter, branch: Interpreter, pooled: _Pooled, config: ABC
                     settings, time.monotonic() - started, interrupted)
 
 
+# Asks an interpreter which (case, op)s apply (overrides.measure.not_applicable_reason) and
+# prints them as JSON, or {"error": ...} for a user case that cannot be built.
+_NOT_APPLICABLE_PROBE = (
+    "import json, sys\n"
+    "from overrides.errors import UsageError\n"
+    "try:\n"
+    "    from overrides.cases import get_case\n"
+    "    from overrides.measure import not_applicable_reason\n"
+    "    from overrides.ops import get_op\n"
+    "    answer = [not_applicable_reason(get_case(c), get_op(o)) for c, o in json.loads(sys.argv[1])]\n"
+    "except UsageError as error:\n"
+    "    answer = {'error': str(error)}\n"
+    "print(json.dumps(answer))\n")
+
+
+def _countable(targets: Sequence[tuple[Case, Op]], python: str,
+               import_path: str | None) -> list[tuple[str, str]]:
+    """The (case, op) names worth counting: those the op applies to. A built-in case declares
+    where it does not; a user case (`pkg.module:factory`) is tried by `python`, as a worker
+    would, because this process has no torch to try it with."""
+    declared = [(case.name, op.name) for case, op in targets if not case.not_applicable_to(op)]
+    unknown = [(case, op) for case, op in declared if ":" in case]
+    if not unknown:
+        return declared
+    env = with_import_path(dict(os.environ), ROOT, import_path)
+    env[USER_DIR_VARIABLE] = os.getcwd()
+    try:
+        asked = subprocess.run([python, "-c", _NOT_APPLICABLE_PROBE, json.dumps(unknown)],
+                               capture_output=True, text=True, env=env, cwd=ROOT,
+                               timeout=PROBE_TIMEOUT_S)
+        answer = json.loads(asked.stdout.strip().splitlines()[-1])
+    except subprocess.TimeoutExpired:
+        raise UsageError(f"{python} took over {PROBE_TIMEOUT_S} s to build the user cases") from None
+    except (IndexError, json.JSONDecodeError):
+        err = asked.stderr.strip().splitlines()
+        raise UsageError(f"{python} could not build the user cases: "
+                         f"{err[-1] if err else 'no message'}") from None
+    if isinstance(answer, dict):
+        raise UsageError(answer["error"])
+    skipped = {target for target, reason in zip(unknown, answer) if reason}
+    return [target for target in declared if target not in skipped]
+
+
 @dataclasses.dataclass(frozen=True)
 class _Counted:
     """Both builds' instruction counts, made before the timed pairs."""
@@ -765,10 +823,9 @@ def _count_first(base_py: str, branch_py: str, targets, config: ABConfig, say,
     a clear change, or none at all between two copies of one build, ends the timing early.
     Counted through the views, like the workers: both sides' import paths have one length."""
     from overrides import callgrind
-    from overrides.measure import not_applicable_reason
 
     started = time.monotonic()
-    wanted = [(case.name, op.name) for case, op in targets if not not_applicable_reason(case, op)]
+    wanted = _countable(targets, base_py, import_paths[0])
     say(f"counting instructions first: {len(config.instruction_seeds)} seed(s) x 2 builds with Callgrind")
 
     def count(targets_: list, seeds_: Sequence[int]) -> list[list]:

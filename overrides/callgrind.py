@@ -349,7 +349,7 @@ def _environment(seed: int, pad: int, where: samepath.Placement) -> dict:
         PAD_VARIABLE: "p" * pad,
     }
     if where.user_dir:
-        from overrides.usercases import USER_DIR_VARIABLE  # torch is imported by now
+        from overrides.casenames import USER_DIR_VARIABLE
 
         env[USER_DIR_VARIABLE] = where.user_dir
     return env
@@ -432,8 +432,13 @@ def head_start(python: str, targets: Sequence[tuple[str, str]], seeds: Sequence[
 def head_start_for_command_line(argv: Sequence[str], python: str) -> None:
     """`bench.py --instructions` without --compare/--load: head-start the workers it will need.
     Only a guess at the command line (the real parser runs later, after torch), so anything
-    unusual (user cases, 'all', unparsable arguments) gets none."""
+    unusual (user cases, 'all', unknown names, unparsable arguments, an interpreter without
+    torch: all refused at once by the real one) gets none."""
     import argparse
+    import importlib.util
+
+    from overrides.casenames import case_names
+    from overrides.ops import all_ops
 
     guess = argparse.ArgumentParser(add_help=False)
     guess.add_argument("--instructions", action="store_true")
@@ -449,8 +454,10 @@ def head_start_for_command_line(argv: Sequence[str], python: str) -> None:
         return
     other = [value for name, value in vars(known).items()
              if name not in ("instructions", "seeds", "cases", "op") and value is not None]
+    known_names = set(case_names()) | {op.name for op in all_ops()}
     names = known.cases + known.op
-    if known.instructions and not other and not any(":" in n or n == "all" for n in names):
+    if (known.instructions and not other and all(name in known_names for name in names)
+            and importlib.util.find_spec("torch") is not None):
         head_start(python, [(case, op) for op in known.op for case in known.cases], known.seeds)
 
 

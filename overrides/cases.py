@@ -6,7 +6,9 @@ are those of PyTorch's original overrides benchmark; they sit in `SEED_CASES` an
 mixed and many operands) lives in `overrides/catalog.py` and registers itself here; a user's
 own class or factory is named `pkg.module:factory` (`overrides/usercases.py`). Every tool
 (bench.py, pyspybench.py, record.sh, report.sh) resolves names through `get_case` /
-`resolve_cases`, so a name means the same thing everywhere.
+`resolve_cases`, so a name means the same thing everywhere. What each built-in case is called
+and means is declared without torch in `overrides/casenames.py`; this module and the catalog
+give each its operands.
 
 The operand classes live at module level so that they pickle and so that a flamegraph shows
 frames from this file.
@@ -19,7 +21,8 @@ from typing import Any, Callable, ContextManager
 
 import torch
 
-from overrides.errors import UsageError
+from overrides import casenames
+from overrides.casenames import BASELINE_CASE, Case  # noqa: F401 (re-exported: every tool's names)
 
 # The seed benchmark's operands: 1-element float tensors holding 1.0 and 2.0. One element keeps
 # the kernel itself negligible, so what is measured is the dispatch around it.
@@ -85,43 +88,12 @@ def unwrap(value: Any) -> Any:
     return value
 
 
-@dataclasses.dataclass(frozen=True)
-class Case:
-    """A named way to build the operands `(x, y)` of the timed op."""
-
-    name: str
-    description: str
-    make_operands: Callable[[], tuple]
-    # Flamegraph file stem; the original README names the seed cases' SVGs this way.
-    file_stem: str = ""
-    # A fresh context manager (a TorchFunctionMode, a TorchDispatchMode) to hold active while
-    # the statement runs; the Timer core enters it around each sample, outside the clock.
-    context: Callable[[], ContextManager] | None = None
-    # (op name, statement) pairs: this case's own statement for an op, e.g. torch.cat over 8
-    # operands for the function-call op. Pairs, not a dict, so that a Case stays hashable.
-    stmts: tuple[tuple[str, str], ...] = ()
-    # (op name, reason) pairs: ops that make no sense for these operands; shown as "n/a: reason".
-    not_applicable: tuple[tuple[str, str], ...] = ()
-    # The case whose figure for the same op this one's overhead is quoted against.
-    baseline: str = "Tensor"
-
-    @property
-    def stem(self) -> str:
-        return self.file_stem or self.name.lower()
-
-    def stmt_for(self, op) -> str:
-        """The statement timed for `op` on this case: the case's own, else the op's."""
-        return dict(self.stmts).get(op.name, op.stmt)
-
-    def not_applicable_to(self, op) -> str | None:
-        """Why `op` makes no sense for this case, or None if it does."""
-        return dict(self.not_applicable).get(op.name)
-
-    def active(self) -> ContextManager:
-        """The context to hold while running a statement on this case (for one-off runs)."""
-        import contextlib
-
-        return self.context() if self.context is not None else contextlib.nullcontext()
+def with_operands(name: str, make_operands: Callable[[], tuple],
+                  context: Callable[[], ContextManager] | None = None) -> Case:
+    """The built-in case `name` (`overrides/casenames.py` says what it is) with its operands
+    and, for a mode, the context to hold active."""
+    return dataclasses.replace(casenames.described(name), make_operands=make_operands,
+                               context=context)
 
 
 def _subclass_operands(cls: type) -> Callable[[], tuple]:
@@ -138,20 +110,11 @@ def _tensor_like_operands() -> tuple:
 
 
 SEED_CASES: tuple[Case, ...] = (
-    Case("Tensor", "plain torch.Tensor operands: the baseline every overhead is measured against",
-         plain_operands, "tensor"),
-    Case("SubTensor", "a torch.Tensor subclass that overrides nothing",
-         _subclass_operands(SubTensor), "subtensor"),
-    Case("WithTorchFunction", "a tensor-like (not a Tensor) whose __torch_function__ answers the call",
-         _tensor_like_operands, "overridden",
-         # It has no methods, operators or attributes: these ops say so instead of failing.
-         not_applicable=(("x.add", "not a Tensor"), ("x+y", "not a Tensor"),
-                         ("x.shape", "not a Tensor"))),
-    Case("SubWithTorchFunction", "a torch.Tensor subclass whose __torch_function__ defers to super()",
-         _subclass_operands(SubWithTorchFunction), "suboverridden"),
+    with_operands("Tensor", plain_operands),
+    with_operands("SubTensor", _subclass_operands(SubTensor)),
+    with_operands("WithTorchFunction", _tensor_like_operands),
+    with_operands("SubWithTorchFunction", _subclass_operands(SubWithTorchFunction)),
 )
-
-BASELINE_CASE = "Tensor"  # overheads are quoted against plain tensors
 
 _REGISTRY: dict[str, Case] = {case.name: case for case in SEED_CASES}
 
@@ -182,29 +145,18 @@ def case_names() -> list[str]:
 
 def get_case(name: str) -> Case:
     """The case called `name`, or a user case `pkg.module:factory`; a UsageError if neither."""
-    if ":" in name:
+    if casenames.is_user_spec(name):
         from overrides.usercases import case_from_spec
 
         return case_from_spec(name)
+    casenames.described(name)  # an unknown name: the same message, with or without torch
     _load_catalog()
-    try:
-        return _REGISTRY[name]
-    except KeyError:
-        raise UsageError(
-            f"unknown case {name!r}; valid cases: {', '.join(case_names())}, "
-            "or your own as pkg.module:factory"
-        ) from None
+    return _REGISTRY[name]
 
 
 def resolve_cases(names: list[str] | None) -> tuple[Case, ...]:
     """Cases for a `--cases` list: None means the seed cases, `all` the whole catalog (and may
-    sit beside user cases: `all mypkg.mod:MyTensor`)."""
+    sit beside user cases: `all mypkg.mod:MyTensor`); checked by name first (casenames.resolve)."""
     if not names:
         return SEED_CASES
-    resolved: list[Case] = []
-    for name in names:
-        for case in (all_cases() if name == "all" else (get_case(name),)):
-            if case.name in [c.name for c in resolved]:
-                raise UsageError(f"case {case.name!r} is named twice in --cases; name each case once")
-            resolved.append(case)
-    return tuple(resolved)
+    return tuple(get_case(case.name) for case in casenames.resolve(names))

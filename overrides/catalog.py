@@ -4,7 +4,9 @@ Real overhead comes from more than `torch.add` on the seed classes: `TorchFuncti
 `TorchDispatchMode`, `__torch_dispatch__` wrapper subclasses (how FakeTensor, DTensor and many
 libraries work), subclasses that switch `__torch_function__` off, calls where only some operands
 override, and calls with many overloaded operands. Each case here registers itself into the one
-registry in `overrides/cases.py`, so `--cases NAME` and `--cases all` find it everywhere.
+registry in `overrides/cases.py`, so `--cases NAME` and `--cases all` find it everywhere. Its
+name and description are declared in `overrides/casenames.py` (readable without torch); here
+it gets its operands.
 
 Operand classes and modes live at module level so that they pickle and so that a flamegraph
 shows frames from this file.
@@ -17,13 +19,9 @@ import torch.utils._pytree as pytree
 from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from overrides.casenames import MANY_OPERANDS
 from overrides.cases import (Case, SubWithTorchFunction, Y_VALUE, X_VALUE, _subclass_operands,
-                             plain_operands, register)
-
-# Operands of the many-operands case: the example (torch.cat of 8 subclass tensors). With
-# 8 overloaded operands, the per-operand part of dispatch (collecting overloaded arguments and
-# their types) is several times the fixed part, so a change there shows up.
-MANY_OPERANDS = 8
+                             plain_operands, register, with_operands)
 
 
 class ForwardingFunctionMode(TorchFunctionMode):
@@ -107,40 +105,14 @@ def _many_subclass_operands() -> tuple:
     return [t.as_subclass(SubWithTorchFunction) for t in _many_tensors()], None
 
 
-# The many-operands cases bring their own statements: torch.cat for the function call, and the
-# same Python function as the broadcast_tensors op, over all 8 operands. A method, an operator
-# or an attribute has no 8-operand form.
-_MANY_STMTS = (("torch.add", "torch.cat(x)"), ("broadcast_tensors", "torch.broadcast_tensors(*x)"))
-_MANY_NOT_APPLICABLE = tuple(
-    (op, f"x is a list of {MANY_OPERANDS}") for op in ("x.add", "x+y", "x.shape"))
-
 CATALOG_CASES: tuple[Case, ...] = (
-    Case("TorchFunctionMode",
-         "plain tensors under an active TorchFunctionMode that forwards every call",
-         plain_operands, "functionmode", context=ForwardingFunctionMode),
-    Case("TorchDispatchMode",
-         "plain tensors under an active TorchDispatchMode that forwards every aten op",
-         plain_operands, "dispatchmode", context=ForwardingDispatchMode),
-    Case("WrapperDispatchTensor",
-         "a _make_wrapper_subclass tensor whose __torch_dispatch__ unwraps, runs and rewraps "
-         "with pytree (default __torch_function__, like DTensor)",
-         _wrapper_operands, "wrapperdispatch"),
-    Case("SubWithDisabledTorchFunction",
-         "a torch.Tensor subclass with __torch_function__ = torch._C._disabled_torch_function_impl",
-         _subclass_operands(SubWithDisabledTorchFunction), "subdisabled"),
-    Case("MixedTensorSub",
-         "x a plain Tensor, y a SubWithTorchFunction: only one operand overrides",
-         _mixed_operands, "mixed"),
-    Case("Cat8Tensor",
-         f"{MANY_OPERANDS} plain tensors: torch.cat(x) for torch.add, "
-         f"torch.broadcast_tensors(*x) for broadcast_tensors (baseline of Cat8SubWithTorchFunction)",
-         _many_plain_operands, "cat8tensor",
-         stmts=_MANY_STMTS, not_applicable=_MANY_NOT_APPLICABLE, baseline="Cat8Tensor"),
-    Case("Cat8SubWithTorchFunction",
-         f"{MANY_OPERANDS} SubWithTorchFunction tensors, statements as Cat8Tensor: many "
-         "overloaded operands in one call (overhead against Cat8Tensor)",
-         _many_subclass_operands, "cat8suboverridden",
-         stmts=_MANY_STMTS, not_applicable=_MANY_NOT_APPLICABLE, baseline="Cat8Tensor"),
+    with_operands("TorchFunctionMode", plain_operands, context=ForwardingFunctionMode),
+    with_operands("TorchDispatchMode", plain_operands, context=ForwardingDispatchMode),
+    with_operands("WrapperDispatchTensor", _wrapper_operands),
+    with_operands("SubWithDisabledTorchFunction", _subclass_operands(SubWithDisabledTorchFunction)),
+    with_operands("MixedTensorSub", _mixed_operands),
+    with_operands("Cat8Tensor", _many_plain_operands),
+    with_operands("Cat8SubWithTorchFunction", _many_subclass_operands),
 )
 
 for _case in CATALOG_CASES:

@@ -1,16 +1,23 @@
-"""`bench.py`'s command line: parse, call the library, print. No measuring logic lives here."""
+"""`bench.py`'s command line: parse, call the library, print. No measuring logic lives here.
+
+Nothing here imports torch at module level, and the arguments are checked before anything
+does: `import torch` takes seconds, a typo should not wait for it, and the parent of `--compare`
+(like `--list`, `--list-ops` and `--load`) needs no torch at all. A command that does need it
+says so in one line when this interpreter has none (`require_torch`).
+"""
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import importlib.util
 import sys
 
-from overrides import cases as cases_mod
+from overrides import casenames
 from overrides import ops as ops_mod
 from overrides import environment, report, results
 from overrides.argtypes import OneLineParser, positive_float, positive_int
-from overrides.errors import UsageError, run_command
+from overrides.errors import INTERRUPTED_EXIT_STATUS, UsageError, run_command
 from overrides.files import write_json_atomic
 from overrides.layout import RANDOM_LAYOUT_FLAG  # bench.py's re-exec reads it from argv first
 from overrides.progress import stderr_progress
@@ -73,14 +80,33 @@ def build_parser() -> argparse.ArgumentParser:
 
 def list_cases() -> str:
     """`--list`: one aligned line per case, name first, so `cut -d' ' -f1` gives the names."""
-    width = max(len(name) for name in cases_mod.case_names())
-    return "\n".join(f"{case.name.ljust(width)}  {case.description}" for case in cases_mod.all_cases())
+    width = max(len(name) for name in casenames.case_names())
+    return "\n".join(f"{case.name.ljust(width)}  {case.description}" for case in casenames.all_described())
 
 
 def list_ops() -> str:
     """`--list-ops`: one aligned line per op for `--op`, name first, then the statement timed."""
     width = max(len(op.name) for op in ops_mod.all_ops())
     return "\n".join(f"{op.name.ljust(width)}  {op.stmt}: {op.description}" for op in ops_mod.all_ops())
+
+
+def require_torch(what: str) -> None:
+    """One line, not a traceback, when `what` must run in this interpreter and it has no torch."""
+    if importlib.util.find_spec("torch") is None:
+        raise UsageError(f"{what} needs torch in this interpreter, and {sys.executable} has none; "
+                         "install torch into it, run bench.py with an interpreter that has torch, "
+                         "or use --compare BASE_PY BRANCH_PY (only its two sides need torch)")
+
+
+def _cases_and_ops(args, what: str) -> tuple[tuple, tuple]:
+    """The cases and ops to run here: names checked first (no torch: a typo is refused at once),
+    then torch is required and the cases are built."""
+    casenames.resolve(args.cases)
+    selected_ops = ops_mod.resolve_ops(args.op)
+    require_torch(what)
+    from overrides import cases as cases_mod
+
+    return cases_mod.resolve_cases(args.cases), selected_ops
 
 
 def run(argv: list[str]) -> int:
@@ -104,8 +130,9 @@ def run(argv: list[str]) -> int:
 
         if args.nreps or args.nrepreps or args.min_time:
             raise UsageError("--instructions counts a fixed loop; drop -n/-m/--min-time")
-        run_result = count_benchmark(cases_mod.resolve_cases(args.cases), ops_mod.resolve_ops(args.op),
-                                     args.seeds or DEFAULT_SEEDS, progress=stderr_progress(args.quiet))
+        selected, selected_ops = _cases_and_ops(args, "--instructions")
+        run_result = count_benchmark(selected, selected_ops, args.seeds or DEFAULT_SEEDS,
+                                     progress=stderr_progress(args.quiet))
         if args.json:
             results.save(run_result, args.json)
     else:
@@ -113,8 +140,7 @@ def run(argv: list[str]) -> int:
 
         if args.seeds:
             raise UsageError("--seeds chooses layouts for --instructions; add --instructions or drop --seeds")
-        selected = cases_mod.resolve_cases(args.cases)
-        selected_ops = ops_mod.resolve_ops(args.op)
+        selected, selected_ops = _cases_and_ops(args, "timing")
         config = TimerConfig(min_time_s=args.min_time or STOP_FLOOR_S,
                              calls_per_sample=args.nreps, samples=args.nrepreps,
                              threads=args.threads, precision=DEFAULT_PRECISION,
@@ -130,23 +156,28 @@ def run(argv: list[str]) -> int:
     print(report.render(run_result, args.format))
     if args.json and not args.load:
         print(f"results written to {args.json}", file=sys.stderr)
+    if run_result.interrupted:
+        return INTERRUPTED_EXIT_STATUS  # what was measured is printed (and saved) above
     failed = [r for r in run_result.results if r.error and not r.ok]
     return 1 if failed else 0
 
 
 def run_compare(args) -> int:
-    """`--compare BASE_PY BRANCH_PY`: paired A/B, table on stdout, exit 1 on a regression."""
+    """`--compare BASE_PY BRANCH_PY`: paired A/B, table on stdout, exit 1 on a regression.
+    This process never imports torch: the cases are passed on by name, and each side's worker
+    builds them (a user's `pkg.module:factory` is checked there)."""
     from overrides import ab, compare
 
     if args.load or args.nreps or args.nrepreps:
         raise UsageError("--compare calibrates its own samples; drop --load/-n/-m")
-    selected = cases_mod.resolve_cases(args.cases)
+    selected = casenames.resolve(args.cases)
+    selected_ops = ops_mod.resolve_ops(args.op)
     from overrides.callgrind import counting_plan
 
     seeds, skipped = counting_plan(args.instructions, args.no_instructions, args.seeds)
     config = dataclasses.replace(ab.config_from_arguments(args, seeds, threads=args.threads),
                                  instructions_optional=not args.instructions)
-    outcome = ab.run_ab(args.compare[0], args.compare[1], selected, ops_mod.resolve_ops(args.op),
+    outcome = ab.run_ab(args.compare[0], args.compare[1], selected, selected_ops,
                         config, stderr_progress(args.quiet))
     if skipped:
         outcome.settings["instructions_skipped"] = skipped
@@ -160,6 +191,8 @@ def run_compare(args) -> int:
         print(f"{side}: {args.compare[0 if side == 'base' else 1]}: "
               f"{environment.one_line(environments[side])}")
     print(f"wall time {outcome.wall_s:.0f} s" + (" (interrupted)" if outcome.interrupted else ""))
+    if outcome.interrupted:
+        return INTERRUPTED_EXIT_STATUS  # a verdict on part of the pairs gates nothing
     return 1 if compare.any_regression(outcome.comparisons) else 0
 
 

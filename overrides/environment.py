@@ -11,8 +11,6 @@ import platform
 import socket
 import sys
 
-import torch
-
 from overrides.layout import randomisation_off
 
 
@@ -28,7 +26,10 @@ def cpu_model() -> str:
 
 
 def collect(threads: int) -> dict:
-    """The environment record written into every results file."""
+    """The environment record written into every results file (imports torch: the parent of
+    `--compare` never calls this, its workers do)."""
+    import torch
+
     return {
         "python": platform.python_version(),
         "python_executable": sys.executable,

@@ -6,9 +6,15 @@ The command-line edges turn it into that line on stderr and exit status 2; nothi
 should ever print a traceback for a user mistake.
 """
 
+import difflib
 import sys
+from typing import Iterable
 
 USAGE_EXIT_STATUS = 2  # the Unix convention for "you called me wrong", as argparse uses
+INTERRUPTED_EXIT_STATUS = 130  # 128 + SIGINT: what a shell reports for a command Ctrl-C stopped
+# How alike a mistyped name must be to a real one to be suggested (difflib's ratio, its own
+# default): SubTensr -> SubTensor, x.ad -> x.add, while Nope suggests nothing.
+SUGGESTION_CUTOFF = 0.6
 
 
 class UsageError(Exception):
@@ -27,4 +33,11 @@ def run_command(prog: str, body, interrupted: str | None = None) -> int:
         if interrupted is None:
             raise
         print(f"{prog}: interrupted; {interrupted}", file=sys.stderr)
-        return 130
+        return INTERRUPTED_EXIT_STATUS
+
+
+def did_you_mean(name: str, choices: Iterable[str]) -> str:
+    """' did you mean X?' for the choice nearest `name` (case ignored), or '' if none is near."""
+    by_lower = {choice.lower(): choice for choice in choices}
+    near = difflib.get_close_matches(name.lower(), by_lower, n=1, cutoff=SUGGESTION_CUTOFF)
+    return f" did you mean {by_lower[near[0]]}?" if near else ""

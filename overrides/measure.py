@@ -11,7 +11,7 @@ import dataclasses
 from typing import Callable, Sequence
 
 from overrides import environment, stats
-from overrides.cases import Case
+from overrides.casenames import Case
 from overrides.ops import Op, run_statement
 from overrides.results import CaseResult, RunResult
 from overrides.timer import MIN_SAMPLES, TARGET_SAMPLE_NS, Target, TimerConfig, time_targets

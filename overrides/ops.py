@@ -2,20 +2,24 @@
 
 An op is a Python statement over the names `x`, `y` (a case's operands), `torch` and `F`
 (`torch.nn.functional`). The Timer core pastes the statement, unrolled, into a generated
-function, so what is timed is exactly the statement and not a wrapper call around it.
+function, so what is timed is exactly the statement and not a wrapper call around it. The ops
+are plain text: this module imports torch only to run one (`statement_namespace`), so names
+are checked and listed without torch (see `overrides/casenames.py` for why that matters).
 """
 
 from __future__ import annotations
 
 import dataclasses
 
-import torch
-import torch.nn.functional
+from overrides.errors import UsageError, did_you_mean
 
-from overrides.errors import UsageError
 
-# Names a statement may use; the Timer core passes them in as fast locals.
-STATEMENT_NAMESPACE = {"torch": torch, "F": torch.nn.functional}
+def statement_namespace() -> dict:
+    """Names a statement may use; the Timer core passes them in as fast locals."""
+    import torch
+    import torch.nn.functional
+
+    return {"torch": torch, "F": torch.nn.functional}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -31,7 +35,7 @@ class Op:
 
 def run_statement(stmt: str, x, y):
     """Evaluate `stmt` once over `x`, `y` in the namespace the Timer core gives it."""
-    return eval(stmt, dict(STATEMENT_NAMESPACE), {"x": x, "y": y})
+    return eval(stmt, statement_namespace(), {"x": x, "y": y})
 
 
 DEFAULT_OP = Op("torch.add", "torch.add(x, y)", "the function call the seed benchmark times")
@@ -64,7 +68,8 @@ def get_op(name: str) -> Op:
     try:
         return _REGISTRY[name]
     except KeyError:
-        raise UsageError(f"unknown op {name!r}; valid ops: {', '.join(_REGISTRY)}, all") from None
+        raise UsageError(f"unknown op {name!r};{did_you_mean(name, list(_REGISTRY) + ['all'])} "
+                         f"valid ops: {', '.join(_REGISTRY)}, all") from None
 
 
 def resolve_ops(names: list[str] | None) -> tuple[Op, ...]:

@@ -9,7 +9,7 @@ import math
 from typing import Sequence
 
 from overrides import environment, stats
-from overrides.cases import BASELINE_CASE
+from overrides.casenames import BASELINE_CASE
 from overrides.results import CaseResult, RunResult
 
 FORMATS = ("table", "legacy", "markdown")

@@ -17,7 +17,7 @@ import json
 import math
 
 from overrides import stats
-from overrides.cases import BASELINE_CASE
+from overrides.casenames import BASELINE_CASE
 from overrides.errors import UsageError
 from overrides.files import write_json_atomic
 

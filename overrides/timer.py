@@ -34,10 +34,8 @@ import math
 import time
 from typing import Callable, ContextManager, Sequence
 
-import torch
-
 from overrides import stats
-from overrides.ops import STATEMENT_NAMESPACE
+from overrides.ops import statement_namespace
 from overrides.progress import counted
 
 UNROLL = 50  # statements per loop turn: a turn costs ~20 ns, so <0.5 ns per call is loop overhead
@@ -182,7 +180,7 @@ def compile_loop(stmt: str, calls: int, unroll: int = UNROLL,
         "%s\n"
         "    return _clock() - _t0\n"
     ) % (turns, warm_code, unrolled, tail_code)
-    namespace = dict(STATEMENT_NAMESPACE, _clock=_clock)
+    namespace = dict(statement_namespace(), _clock=_clock)
     exec(compile(source, f"<timed loop: {stmt or 'empty'}>", "exec"), namespace)
     return namespace["_timed"]
 
@@ -201,7 +199,7 @@ def compile_hot_loop(stmt: str, name: str = "hot_loop",
         "    x, y = _operands\n"
         "    for _ in range(_turns): %s\n"
     ) % (name, "; ".join([stmt] * unroll))
-    namespace = dict(STATEMENT_NAMESPACE)
+    namespace = statement_namespace()
     exec(compile(source, f"<hot loop: {stmt}>", "exec"), namespace)
     return namespace[name]
 
@@ -354,6 +352,8 @@ def time_targets(
     progress: Callable[[str], None] | None = None,
 ) -> TimingRun:
     """Time every target round-robin; see the module docstring for the method."""
+    import torch  # here, not at the top: bench.py reads this module's defaults before torch
+
     say = progress or (lambda message: None)
     slots = [_Slot(t) for t in targets]
     previous_threads = torch.get_num_threads()

@@ -19,17 +19,14 @@ from __future__ import annotations
 
 import importlib
 import os
-import re
 import sys
 from typing import Any, Callable
 
 import torch
 
+from overrides.casenames import SPEC_FORM, USER_DIR_VARIABLE, split_user_spec, user_stem
 from overrides.cases import Case, plain_operands
 from overrides.errors import UsageError
-
-SPEC_FORM = "pkg.module:factory"
-USER_DIR_VARIABLE = "OVERRIDES_USER_DIR"  # the user's directory, for worker processes run elsewhere
 
 
 def _is_tensor_subclass(obj: Any) -> bool:
@@ -111,9 +108,7 @@ def _check_operands(spec: str, what: str, operands: Any) -> None:
 
 def case_from_spec(spec: str) -> Case:
     """The Case for `pkg.module:factory`; a UsageError naming what is wrong with a bad spec."""
-    module_name, _, attribute = spec.partition(":")
-    if not module_name or not attribute or ":" in attribute:
-        raise UsageError(f"case {spec!r} is not of the form {SPEC_FORM}")
+    module_name, attribute = split_user_spec(spec)
     module = _import(spec, module_name)
     factory = _lookup(spec, module, module_name, attribute)
     if _is_tensor_subclass(factory):
@@ -137,5 +132,4 @@ def case_from_spec(spec: str) -> Case:
     except Exception as exc:
         raise UsageError(f"case {spec!r}: {what} raised {type(exc).__name__}: {exc}") from None
     _check_operands(spec, what, operands)
-    stem = re.sub(r"[^a-z0-9_.-]+", "_", spec.lower())
-    return Case(spec, description, make, stem)
+    return Case(spec, description, make, user_stem(spec))

@@ -3,6 +3,7 @@
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 
@@ -153,32 +154,58 @@ def test_load_rejects_a_file_that_is_not_ours(bench, tmp_path):
     assert out.returncode == 2 and "not a results file of this tool" in out.stderr
 
 
-def test_ctrl_c_keeps_what_was_measured(tmp_path):
+def _interrupt_once(args: list[str], started: str, timeout_s: float = 180) -> tuple[int, str, str]:
+    """Run bench.py with `args`, press Ctrl-C once `started` shows in its progress, and return
+    (exit status, stdout, stderr). Ctrl-C as at a terminal: a suite started in the background
+    by a non-interactive shell inherits SIGINT ignored, and Python then keeps ignoring it (the
+    whole run went on)."""
     import signal
-    import subprocess
-    import sys
     import time
 
-    from conftest import ROOT
-
-    path = tmp_path / "partial.json"
-    # Ctrl-C as at a terminal: a suite started in the background by a non-interactive shell
-    # inherits SIGINT ignored, and Python then keeps ignoring it (the whole run went on).
-    proc = subprocess.Popen([sys.executable, "bench.py", "--min-time", "30", "--json", str(path)],
-                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    proc = subprocess.Popen([sys.executable, "bench.py", *args], cwd=ROOT, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True,
                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
-    deadline = time.monotonic() + 120  # a busy machine: imports and calibration take longer
+    deadline = time.monotonic() + timeout_s  # a busy machine: imports and calibration take longer
     seen = ""
-    while "round-robin" not in seen and time.monotonic() < deadline:  # wait for timing to start
+    while started not in seen and time.monotonic() < deadline and proc.poll() is None:
         seen += proc.stderr.readline()
     time.sleep(1.5)
     proc.send_signal(signal.SIGINT)
-    out, err = proc.communicate(timeout=180)  # an ignored Ctrl-C fails below, not here
-    assert proc.returncode == 0, err
-    assert "interrupted" in out
+    out, err = proc.communicate(timeout=timeout_s)  # an ignored Ctrl-C fails below, not here
+    return proc.returncode, out, seen + err
+
+
+def test_ctrl_c_keeps_what_was_measured_and_exits_130(tmp_path):
+    path = tmp_path / "partial.json"
+    status, out, err = _interrupt_once(["--min-time", "30", "--json", str(path)], "round-robin")
+    assert status == 130, err  # 128 + SIGINT, as a shell reports a command Ctrl-C stopped
+    assert "interrupted" in out and "Traceback" not in err
+    assert json.loads(path.read_text())["interrupted"] is True
     saved = results.load(str(path))
     assert saved.interrupted and all(len(r.samples_ns) >= 20 for r in saved.results)
     assert saved.settings["stopped"] == "interrupted"
+
+
+def test_ctrl_c_in_compare_prints_the_partial_table_and_exits_130(tmp_path):
+    path = tmp_path / "comparison.json"
+    # One pair done (the second starting) before Ctrl-C, so the table has figures to show.
+    status, out, err = _interrupt_once(
+        ["--compare", sys.executable, sys.executable, "--no-instructions", "--cases", "Tensor",
+         "--pair-seconds", "0.5", "--json", str(path)], "pair 2")
+    assert status == 130, err
+    assert "Traceback" not in err
+    assert out.startswith("case ") and re.search(r"^Tensor\s+[\d,]+\s+[\d,]+", out, re.M), out
+    assert "(interrupted)" in out
+    assert json.loads(path.read_text())["settings"]["stopped"] == "interrupted"
+
+
+def test_compare_refuses_a_program_that_is_not_python_in_one_line(bench):
+    not_python = shutil.which("ls") or "/bin/ls"
+    out = bench("--compare", sys.executable, not_python)
+    assert out.returncode == 2, out.stderr
+    assert out.stderr.strip() == (
+        f"bench.py: error: {not_python} is not a Python interpreter (it printed nothing a Python "
+        "would): pass a Python executable or a virtualenv directory")
 
 
 def test_layout_is_pinned_unless_asked(bench, tmp_path):

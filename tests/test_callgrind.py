@@ -133,6 +133,7 @@ def test_the_head_start_guess_starts_only_what_will_be_used():
                             (["--instructions", "--seeds", "4", "5", "6", "-q"], [4, 5]),
                             (["--instructions", "--cases", "mymodule:MyTensor"], []),
                             (["--instructions", "--op", "all"], []),
+                            (["--instructions", "--cases", "SubTensr"], []),  # refused at once
                             (["--compare", "a", "b", "--instructions"], []),
                             (["--instructions", "-n", "5"], []),
                             (["--cases", "Tensor"], [])):

@@ -1,5 +1,7 @@
 """Each case's op gives the plain-tensor answer, in the case's own type."""
 
+import dataclasses
+
 import pytest
 import torch
 
@@ -33,3 +35,19 @@ def test_unknown_case_lists_the_valid_names():
 def test_default_selection_is_the_seed_cases():
     assert cases.resolve_cases(None) == cases.SEED_CASES
     assert [c.stem for c in cases.SEED_CASES] == ["tensor", "subtensor", "overridden", "suboverridden"]
+
+
+def test_every_name_checked_without_torch_is_a_case_with_operands():
+    # casenames.py says what each case is (no torch), cases.py and catalog.py build it: the two
+    # lists must name the same cases, in the same order, with the same descriptions.
+    from overrides import casenames
+
+    built = cases.all_cases()
+    assert [c.name for c in built] == casenames.case_names()
+    assert all(c.make_operands is not None for c in built)
+    for case in built:
+        assert dataclasses.replace(case, make_operands=None, context=None) == casenames.described(case.name)
+    assert casenames.resolve(None) == tuple(casenames.described(c.name) for c in cases.SEED_CASES)
+    assert [c.name for c in casenames.resolve(["all", "m:f"])] == casenames.case_names() + ["m:f"]
+    with pytest.raises(UsageError, match="'SubTensor' is named twice"):
+        casenames.resolve(["all", "SubTensor"])

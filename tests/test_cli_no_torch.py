@@ -1,0 +1,130 @@
+"""bench.py before and without torch: names are checked before torch is imported, the parent of
+`--compare` never imports it, and a command that needs it says so in one line.
+
+The interpreter without torch is the system's `/usr/bin/python3` (Debian's, without torch); the
+tests that need it skip where it is missing or has torch after all.
+"""
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from conftest import ROOT
+
+NO_TORCH_PYTHON = "/usr/bin/python3"
+
+
+def _python_without_torch() -> str:
+    if not os.access(NO_TORCH_PYTHON, os.X_OK):
+        pytest.skip(f"{NO_TORCH_PYTHON} is missing: no interpreter without torch to run bench.py with")
+    has_torch = subprocess.run(
+        [NO_TORCH_PYTHON, "-c", "import importlib.util, sys; "
+                                "sys.exit(importlib.util.find_spec('torch') is not None)"],
+        capture_output=True, timeout=60)
+    if has_torch.returncode != 0:
+        pytest.skip(f"{NO_TORCH_PYTHON} has torch (or does not run): no interpreter without it")
+    return NO_TORCH_PYTHON
+
+
+def _bench(python: str, *args: str, env: dict | None = None, timeout: float = 300):
+    return subprocess.run([python, "bench.py", *args], cwd=ROOT, capture_output=True, text=True,
+                          timeout=timeout, env=env)
+
+
+@pytest.fixture
+def torch_that_must_not_be_imported(tmp_path):
+    """An environment whose first `torch` on the import path stops the process when imported:
+    whatever still works under it was done before (or without) importing torch."""
+    fake = tmp_path / "torch"
+    fake.mkdir()
+    (fake / "__init__.py").write_text("raise SystemExit('torch was imported')\n")
+    return dict(os.environ, PYTHONPATH=os.pathsep.join(
+        [str(tmp_path)] + [p for p in [os.environ.get("PYTHONPATH")] if p]))
+
+
+def test_a_typo_is_refused_before_torch_is_imported_with_a_suggestion(torch_that_must_not_be_imported):
+    # It took 7-13 s on a busy machine: torch was imported before the names were checked.
+    for args, message in (
+            (("--cases", "SubTensr"), "unknown case 'SubTensr'; did you mean SubTensor? valid cases: Tensor"),
+            (("--cases", "Tensor", "subtensor"), "did you mean SubTensor?"),
+            (("--op", "x.ad"), "unknown op 'x.ad'; did you mean x.add? valid ops: torch.add"),
+            (("--instructions", "--cases", "SubTensr"), "did you mean SubTensor?"),
+            (("--compare", "a", "b", "--cases", "SubTensr"), "did you mean SubTensor?"),
+            (("--cases", "Tensor", "mine"), "unknown case 'mine'; valid cases:"),  # nothing near
+            (("--cases", "pkg.module:"), "not of the form pkg.module:factory")):
+        out = _bench(sys.executable, *args, env=torch_that_must_not_be_imported)
+        assert out.returncode == 2, (args, out.stderr)
+        assert message in out.stderr, (args, out.stderr)
+        assert len(out.stderr.strip().splitlines()) == 1 and "torch was imported" not in out.stderr
+
+
+def test_listing_needs_no_torch(torch_that_must_not_be_imported):
+    out = _bench(sys.executable, "--list", "--list-ops", env=torch_that_must_not_be_imported)
+    assert out.returncode == 0, out.stderr
+    names = [line.split()[0] for line in out.stdout.splitlines()]
+    assert {"SubTensor", "Cat8SubWithTorchFunction", "torch.add", "x.shape"} <= set(names)
+
+
+def test_the_compare_parent_imports_no_torch():
+    # Everything the parent of --compare runs, imported and driven as far as it goes without
+    # starting workers; torch is importable here, and must still not be imported.
+    code = (
+        "import sys\n"
+        "from overrides import ab, callgrind, casenames, cli, compare, environment, ops, report\n"
+        "args = cli.build_parser().parse_args(['--compare', 'a', 'b', '--cases', 'all', 'm:f'])\n"
+        "selected = casenames.resolve(args.cases)\n"
+        "assert selected[-1].name == 'm:f' and selected[0].name == 'Tensor', selected\n"
+        "ab._countable([(c, o) for c in selected[:-1] for o in ops.all_ops()], sys.executable, None)\n"
+        "loaded = sorted(m for m in sys.modules if m == 'torch' or m.startswith('torch.'))\n"
+        "assert not loaded, loaded\n")
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+
+
+def test_compare_runs_from_a_python_without_torch():
+    parent = _python_without_torch()
+    out = _bench(parent, "--compare", sys.executable, sys.executable, "--no-instructions",
+                 "--cases", "Tensor", "--pairs", "1", "--pair-seconds", "0.3", timeout=600)
+    assert out.returncode in (0, 1), out.stderr  # 1 would be a (one-pair) regression: not a crash
+    assert "Traceback" not in out.stderr
+    assert out.stdout.startswith("case ") and "\nTensor " in out.stdout, out.stdout
+    assert f"base: {sys.executable}: torch " in out.stdout
+
+
+def test_commands_that_need_torch_say_so_in_one_line():
+    python = _python_without_torch()
+    for args in ((), ("--cases", "Tensor", "--op", "x.add"), ("--instructions",)):
+        out = _bench(python, *args)
+        assert out.returncode == 2, (args, out.stderr)
+        assert len(out.stderr.strip().splitlines()) == 1 and "Traceback" not in out.stderr, out.stderr
+        assert f"{python} has none; install torch into it" in out.stderr, out.stderr
+        assert "--compare BASE_PY BRANCH_PY" in out.stderr
+    listed = _bench(python, "--list")
+    assert listed.returncode == 0 and listed.stdout.startswith("Tensor "), listed.stderr
+
+
+def test_the_compare_parent_asks_an_interpreter_which_ops_a_user_case_takes(tmp_path, monkeypatch):
+    # The parent cannot try a user case's operands (no torch); it must still leave out of the
+    # counts an op the case has no form for, and refuse a bad spec with the reason.
+    from overrides import ab, casenames, ops
+    from overrides.errors import UsageError
+
+    (tmp_path / "likes.py").write_text(
+        "import torch\n"
+        "class Like:\n"
+        "    def __init__(self, t): self.t = t\n"
+        "    @classmethod\n"
+        "    def __torch_function__(cls, func, types, args=(), kwargs=None):\n"
+        "        return func(*[a.t if isinstance(a, Like) else a for a in args], **(kwargs or {}))\n"
+        "def like():\n"
+        "    return Like(torch.tensor([1.0])), Like(torch.tensor([2.0]))\n")
+    monkeypatch.chdir(tmp_path)
+    targets = [(case, op) for case in casenames.resolve(["WithTorchFunction", "likes:like"])
+               for op in ops.resolve_ops(["torch.add", "x.add"])]
+    assert ab._countable(targets, sys.executable, None) == [
+        ("WithTorchFunction", "torch.add"), ("likes:like", "torch.add")]
+    with pytest.raises(UsageError, match="module likes has no attribute 'nope'"):
+        ab._countable([(casenames.resolve(["likes:nope"])[0], ops.DEFAULT_OP)], sys.executable, None)
