@@ -26,7 +26,7 @@ _bus_by_dump: dict[str, int] = {}
 
 
 def _with_bus(launch):
-    def patched(python, seed, pad, user_dir, spec, tree=False, import_path=None):
+    def patched(*args, **kwargs):
         real_popen = callgrind.subprocess.Popen
 
         def popen(command, *args, **kwargs):
@@ -37,7 +37,7 @@ def _with_bus(launch):
 
         callgrind.subprocess.Popen = popen
         try:
-            return launch(python, seed, pad, user_dir, spec, tree, import_path)
+            return launch(*args, **kwargs)
         finally:
             callgrind.subprocess.Popen = real_popen
     return patched

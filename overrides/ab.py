@@ -349,6 +349,8 @@ def _worker_env(config: ABConfig, pair: int, extra_pad: int, where: samepath.Pla
     with_import_path(env, where.tool, where.import_path)
     env["OVERRIDES_WORKER_THREADS"] = str(config.threads)
     env[USER_DIR_VARIABLE] = where.user_dir
+    if where.pycache:  # each side's bytecode compiled at the fixed path (samepath.prime)
+        env["PYTHONPYCACHEPREFIX"] = where.pycache
     env.update(MALLOC_ENV)
     if config.fix_layout:
         env["PYTHONHASHSEED"] = str(config.hash_seed_base + pair)
@@ -361,13 +363,15 @@ class _Pair:
     first alternates from pair to pair, so an order effect cannot pose as a change."""
 
     def __init__(self, base_py: str, branch_py: str, index: int, config: ABConfig,
-                 import_paths: dict | None = None):
+                 import_paths: dict | None = None, sources: dict | None = None):
         self.index = index
         sides = (("base", base_py), ("branch", branch_py))
         self.order = sides if index % 2 == 0 else sides[::-1]
         where = {label: samepath.place(python, (import_paths or {}).get(label), os.getcwd(),
-                                       in_tool=True)
+                                       in_tool=True, source=(sources or {}).get(label))
                  for label, python in sides}
+        for placed in where.values():
+            samepath.prime(placed)
         self.placements = where
         # argv[0] and the kernel's copy of the path both sit on the new stack; the import path
         # once, in the environment (with one fixed path for both sides, these are equal).
@@ -500,11 +504,11 @@ def _live_targets(pair: _Pair, pooled: _Pooled) -> list[int]:
 
 
 def _first_pair(base_py: str, branch_py: str, pooled: _Pooled, config: ABConfig,
-                views: placement.Views, import_paths: dict) -> _Pair:
+                views: placement.Views, import_paths: dict, sources: dict) -> _Pair:
     """Pair 0, started on an idle machine; its base worker calibrates the calls per sample that
     every worker then uses."""
     views.for_pair(0)
-    pair = _Pair(base_py, branch_py, 0, config, import_paths)
+    pair = _Pair(base_py, branch_py, 0, config, import_paths, sources)
     pair.wait_ready()
     _check_views(pair, views)
     wire = pooled.wire_targets()
@@ -658,7 +662,11 @@ def run_ab(
     # Where each side imports torch from first: its view, or without views its kept copy.
     import_paths = {"base": views.paths["base"] or base.torch_root,
                     "branch": views.paths["branch"] or branch.torch_root}
-    same_path = samepath.record(samepath.place(python, import_paths[side], os.getcwd(), in_tool=True)
+    # ... and the folder that stands for (a view is new every comparison; its source is not).
+    sources = ({side: root for side, root in zip(placement.SIDES, plan.roots)} if views.paths["base"]
+               else dict(import_paths))
+    same_path = samepath.record(samepath.place(python, import_paths[side], os.getcwd(), in_tool=True,
+                                               source=sources[side])
                                 for side, python in (("base", base_py), ("branch", branch_py)))
     say(f"start-up paths: {same_path['summary']}")
     of = f"/{config.pairs}" if config.pairs is not None else f" (until decided, up to {config.max_seconds:.0f} s)"
@@ -667,12 +675,13 @@ def run_ab(
         try:
             if config.instruction_seeds:
                 counted = _count_first(base_py, branch_py, pooled.targets, config, say,
-                                       [import_paths["base"], import_paths["branch"]])
+                                       [import_paths["base"], import_paths["branch"]],
+                                       [sources["base"], sources["branch"]])
             settled = counted.settled if counted else {}
             say(f"pair 1{of}: starting workers and calibrating")
             # The time cap is the clock's: counting first does not shorten it.
             pairs_started = pair_started = time.monotonic()
-            current = _first_pair(base_py, branch_py, pooled, config, views, import_paths)
+            current = _first_pair(base_py, branch_py, pooled, config, views, import_paths, sources)
             while True:
                 pooled.environments = {label: w.environment for label, w in current.workers.items()}
                 live = _live_targets(current, pooled)
@@ -691,7 +700,7 @@ def run_ab(
                 say(f"pair {pairs_done + 1}{of}: starting workers")
                 pair_started = now
                 views.for_pair(pairs_done)
-                upcoming = _Pair(base_py, branch_py, pairs_done, config, import_paths)
+                upcoming = _Pair(base_py, branch_py, pairs_done, config, import_paths, sources)
                 upcoming.start_prepare(pooled.wire_targets(), pooled.calls)
                 upcoming.finish_prepare()
                 current, upcoming = upcoming, None
@@ -817,7 +826,7 @@ class _Counted:
 
 
 def _count_first(base_py: str, branch_py: str, targets, config: ABConfig, say,
-                 import_paths: Sequence[str | None]) -> _Counted:
+                 import_paths: Sequence[str | None], sources: Sequence[str | None]) -> _Counted:
     """Count instructions on both sides under the same seeds, before the timed pairs. The
     counts judge (see compare), so a case they decide needs no more than MIN_PAIRS of the clock:
     a clear change, or none at all between two copies of one build, ends the timing early.
@@ -830,7 +839,7 @@ def _count_first(base_py: str, branch_py: str, targets, config: ABConfig, say,
 
     def count(targets_: list, seeds_: Sequence[int]) -> list[list]:
         return callgrind.count_builds([base_py, branch_py], targets_, seeds_, say=say,
-                                      tree=config.call_paths, import_paths=import_paths)
+                                      tree=config.call_paths, import_paths=import_paths, sources=sources)
 
     try:
         base_counts, branch_counts, comparisons, seeds = callgrind.count_until_decided(

@@ -326,14 +326,19 @@ def split_chain(name: str) -> list[str]:
 # ---------------------------------------------------------------------------------------------
 # Running it
 
+def _own_python_path() -> list[str]:
+    """The caller's own PYTHONPATH entries, this checkout left out (it comes first anyway)."""
+    return [path for path in os.environ.get("PYTHONPATH", "").split(os.pathsep)
+            if path and os.path.realpath(path) != os.path.realpath(ROOT)]
+
+
 def _environment(seed: int, pad: int, where: samepath.Placement) -> dict:
     """The whole environment of the valgrind process: fixed content, fixed order. The user's
     directory is passed only when a user case needs it (it would move the layout otherwise).
     The side's import path (its view or kept copy of torch) comes first after this checkout,
     both as `where` says the process sees them; the caller's own PYTHONPATH follows (a develop
     build is often found only through it)."""
-    own = [path for path in os.environ.get("PYTHONPATH", "").split(os.pathsep)
-           if path and os.path.realpath(path) != os.path.realpath(ROOT)]
+    own = _own_python_path()
     env = {
         "PATH": "/usr/local/bin:/usr/bin:/bin",
         "HOME": os.environ.get("HOME", "/"),
@@ -342,6 +347,8 @@ def _environment(seed: int, pad: int, where: samepath.Placement) -> dict:
         "PYTHONPATH": os.pathsep.join([where.tool] + ([where.import_path] if where.import_path else [])
                                       + own),
         "PYTHONDONTWRITEBYTECODE": "1",  # no __pycache__ appearing between two runs
+        # Each side's bytecode compiled at the fixed path (samepath.prime), not pip's at its own.
+        **({"PYTHONPYCACHEPREFIX": where.pycache} if where.pycache else {}),
         # numpy's OpenBLAS starts an idle worker thread at import; with it, two runs of one layout
         # side by side differed by up to 85 instructions a call (callgrind counts every thread).
         "OPENBLAS_NUM_THREADS": "1",
@@ -387,10 +394,11 @@ def _spec(targets: Sequence[tuple[str, str]], repeats: int, calls: int) -> str:
 
 
 def _launch(python: str, seed: int, pad: int, user_dir: str | None, spec: str,
-            tree: bool = False, import_path: str | None = None) -> _Launch:
+            tree: bool = False, import_path: str | None = None, source: str | None = None) -> _Launch:
     valgrind, _ = find_valgrind()
+    where = samepath.place(python, import_path, user_dir, source=source)
+    samepath.prime(where, os.pathsep.join(_own_python_path()))
     out_dir = tempfile.mkdtemp(prefix="overrides-callgrind-")
-    where = samepath.place(python, import_path, user_dir)
     contexts = [f"--separate-callers={CONTEXT_DEPTH}"] if tree else []
     command = [valgrind, "--tool=callgrind", "--instr-atstart=no", "--collect-atstart=no",
                "--compress-strings=no", "--compress-pos=no", "-q", *contexts,
@@ -469,7 +477,7 @@ def _drop_head_starts() -> None:
 def count_once(python: str, targets: Sequence[tuple[str, str]], seed: int, *, pad: int = 0,
                repeats: int = DEFAULT_REPEATS, calls: int = CALLS_PER_REPEAT,
                say: Callable[[str], None] | None = None, tree: bool = False,
-               import_path: str | None = None) -> CountRun:
+               import_path: str | None = None, source: str | None = None) -> CountRun:
     """Count every (case, op) in one valgrind process under hash seed `seed` (with `tree`, the
     last repeat's call paths too)."""
     valgrind, control = find_valgrind()
@@ -477,7 +485,7 @@ def count_once(python: str, targets: Sequence[tuple[str, str]], seed: int, *, pa
     user_dir = os.getcwd() if any(":" in case for case, _ in targets) else None
     spec = _spec(targets, repeats, calls)
     ahead = _HEAD_STARTS.pop((python, seed, pad, user_dir, spec, tree, import_path), None)
-    launch = ahead or _launch(python, seed, pad, user_dir, spec, tree, import_path)
+    launch = ahead or _launch(python, seed, pad, user_dir, spec, tree, import_path, source)
     process, out_dir, started = launch.process, launch.out_dir, launch.started
     try:
         ready = _read_json(process, "ready")
@@ -557,18 +565,20 @@ def count(python: str, targets: Sequence[tuple[str, str]], seeds: Sequence[int] 
 def count_builds(pythons: Sequence[str], targets: Sequence[tuple[str, str]],
                  seeds: Sequence[int] = DEFAULT_SEEDS, *, pads: Sequence[int] | None = None,
                  repeats: int = DEFAULT_REPEATS, say: Callable[[str], None] | None = None,
-                 tree: bool = False, import_paths: Sequence[str | None] | None = None
-                 ) -> list[list[CountRun]]:
+                 tree: bool = False, import_paths: Sequence[str | None] | None = None,
+                 sources: Sequence[str | None] | None = None) -> list[list[CountRun]]:
     """Every build under every seed (the same seeds, so layouts are matched build to build),
     MAX_PARALLEL valgrind processes at once; one list of runs per build, in seed order.
-    `import_paths`: per build, a folder to import torch from first (a view or a kept copy)."""
+    `import_paths`: per build, a folder to import torch from first (a view or a kept copy);
+    `sources`: per build, the folder a view stands for (names its bytecode cache, samepath)."""
     find_valgrind()
     paths = list(import_paths) if import_paths is not None else [None] * len(pythons)
+    origins = list(sources) if sources is not None else paths
     pads = list(pads) if pads is not None else pads_for(pythons, paths)
     with concurrent.futures.ThreadPoolExecutor(max_workers=MAX_PARALLEL) as pool:
         futures = [[pool.submit(count_once, python, targets, seed, pad=pad, repeats=repeats, say=say,
-                                tree=tree, import_path=path)
-                    for seed in seeds] for python, pad, path in zip(pythons, pads, paths)]
+                                tree=tree, import_path=path, source=origin)
+                    for seed in seeds] for python, pad, path, origin in zip(pythons, pads, paths, origins)]
         return [[future.result() for future in build] for build in futures]
 
 
