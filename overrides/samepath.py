@@ -18,6 +18,7 @@ FIXED_ROOT holds, as bind mounts:
 - `view`: the folder torch is imported from first (the side's placement view, or a kept copy);
 - `tool`: this checkout, put first on `PYTHONPATH`;
 - `user`: the working directory, for `pkg.module:factory` cases;
+- `env/pyvenv.cfg`: a virtualenv's configuration without the line naming its folder;
 - `pycache`: the side's own bytecode cache (`PYTHONPYCACHEPREFIX`), compiled in the namespace.
   A module's `.pyc` holds the path it was compiled at: pip compiles at install, so two
   virtualenvs' caches hold their own paths, and loading one allocates those strings before the
@@ -56,6 +57,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # a longer path; SubWithTorchFunction's mean +60, single seeds up to +120, see the module doc).
 PATH_ALLOWANCE_INSTRUCTIONS = 150.0
 PROBE_TIMEOUT_S = 60
+VENV_CONFIG = "pyvenv.cfg"
+VENV_CONFIG_PER_FOLDER = ("command",)  # keys whose value names the virtualenv's own folder
 PRIME_TIMEOUT_S = 600  # compiling a torch's modules from nothing on a busy machine
 # What every counting process and timing worker imports before it measures: run natively once per
 # side so that each of these modules' bytecode sits in the side's cache, compiled at the fixed path.
@@ -150,7 +153,13 @@ def place(python: str, import_path: str | None = None, user_dir: str | None = No
     rel = os.path.relpath(python, prefix)
     if rel.startswith(os.pardir):
         return dataclasses.replace(own, reason=f"{python} lies outside its prefix {prefix}")
-    binds = [[prefix, "env"], [ROOT, "tool"], [cache_folder(prefix, source or import_path, ROOT), "pycache"]]
+    cache = cache_folder(prefix, source or import_path, ROOT)
+    bytecode = os.path.join(cache, "bytecode")
+    os.makedirs(bytecode, exist_ok=True)
+    binds = [[prefix, "env"], [ROOT, "tool"], [bytecode, "pycache"]]
+    config = _same_venv_config(prefix, cache)
+    if config:
+        binds.append([config, os.path.join("env", VENV_CONFIG)])
     if import_path:
         binds.append([import_path, "view"])
     if user_dir:
@@ -161,6 +170,32 @@ def place(python: str, import_path: str | None = None, user_dir: str | None = No
                      os.path.join(FIXED_ROOT, "view") if import_path else None, tool,
                      os.path.join(FIXED_ROOT, "user") if user_dir else None,
                      tuple(_launcher(spec)), fixed=True, pycache=os.path.join(FIXED_ROOT, "pycache"))
+
+
+def _same_venv_config(prefix: str, cache: str) -> str | None:
+    """A virtualenv's `pyvenv.cfg` without the line that names the folder it was made in
+    (`command = ... -m venv /the/env`), written into the side's cache, to be mounted over the
+    original: the interpreter reads the whole file at start-up, and that one line was what
+    still told two installs of one wheel apart (-28..+131 instructions a call). None for an
+    interpreter that is not a virtualenv."""
+    original = os.path.join(prefix, VENV_CONFIG)
+    try:
+        with open(original, encoding="utf-8") as src:
+            lines = src.readlines()
+    except OSError:
+        return None
+    kept = "".join(line for line in lines if line.partition("=")[0].strip() not in VENV_CONFIG_PER_FOLDER)
+    target = os.path.join(cache, VENV_CONFIG)
+    try:
+        with open(target, encoding="utf-8") as old:
+            if old.read() == kept:
+                return target
+    except OSError:
+        pass
+    from overrides.files import write_text_atomic
+
+    write_text_atomic(target, kept)
+    return target
 
 
 _PRIMED: set = set()

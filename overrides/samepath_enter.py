@@ -58,7 +58,8 @@ def mount_all(libc, spec: dict) -> None:
     _check(libc.mount(b"tmpfs", root.encode(), b"tmpfs", 0, b"mode=0755,size=1m"), f"tmpfs on {root}")
     for source, name in spec["binds"]:
         target = os.path.join(root, name)
-        os.mkdir(target)
+        if not os.path.exists(target):  # a file mounted over one in a mounted folder needs none
+            os.mkdir(target)
         _check(libc.mount(source.encode(), target.encode(), None, MS_BIND | MS_REC, None),
                f"bind {source} on {target}")
 

@@ -13,7 +13,8 @@ from overrides import callgrind, samepath
 from overrides.compare import Comparison
 
 _SHOW = ("import json, os, sys; print(json.dumps({'executable': sys.executable, 'prefix': sys.prefix, "
-         "'path': sys.path, 'cwd': os.getcwd(), 'environ': open('/proc/self/environ', 'rb').read().hex()}))")
+         "'path': sys.path, 'cwd': os.getcwd(), 'environ': open('/proc/self/environ', 'rb').read().hex(), "
+         "'config': open(os.path.join(sys.prefix, 'pyvenv.cfg')).read()}))")
 
 needs_namespaces = pytest.mark.skipif(bool(samepath.unavailable_reason()),
                                       reason=f"no private mount namespace: {samepath.unavailable_reason()}")
@@ -50,6 +51,7 @@ def test_two_environments_at_different_paths_see_one_path(two_envs, tmp_path):
     assert seen[0]["executable"] == os.path.join(samepath.FIXED_ROOT, "env", "bin", "python")
     assert seen[0]["prefix"] == os.path.join(samepath.FIXED_ROOT, "env")
     assert seen[0]["cwd"] == os.path.join(samepath.FIXED_ROOT, "tool")
+    assert "home" in seen[0]["config"] and "command" not in seen[0]["config"]  # no folder named
     # The environment block arrives exactly as given: nothing added by the launcher.
     given = b"".join(f"{k}={v}".encode() + b"\0" for k, v in env.items())
     assert bytes.fromhex(seen[0]["environ"]) == given
