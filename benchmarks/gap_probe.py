@@ -6,7 +6,7 @@ placing their shared libraries, interleaved round by round.
 Set-ups (overrides/placement.py):
 - `tmpfs`: the views, with the differing libraries copied anew for every pair onto tmpfs
   (/dev/shm), as `--compare` did before this probe;
-- `disk`: the same, the copies on the disk's file system (the temp folder);
+- `disk`: the same, the copies on a disk's file system (`--compare` now: placement.copies_parent);
 - `inplace`: the views, every differing library mapped from its own install (not copied);
 - `noviews`: no views at all: each side imports torch as installed.
 Prints each set-up's delta and 95% interval per case, per round, and the median over rounds.
@@ -21,7 +21,6 @@ import os
 import re
 import statistics
 import sys
-import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -34,16 +33,16 @@ SETUPS = ("tmpfs", "disk", "inplace", "noviews")
 
 
 def run(setup: str, base: str, branch: str, say) -> dict:
-    tmpfs, gpu_only = placement._TMPFS, placement.GPU_ONLY
+    parent, gpu_only = placement.copies_parent, placement.GPU_ONLY
     try:
-        if setup == "disk":
-            placement._TMPFS = tempfile.gettempdir()
+        if setup == "tmpfs":
+            placement.copies_parent = lambda: ("/dev/shm", placement.file_system_of("/dev/shm"))
         elif setup == "inplace":
             placement.GPU_ONLY = re.compile(".")  # every differing library is left where it is
         config = ab.ABConfig(match_placement=setup != "noviews")
         outcome = ab.run_ab(base, branch, resolve_cases(None), resolve_ops(None), config, say)
     finally:
-        placement._TMPFS, placement.GPU_ONLY = tmpfs, gpu_only
+        placement.copies_parent, placement.GPU_ONLY = parent, gpu_only
     return {c.case: (c.delta_ns, c.ci95_ns) for c in outcome.comparisons}
 
 

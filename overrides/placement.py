@@ -20,9 +20,14 @@ What it does, once per comparison:
 - A shared library that is byte-identical on both sides is linked, in both views, to base's
   file: both processes map the same pages, as with `cp -al`, and placement cannot differ.
 - A library that differs is the change itself (or another release): its placement cannot be
-  matched, only randomised. Before every pair each side gets fresh copies of it (on tmpfs), so
-  each pair draws a new placement and the interval over pairs carries that luck instead of one
-  fixed offset. Libraries only a GPU runs (CUDA, ROCm, Triton) are left where they are: the
+  matched, only randomised. Before every pair each side gets fresh copies of it, so each pair
+  draws a new placement and the interval over pairs carries that luck instead of one fixed
+  offset. The copies go on a disk's file system, never tmpfs (`copies_parent`): tmpfs backs a
+  file with scattered 4 KB pages where a disk file system (ext4 on this kernel) caches it in
+  large folios, and torch 2.12.1 against 2.14.1 read SubTensor -533 ns with the copies on
+  /dev/shm, -57 ns with them on ext4, -81 with each library mapped from its install and -53
+  without views (benchmarks/gap_probe.py): the tmpfs copies made a tenfold "improvement" of
+  page-backing, which no user's install has. Libraries only a GPU runs (CUDA, ROCm, Triton) are left where they are: the
   benchmark never executes them, and copying them would cost seconds per pair.
 - Python source files are copied into the views (real files, not links), in real folders, so
   every module's *real* path is the view's path and has one length on both sides. While torch
@@ -64,8 +69,9 @@ _PACKAGE_FOLDERS = ("site-packages", "dist-packages")
 # alone is >1 GB), so they are not copied per pair even when they differ.
 GPU_ONLY = re.compile(r"cuda|cudnn|nccl|cublas|cufft|curand|cusolver|cusparse|nvrtc|nvjitlink|"
                       r"cupti|nvtx|cufile|nvshmem|triton|hip|rocm|miopen|rccl", re.IGNORECASE)
-# tmpfs keeps per-pair copies off the disk; fall back to the temp folder where it is missing.
-_TMPFS = "/dev/shm"
+# Where the views and the per-pair copies go, first that is not tmpfs (see the module doc).
+_COPIES_HOME = ("XDG_CACHE_HOME", os.path.join("~", ".cache"))
+MEMORY_FILE_SYSTEMS = ("tmpfs", "ramfs")
 
 
 def is_shared_library(name: str) -> bool:
@@ -212,9 +218,10 @@ class Views:
         self.build_seconds = 0.0  # making both views
         self.failure: str | None = None  # why the views did not do what the plan says
         self._copies: str | None = None
+        self.file_system: str | None = None  # what the copies sit on
         if not placement.active:
             return
-        parent = _TMPFS if os.path.isdir(_TMPFS) and os.access(_TMPFS, os.W_OK) else None
+        parent, self.file_system = copies_parent()
         self.folder = tempfile.mkdtemp(prefix="overrides-views-", dir=parent)
         started = time.monotonic()
         shared = set(placement.shared)
@@ -264,7 +271,7 @@ class Views:
         """What the comparison's settings say about placement."""
         return dict(self.plan.to_dict(), matched=self.matched, failure=self.failure,
                     verified_shared=self.verified, copy_seconds=round(self.copy_seconds, 2),
-                    python_files_copied=self.python_files,
+                    python_files_copied=self.python_files, copies_on=self.file_system,
                     python_mb_copied=round(self.python_bytes / 2**20, 1),
                     view_seconds=round(self.build_seconds, 2))
 
@@ -272,6 +279,44 @@ class Views:
         if self.folder:
             shutil.rmtree(self.folder, ignore_errors=True)
             self.folder = None
+
+
+def file_system_of(path: str) -> str:
+    """The type of the file system `path` is on (/proc/self/mounts), '?' where unknown."""
+    path = os.path.realpath(path)
+    found, best = "?", -1
+    try:
+        with open("/proc/self/mounts", encoding="utf-8") as mounts:
+            for line in mounts:
+                fields = line.split()
+                if len(fields) < 3:
+                    continue
+                point = fields[1].replace("\\040", " ")
+                inside = path == point or path.startswith(point.rstrip("/") + "/")
+                if inside and len(point) > best:
+                    found, best = fields[2], len(point)
+    except OSError:
+        pass
+    return found
+
+
+def copies_parent() -> tuple[str, str]:
+    """(folder, its file system type) for the views and the per-pair library copies: the user's
+    cache folder, else the temp folder, the first that is not in memory (tmpfs); the temp folder
+    anyway when both are, and the record says so."""
+    variable, default = _COPIES_HOME
+    home = os.path.join(os.environ.get(variable) or os.path.expanduser(default), "torch-function-overhead", "views")
+    candidates = [home, tempfile.gettempdir()]
+    for folder in candidates:
+        try:
+            os.makedirs(folder, exist_ok=True)
+        except OSError:
+            continue
+        kind = file_system_of(folder)
+        if os.access(folder, os.W_OK) and kind not in MEMORY_FILE_SYSTEMS:
+            return folder, kind
+    folder = tempfile.gettempdir()
+    return folder, file_system_of(folder)
 
 
 def _relink(link: str, target: str) -> None:

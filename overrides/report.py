@@ -462,8 +462,12 @@ def _placement_note(record: dict) -> str:
     if replaced:
         names = ", ".join(name.rsplit("/", 1)[-1] for name in replaced[:3])
         more = f" and {len(replaced) - 3} more" if len(replaced) > 3 else ""
-        text += (f"; {len(replaced)} that differ ({names}{more}) were copied anew for every pair, "
-                 "so where they sit in memory is a random effect inside the interval")
+        text += (f"; {len(replaced)} that differ ({names}{more}) were copied anew for every pair"
+                 f"{' on ' + record['copies_on'] if record.get('copies_on') else ''}, so where they "
+                 "sit in memory is a random effect inside the interval")
+        if record.get("copies_on") in ("tmpfs", "ramfs"):
+            text += (" (WARNING: on a memory file system, whose 4 KB pages can move the clock by "
+                     "~10% against an install on disk; set XDG_CACHE_HOME to a disk folder)")
     if record.get("fixed"):
         text += f"; {len(record['fixed'])} GPU-only libraries that differ were left in place"
     return text + "."

@@ -8,12 +8,13 @@ The end-to-end tests use real torch: a second install of this interpreter's torc
 import os
 import shutil
 import subprocess
+import tempfile
 import sys
 import venv
 
 import pytest
 
-from overrides import ab, cases, placement
+from overrides import samepath, ab, cases, placement
 from overrides.ops import DEFAULT_OP
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="views are Linux-only")
@@ -99,7 +100,9 @@ def test_two_installs_of_one_torch_map_the_same_library_pages(second_install):
     assert record["replaced_per_pair"] == [] and record["shared_libraries"] >= 5
     # read from both workers' /proc/PID/maps: the big library is one file for both
     assert {"libtorch_cpu.so", "libtorch_python.so"} <= set(record["verified_shared"])
-    assert "overrides-views-" in outcome.branch_run.environment["torch_path"]
+    # ... and imported torch from its view, seen at the one fixed path both sides share
+    expected = os.path.join(samepath.FIXED_ROOT, "view") if samepath.place(sys.executable).fixed else "overrides-views-"
+    assert expected in outcome.branch_run.environment["torch_path"]
 
 
 def test_a_changed_library_is_copied_anew_for_every_pair(second_install, tmp_path):
@@ -116,8 +119,20 @@ def test_a_changed_library_is_copied_anew_for_every_pair(second_install, tmp_pat
     record = outcome.settings["placement"]
     assert record["matched"], record
     assert record["replaced_per_pair"] == ["torch/lib/libshm.so"]
+    assert record["copies_on"] not in placement.MEMORY_FILE_SYSTEMS  # tmpfs pages move the clock
     assert "libshm.so" not in record["verified_shared"] and "libtorch_cpu.so" in record["verified_shared"]
     assert outcome.settings["pairs"] == 2 and all(c.ci95_ns for c in outcome.comparisons)
+
+
+def test_copies_never_go_to_a_memory_file_system_when_a_disk_is_there(monkeypatch, tmp_path):
+    if placement.file_system_of(tempfile.gettempdir()) in placement.MEMORY_FILE_SYSTEMS:
+        pytest.skip("the temp folder is in memory here: nothing on disk to choose")
+    monkeypatch.setenv("XDG_CACHE_HOME", "/dev/shm/overrides-test-cache")
+    folder, kind = placement.copies_parent()
+    assert placement.file_system_of("/dev/shm") == "tmpfs"
+    assert kind not in placement.MEMORY_FILE_SYSTEMS and not folder.startswith("/dev/shm")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    assert placement.copies_parent()[0].startswith(str(tmp_path))
 
 
 def test_every_comparison_draws_fresh_layouts():
