@@ -42,7 +42,6 @@ CPU machine this was built on):
 from __future__ import annotations
 
 import atexit
-import concurrent.futures
 import dataclasses
 import gc
 import glob
@@ -57,7 +56,7 @@ import tempfile
 import time
 from typing import Callable, Sequence
 
-from overrides import stats
+from overrides import children, stats
 from overrides.allocator import MALLOC_ENV
 from overrides.errors import UsageError
 
@@ -370,9 +369,7 @@ class _Launch:
     started: float
 
     def close(self) -> None:
-        if self.process.poll() is None:
-            self.process.kill()
-        self.process.wait()
+        children.reap(self.process)
         for stream in (self.process.stdin, self.process.stdout, self.process.stderr):
             stream.close()
         shutil.rmtree(self.out_dir, ignore_errors=True)
@@ -391,9 +388,9 @@ def _launch(python: str, seed: int, pad: int, user_dir: str | None, spec: str,
     command = [valgrind, "--tool=callgrind", "--instr-atstart=no", "--collect-atstart=no",
                "--compress-strings=no", "--compress-pos=no", "-q", *contexts,
                f"--callgrind-out-file={out_dir}/callgrind.out.%p", python, "-c", _WORKER_CODE, spec]
-    process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, text=True, cwd=_fixed_cwd(),
-                               env=_environment(seed, pad, user_dir, import_path))
+    process = children.start(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True, cwd=_fixed_cwd(),
+                             env=_environment(seed, pad, user_dir, import_path))
     return _Launch((python, seed, pad, user_dir, spec, tree, import_path), process, out_dir,
                    time.monotonic())
 
@@ -551,11 +548,18 @@ def count_builds(pythons: Sequence[str], targets: Sequence[tuple[str, str]],
     find_valgrind()
     paths = list(import_paths) if import_paths is not None else [None] * len(pythons)
     pads = list(pads) if pads is not None else pads_for(pythons, paths)
-    with concurrent.futures.ThreadPoolExecutor(max_workers=MAX_PARALLEL) as pool:
-        futures = [[pool.submit(count_once, python, targets, seed, pad=pad, repeats=repeats, say=say,
-                                tree=tree, import_path=path)
-                    for seed in seeds] for python, pad, path in zip(pythons, pads, paths)]
-        return [[future.result() for future in build] for build in futures]
+    jobs = [(python, pad, path, seed) for python, pad, path in zip(pythons, pads, paths)
+            for seed in seeds]
+
+    def run(job: tuple) -> CountRun:
+        python, pad, path, seed = job
+        return count_once(python, targets, seed, pad=pad, repeats=repeats, say=say, tree=tree,
+                          import_path=path)
+
+    # Ctrl-C kills the valgrind processes at once (overrides/children.py), not after counting.
+    runs = children.parallel(run, jobs, MAX_PARALLEL)
+    per_build = len(seeds)
+    return [runs[i * per_build:(i + 1) * per_build] for i in range(len(pythons))]
 
 
 def pads_for(pythons: Sequence[str], import_paths: Sequence[str | None] | None = None) -> list[int]:

@@ -16,7 +16,6 @@ interruption.
 
 from __future__ import annotations
 
-import concurrent.futures
 import dataclasses
 import json
 import math
@@ -28,7 +27,7 @@ import time
 import zipfile
 from typing import Callable, Sequence
 
-from overrides import compare, environment, report, results
+from overrides import children, compare, environment, report, results
 from overrides.errors import UsageError
 from overrides.files import atomic_path, write_json_atomic, write_text_atomic
 
@@ -117,9 +116,8 @@ class Report:
         names = [case.name for case in selected]
         if all(side.build is not None for side in sides):
             outcome = ab.run_ab(sides[0].build, sides[1].build, selected,
-                                ops_mod.resolve_ops([op] if op else None), ab_config, self.say)
-            if outcome.interrupted:
-                raise KeyboardInterrupt
+                                ops_mod.resolve_ops([op] if op else None), ab_config, self.say,
+                                keep_interrupted=False)  # Ctrl-C: no ZIP, so nothing to keep
             runs = {"base": outcome.base_run, "branch": outcome.branch_run}
             if all(run.instructions for run in runs.values()):
                 from overrides import callgrind
@@ -211,10 +209,10 @@ class Report:
             stem = record.file_stem(comparison.case, op)
             folded: dict[str, str] = {}
             # Both sides at once, one core each: a profile is shares of samples, which the other
-            # core's work does not skew, and the report gets 8 s a case back.
-            with concurrent.futures.ThreadPoolExecutor(max_workers=len(sides)) as pool:
-                recorded = list(pool.map(lambda side: self._flamegraph_for(
-                    side, comparison.case, op, seconds or hotloop.DEFAULT_SECONDS), sides))
+            # core's work does not skew, and the report gets 8 s a case back. Ctrl-C kills both
+            # py-spy processes at once (overrides/children.py).
+            recorded = children.parallel(lambda side: self._flamegraph_for(
+                side, comparison.case, op, seconds or hotloop.DEFAULT_SECONDS), sides, len(sides))
             for side, paths in zip(sides, recorded):
                 if paths is None:
                     continue
