@@ -47,6 +47,7 @@ class Side:
     python: str | None = None  # the interpreter: given, or the one the label was recorded with
     build: "object | None" = None  # ab.Build to run live; None: only the label's recorded run
     unpaired_reason: str = ""  # why a label cannot run live (no kept copy, ...)
+    missing: tuple[str, ...] = ()  # what an incomplete label lacks (--allow-incomplete)
 
     def torch_root(self) -> str | None:
         return getattr(self.build, "torch_root", None)
@@ -60,23 +61,33 @@ class Figure:
     path: str
 
 
-def classify(spec: str, role: str, runs: str) -> Side:
-    """A recorded label if runs/SPEC exists, else an interpreter or virtualenv, else exit 2."""
+def classify(spec: str, role: str, runs: str, allow_incomplete: bool = False) -> Side:
+    """A recorded label if runs/SPEC exists, else an interpreter or virtualenv, else exit 2. An
+    incomplete (interrupted) label is refused unless `allow_incomplete`."""
     from overrides import ab, record
 
     if os.sep not in spec and spec in record.recorded_labels(runs):
         recorded = record.load_label(runs, spec)
+        if not recorded.complete and (not allow_incomplete or recorded.still_recording()):
+            raise UsageError(f"{role.upper()}: {recorded.incomplete_line()}"
+                             + ("" if recorded.still_recording() else
+                                ", or pass --allow-incomplete to compare what it has"))
+        if not recorded.manifest.get("results") or not os.path.isfile(recorded.results_path):
+            raise UsageError(f"{role.upper()}: label {spec!r} has no bench results to compare "
+                             f"(interrupted before bench.py finished); record it again with "
+                             f"`scripts/record.sh --label {spec}`")
         root = recorded.kept_root
+        missing = tuple(recorded.missing())
         if root is None:
-            return Side(role, spec, label=spec, python=recorded.python,
+            return Side(role, spec, label=spec, python=recorded.python, missing=missing,
                         unpaired_reason=f"label `{spec}`: {recorded.why_not_kept()}")
         build = ab.Build(recorded.python, root)
         try:
             ab.probe_interpreter(build)
         except UsageError as exc:
-            return Side(role, spec, label=spec, python=recorded.python,
+            return Side(role, spec, label=spec, python=recorded.python, missing=missing,
                         unpaired_reason=f"label `{spec}`'s kept copy does not run: {exc}")
-        return Side(role, spec, label=spec, python=recorded.python, build=build)
+        return Side(role, spec, label=spec, python=recorded.python, build=build, missing=missing)
     looks_like_interpreter = os.sep in spec or os.path.isdir(spec) or shutil.which(spec)
     if not looks_like_interpreter:
         known = record.recorded_labels(runs)
@@ -391,10 +402,14 @@ class Report:
         if self.notes:
             parts += ["## Notes", ""] + [f"- {note}" for note in self.notes] + [""]
         parts += ["## Environments", ""]
+        paired = settings.get("mode", "").startswith("paired")
         for side in sides:
             env = runs[side.role].environment
-            source = (f"label `{side.label}`, " + ("run from its kept copy" if side.build else
-                                                  "its recorded run")) if side.label else f"`{side.spec}`"
+            # A label with a copy is still compared from its recorded run when the other side
+            # cannot run live (unpaired): say what was measured, not what could have been.
+            source = (f"label `{side.label}`, " + ("run from its kept copy" if side.build and paired
+                                                  else "its recorded run")
+                      + (", an incomplete recording" if side.missing else "")) if side.label else f"`{side.spec}`"
             parts.append(f"- **{side.role}** ({source}): {environment.one_line(env)}; "
                          f"`{env.get('python_executable', side.python)}`")
         parts += ["", "## Bench output", ""]
@@ -526,8 +541,10 @@ def build(base_spec: str, branch_spec: str, *, output: str = DEFAULT_OUTPUT,
           all_cases: bool = False, flamegraphs: bool = True, cases: Sequence[str] | None = None,
           op: str | None = None, seconds: float | None = None, ab_config=None,
           runs_dir: str | None = None, skipped_counts: str | None = None,
+          allow_incomplete: bool = False,
           progress: Callable[[str], None] | None = None) -> tuple[str, list, dict]:
-    """Write the report ZIP; returns (its path, the comparisons, the comparison's settings)."""
+    """Write the report ZIP; returns (its path, the comparisons, the comparison's settings).
+    An incomplete label is refused unless `allow_incomplete`."""
     from overrides import ab, flamegraph, record
 
     say = progress or (lambda message: None)
@@ -535,12 +552,16 @@ def build(base_spec: str, branch_spec: str, *, output: str = DEFAULT_OUTPUT,
     if not output.endswith(".zip"):
         raise UsageError(f"-o {output}: the report is a ZIP; name it FILE.zip")
     runs = record.runs_dir(runs_dir)
-    sides = [classify(spec, role, runs) for spec, role in ((base_spec, "base"), (branch_spec, "branch"))]
+    sides = [classify(spec, role, runs, allow_incomplete)
+             for spec, role in ((base_spec, "base"), (branch_spec, "branch"))]
     if flamegraphs:
         flamegraph.find_pyspy(sides[0].python)  # say now, before minutes of measuring
     ab_config = ab_config or ab.ABConfig()
     with tempfile.TemporaryDirectory(prefix="overrides-report-") as workdir:
         the_report = Report(runs, workdir, say)
+        the_report.notes += [f"Label `{side.label}` is an incomplete recording (interrupted; missing "
+                             f"{record.words(side.missing)}), compared as it is (--allow-incomplete)."
+                             for side in sides if side.missing]
         comparisons, run_results, settings = the_report.measure(sides, cases, op, ab_config)
         if not settings.get("mode", "").startswith("paired"):
             the_report.notes.append(
@@ -601,6 +622,8 @@ def build_parser():
     parser.add_argument("branch", metavar="BRANCH", help="the same, for the branch")
     parser.add_argument("-o", "--output", default=DEFAULT_OUTPUT, metavar="FILE.zip",
                         help=f"where to write the ZIP (default {DEFAULT_OUTPUT})")
+    parser.add_argument("--allow-incomplete", action="store_true",
+                        help="compare a label whose recording was interrupted (refused without it)")
     parser.add_argument("--all", action="store_true", help="flamegraphs for every case, not only regressed ones")
     parser.add_argument("--no-flamegraphs", action="store_true", help="numbers only: no py-spy, no screenshots")
     parser.add_argument("--cases", nargs="+", metavar="NAME", help="cases (default: the four seed cases)")
@@ -642,7 +665,7 @@ def main(argv: list[str] | None = None) -> int:
             args.base, args.branch, output=args.output, all_cases=args.all,
             flamegraphs=not args.no_flamegraphs, cases=args.cases, op=args.op, seconds=args.seconds,
             ab_config=config, runs_dir=args.runs_dir, skipped_counts=skipped,
-            progress=stderr_progress(args.quiet))
+            allow_incomplete=args.allow_incomplete, progress=stderr_progress(args.quiet))
         print(report.comparison_table(comparisons, settings))
         print(f"report written to {path}")
         return 1 if compare.any_regression(comparisons) else 0

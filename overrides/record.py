@@ -13,7 +13,9 @@ recorded run is a folder:
 
 NAME is the original README's: tensor, subtensor, overridden, suboverridden for the seed
 cases, the case name in lower case for others. `record.json` is rewritten (whole) after every
-step, so an interrupted recording keeps, and lists, what it finished.
+step, so an interrupted recording keeps, and lists, what it finished; it says which steps were
+asked for and which process records, so `--list` can tell an interrupted recording (marked
+incomplete, with what it misses, and its half-written files removed) from one still running.
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ import datetime
 import json
 import os
 import re
+import shutil
+import socket
 import subprocess
 import sys
 import time
@@ -36,6 +40,12 @@ DEFAULT_RUNS_DIR = os.path.join(ROOT, "runs")
 RUNS_DIR_VARIABLE = "OVERRIDES_RUNS_DIR"  # where runs/ lives, when not in this checkout
 MANIFEST = "record.json"
 SCHEMA = "torch-function-overhead/record/1"
+# What "kept" says until the copy is made: a recording without it stopped before that step.
+STOPPED_BEFORE_KEEP = "the recording stopped before a copy was kept"
+# Files a step writes before renaming them into place (flamegraph.record_case, files.py,
+# keep.keep): an interrupted recording can leave them, never a finished one.
+PARTIAL_SUFFIX = ".partial"
+TEMP_PREFIX = ".tmp-"
 _LABEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
 
@@ -68,6 +78,55 @@ class RecordedRun:
     @property
     def python(self) -> str:
         return self.manifest["python"]
+
+    @property
+    def complete(self) -> bool:
+        return bool(self.manifest.get("complete", True))
+
+    def missing(self) -> list[str]:
+        """What an incomplete recording lacks, in words ("bench results", "the kept copy", ...)."""
+        if self.complete:
+            return []
+        steps = self.manifest.get("steps")  # None: written before record.json listed them
+
+        def asked(step: str, otherwise: bool) -> bool:
+            return step in steps if steps is not None else otherwise
+
+        flamegraphs = self.manifest.get("flamegraphs") or {}
+        lacking = []
+        if not self.manifest.get("results"):
+            lacking.append("bench results")
+        if asked("instructions", False) and not self.manifest.get("instructions"):
+            lacking.append("instruction counts")
+        if asked("flamegraphs", bool(flamegraphs)):
+            cases = [case for case in self.manifest.get("cases", []) if case not in flamegraphs]
+            if cases:
+                lacking.append(f"flamegraphs ({', '.join(cases)})")
+        if asked("keep", True) and (self.manifest.get("kept") or {}).get("skipped") == STOPPED_BEFORE_KEEP:
+            lacking.append("the kept copy")
+        return lacking or ["its last step"]
+
+    def still_recording(self) -> bool:
+        """An incomplete recording whose record.sh still runs (on this host), not an interrupted one."""
+        recorder = self.manifest.get("recorder") or {}
+        if self.complete or recorder.get("host") != socket.gethostname() or not recorder.get("pid"):
+            return False
+        try:
+            os.kill(int(recorder["pid"]), 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True  # another user's process
+        return True
+
+    def incomplete_line(self) -> str:
+        """Why a label is not whole, and what to do, in one line."""
+        if self.still_recording():
+            return (f"label {self.label!r} is being recorded now (record.sh, pid "
+                    f"{self.manifest['recorder']['pid']}); wait for it to finish")
+        return (f"label {self.label!r} is an incomplete recording (interrupted; missing "
+                f"{words(self.missing())}); record it again with "
+                f"`scripts/record.sh --label {self.label}`")
 
     @property
     def results_path(self) -> str:
@@ -103,6 +162,28 @@ class RecordedRun:
         return path if path and os.path.exists(path) else None
 
 
+def words(parts: Sequence[str]) -> str:
+    """The parts as prose: "a, b and c"."""
+    return " and ".join([", ".join(parts[:-1]), parts[-1]]) if len(parts) > 1 else "".join(parts)
+
+
+def remove_leftovers(label_dir: str) -> list[str]:
+    """Delete what an interrupted recording half-wrote in its folder (`*.partial` files, a
+    half-made `kept.partial` copy, temporary files); returns their names. Only for a recording
+    that no longer runs: these are a running one's files in progress."""
+    removed = []
+    for name in sorted(os.listdir(label_dir)):
+        if not (name.endswith(PARTIAL_SUFFIX) or name.startswith(TEMP_PREFIX)):
+            continue
+        path = os.path.join(label_dir, name)
+        if os.path.isdir(path) and not os.path.islink(path):
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            os.unlink(path)
+        removed.append(name)
+    return removed
+
+
 def load_label(directory: str, label: str) -> RecordedRun:
     path = os.path.join(directory, label, MANIFEST)
     if not os.path.isfile(path):
@@ -134,7 +215,7 @@ class Recorder:
     """Writes one run folder step by step, rewriting its manifest after each."""
 
     def __init__(self, directory: str, label: str, python: str, cases: Sequence[str],
-                 op: str | None, say: Callable[[str], None]):
+                 op: str | None, say: Callable[[str], None], steps: Sequence[str] = ()):
         self.directory = os.path.join(directory, label)
         self.label = label
         self.say = say
@@ -143,8 +224,9 @@ class Recorder:
             "schema": SCHEMA, "label": label, "python": python,
             "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
             "cases": list(cases), "op": op, "results": None, "text": None, "flamegraphs": {},
-            "instructions": None, "complete": False,
-            "kept": {"skipped": "the recording stopped before a copy was kept"},
+            "instructions": None, "complete": False, "steps": list(steps),
+            "recorder": {"pid": os.getpid(), "host": socket.gethostname()},
+            "kept": {"skipped": STOPPED_BEFORE_KEEP},
         }
         self.save()
 
@@ -262,7 +344,8 @@ def record(label: str, python_spec: str, cases: Sequence[str] | None = None, *,
 
         callgrind.find_valgrind()
     names = [case.name for case in cases_mod.resolve_cases(list(cases) if cases else None)]
-    recorder = Recorder(runs_dir(directory), label, python, names, op, say)
+    steps = ["bench"] + ["instructions"] * instructions + ["flamegraphs"] * flamegraphs + ["keep"] * keep_build
+    recorder = Recorder(runs_dir(directory), label, python, names, op, say, steps)
     recorder.bench(python, ["--min-time", f"{min_time:g}"] if min_time else [])
     if instructions:
         recorder.instructions(python, seeds)
@@ -304,13 +387,16 @@ def kept_bytes(directory: str) -> dict[str, int]:
 
 
 def listing(directory: str) -> str:
-    """`record.sh --list`: every recorded label, aligned, with its kept copy's size."""
+    """`record.sh --list`: every recorded label, aligned, with its kept copy's size; an
+    interrupted recording is marked incomplete (what it misses said below the table) and its
+    half-written files are removed."""
     from overrides import keep
 
     labels = recorded_labels(directory)
     if not labels:
         return f"nothing is recorded in {directory} yet; record with `scripts/record.sh --label NAME`"
     rows = [("label", "recorded", "torch", "kept copy", "interpreter")]
+    notes = []
     total = 0
     for label in labels:
         try:
@@ -321,10 +407,19 @@ def listing(directory: str) -> str:
         if run.kept_root:
             total += int(run.manifest["kept"].get("bytes", 0))
         kept = keep.status_word(run.directory, run.manifest)
+        if run.still_recording():
+            kept = "recording now"
+        elif not run.complete:
+            kept = f"incomplete, {kept}" if run.kept_root else "incomplete"
+            removed = remove_leftovers(run.directory)
+            notes.append(f"{label}: incomplete (interrupted): missing {words(run.missing())}"
+                         + (f"; removed its half-written {', '.join(removed)}" if removed else "")
+                         + f"; record it again with `scripts/record.sh --label {label}`")
         rows.append((label, run.manifest.get("created", "?")[:16].replace("T", " "),
                      _torch_version_of(run), kept, run.python))
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in rows]
+    lines += notes
     lines.append(f"{len(labels)} label(s) in {directory}; kept copies: {keep.human(total)} "
                  "(delete one with `scripts/record.sh --clean LABEL`)")
     return "\n".join(lines)

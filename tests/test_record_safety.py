@@ -4,20 +4,135 @@ overwritten without a word, nothing half-done passes for done, and Ctrl-C stops 
 Most tests call the library on a hand-made runs/ folder with a real record.json; the few that
 need the scripts use the smallest settings they offer (one case, short recordings)."""
 
+import json
 import os
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import threading
+import zipfile
 
 import pytest
 
 from conftest import ROOT
+from overrides import pr_report, record, results
 
 # Generous: the machine is shared with heavy jobs; these bound a hang, they time nothing.
 SCRIPT_TIMEOUT_S = 300
+MB = 2**20
+# record.json as record.sh writes it while a recording has not reached its copy yet
+STOPPED_BEFORE_KEEP = "the recording stopped before a copy was kept"
+
+
+def _results(per_call_ns: float) -> results.RunResult:
+    samples = tuple(per_call_ns * (1 + 0.001 * (i % 7)) for i in range(40))
+    case = results.CaseResult(case="Tensor", op="torch.add", stmt="torch.add(t, t)",
+                              description="a plain Tensor", calls_per_sample=100,
+                              samples_ns=samples, loop_overhead_ns=0.0)
+    return results.RunResult({"torch_version": "2.13.0"}, {"mode": "bench"}, (case,))
+
+
+def _dead_pid() -> int:
+    finished = subprocess.Popen(["true"])
+    finished.wait()
+    return finished.pid
+
+
+def make_label(runs, label, *, complete=True, kept_mb=None, flamegraphs=("Tensor", "SubTensor"),
+               recorder_pid=None, per_call_ns=1000.0) -> dict:
+    """runs/LABEL as record.sh leaves it: record.json, LABEL.json, flamegraph files, and with
+    `kept_mb` a kept copy (a torch package folder; the manifest says how big it was)."""
+    folder = runs / label
+    folder.mkdir(parents=True)
+    results.save(_results(per_call_ns), str(folder / f"{label}.json"))
+    entries = {}
+    for case in flamegraphs:
+        for suffix in ("svg", "folded"):
+            (folder / f"{label}-{case.lower()}.{suffix}").write_text("x")
+        entries[case] = {"svg": f"{label}-{case.lower()}.svg", "folded": f"{label}-{case.lower()}.folded",
+                         "samples": 1000, "seconds": 6}
+    if kept_mb:
+        (folder / "kept" / "torch").mkdir(parents=True)
+        (folder / "kept" / "torch" / "__init__.py").write_text("")
+        kept = {"root": "kept", "packages": ["torch"], "bytes": kept_mb * MB, "seconds": 2.0,
+                "source": "/somewhere/torch"}
+    else:
+        kept = {"skipped": "recorded with --no-keep" if complete else STOPPED_BEFORE_KEEP}
+    manifest = {"schema": "torch-function-overhead/record/1", "label": label, "python": sys.executable,
+                "created": "2026-01-02T03:04:05+00:00", "cases": ["Tensor", "SubTensor"], "op": None,
+                "results": f"{label}.json", "text": None, "flamegraphs": entries, "instructions": None,
+                "complete": complete, "steps": ["bench", "flamegraphs", "keep"],
+                "recorder": {"pid": recorder_pid or _dead_pid(), "host": socket.gethostname()},
+                "kept": kept}
+    (folder / "record.json").write_text(json.dumps(manifest))
+    return manifest
+
+
+def one_line_error(capsys, status: int) -> str:
+    err = capsys.readouterr().err
+    assert status == 2, err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
+    return err
+
+
+# -- incomplete recordings ----------------------------------------------------------------------
+
+def test_list_marks_an_interrupted_label_incomplete_and_says_what_it_misses(tmp_path):
+    runs = tmp_path / "runs"
+    make_label(runs, "base", kept_mb=700)
+    make_label(runs, "half", complete=False, flamegraphs=("Tensor",))
+    lines = record.listing(str(runs)).splitlines()
+    row = next(line for line in lines if line.startswith("half "))
+    assert row.split()[4] == "incomplete", row  # the kept copy column: not "none (not kept)"
+    assert "half: incomplete (interrupted): missing flamegraphs (SubTensor) and the kept copy; " \
+           "record it again with `scripts/record.sh --label half`" in lines
+    assert "incomplete" not in next(line for line in lines if line.startswith("base "))
+
+
+def test_list_removes_what_an_interrupted_recording_half_wrote_but_not_a_running_ones(tmp_path):
+    runs = tmp_path / "runs"
+    make_label(runs, "half", complete=False, flamegraphs=("Tensor",))
+    make_label(runs, "busy", complete=False, flamegraphs=("Tensor",), recorder_pid=os.getpid())
+    for label in ("half", "busy"):
+        (runs / label / f"{label}-subtensor.folded.partial").write_text("half a profile")
+        (runs / label / "kept.partial" / "torch").mkdir(parents=True)
+    listed = record.listing(str(runs))
+    assert sorted(os.listdir(runs / "half")) == ["half-tensor.folded", "half-tensor.svg", "half.json",
+                                                 "record.json"]
+    assert "removed its half-written half-subtensor.folded.partial, kept.partial" in listed
+    assert (runs / "busy" / "busy-subtensor.folded.partial").exists()  # still being written
+    assert any(line.startswith("busy ") and "recording now" in line for line in listed.splitlines())
+
+
+def _report(capsys, runs, tmp_path, *specs_and_flags):
+    status = pr_report.main([*specs_and_flags, "-o", str(tmp_path / "report.zip"), "--runs-dir",
+                             str(runs), "--no-flamegraphs", "--no-instructions", "-q"])
+    return status
+
+
+def test_report_refuses_an_incomplete_label_unless_allowed_and_then_says_how_it_ran(tmp_path, capsys):
+    runs = tmp_path / "runs"
+    make_label(runs, "base", kept_mb=700)
+    make_label(runs, "half", complete=False, flamegraphs=("Tensor",), per_call_ns=1010.0)
+    for specs, role in ((("base", "half"), "BRANCH"), (("half", "base"), "BASE")):
+        err = one_line_error(capsys, _report(capsys, runs, tmp_path, *specs))
+        assert f"{role}: label 'half' is an incomplete recording" in err
+        assert "missing flamegraphs (SubTensor) and the kept copy" in err and "--allow-incomplete" in err
+    assert not (tmp_path / "report.zip").exists()
+
+    status = _report(capsys, runs, tmp_path, "base", "half", "--allow-incomplete")
+    assert status in (0, 1), capsys.readouterr().err
+    markdown = zipfile.ZipFile(tmp_path / "report.zip").read("report.md").decode()
+    # base has a kept copy, but half has none: the comparison ran from the recorded runs.
+    assert "UNPAIRED" in markdown
+    assert "- **base** (label `base`, its recorded run)" in markdown
+    assert "run from its kept copy" not in markdown
+    assert "- **branch** (label `half`, its recorded run, an incomplete recording)" in markdown
+    assert "Label `half` is an incomplete recording (interrupted; missing flamegraphs " \
+           "(SubTensor) and the kept copy)" in markdown
 
 
 def _session_processes(session: int) -> list[str]:
@@ -76,7 +191,7 @@ def test_ctrl_c_stops_report_sh_while_valgrind_counts(tmp_path):
 @pytest.mark.parametrize("target", ["top", "group"])
 def test_ctrl_c_stops_record_sh_while_py_spy_records(tmp_path, target):
     """Ctrl-C while py-spy records: py-spy and the loop it traces stop at once (the loop ran on
-    for its --seconds), and no half profile stays behind."""
+    for its --seconds), no half profile stays behind, and --list says the label is incomplete."""
     runs = tmp_path / "runs"
     status, after, left = interrupt(
         "record.sh", ["--label", "half", "--python", sys.executable, "--seconds", "30",
@@ -86,3 +201,5 @@ def test_ctrl_c_stops_record_sh_while_py_spy_records(tmp_path, target):
     assert after == ["record.sh: interrupted; what finished is kept and listed in record.json"]
     assert not left, left
     assert not [name for name in os.listdir(runs / "half") if name.endswith(".partial")]
+    row = next(line for line in record.listing(str(runs)).splitlines() if line.startswith("half "))
+    assert "incomplete" in row
