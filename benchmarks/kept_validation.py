@@ -123,7 +123,7 @@ def _env(kind: dict) -> dict:
 def record(kind: dict, label: str, runs: str) -> dict:
     started = time.monotonic()
     done = subprocess.run([os.path.join(ROOT, "scripts", "record.sh"), "--label", label, "--python",
-                           kind["python"], "--runs-dir", runs, "--no-flamegraphs"],
+                           kind["python"], "--runs-dir", runs, "--no-flamegraphs", "--force"],
                           env=_env(kind), capture_output=True, text=True)
     if done.returncode != 0:
         raise RuntimeError(f"record.sh --label {label} failed: {done.stderr.strip().splitlines()[-1:]}")

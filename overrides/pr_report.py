@@ -75,7 +75,7 @@ def classify(spec: str, role: str, runs: str, allow_incomplete: bool = False) ->
         if not recorded.manifest.get("results") or not os.path.isfile(recorded.results_path):
             raise UsageError(f"{role.upper()}: label {spec!r} has no bench results to compare "
                              f"(interrupted before bench.py finished); record it again with "
-                             f"`scripts/record.sh --label {spec}`")
+                             f"`scripts/record.sh --label {spec} --force`")
         root = recorded.kept_root
         missing = tuple(recorded.missing())
         if root is None:
@@ -169,7 +169,8 @@ class Report:
                     _live_folder(self.runs, side.role, [s.label for s in sides]), side.python,
                     names, op=op, directory=self.runs, flamegraphs=False,
                     instructions=bool(ab_config.instruction_seeds),
-                    seeds=ab_config.instruction_seeds, keep_build=False, progress=self.say)
+                    seeds=ab_config.instruction_seeds, keep_build=False, force=True,
+                    progress=self.say)  # _live_folder: a report.sh run's folder, never a label
                 recorded[side.role].manifest["measured_by"] = "report.sh, unpaired"
                 write_json_atomic(os.path.join(recorded[side.role].directory, record.MANIFEST),
                                   recorded[side.role].manifest)

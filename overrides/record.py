@@ -16,6 +16,8 @@ cases, the case name in lower case for others. `record.json` is rewritten (whole
 step, so an interrupted recording keeps, and lists, what it finished; it says which steps were
 asked for and which process records, so `--list` can tell an interrupted recording (marked
 incomplete, with what it misses, and its half-written files removed) from one still running.
+A label already recorded is not recorded over without --force: forgetting to change the label
+after a rebuild would otherwise lose the base.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ DEFAULT_RUNS_DIR = os.path.join(ROOT, "runs")
 RUNS_DIR_VARIABLE = "OVERRIDES_RUNS_DIR"  # where runs/ lives, when not in this checkout
 MANIFEST = "record.json"
 SCHEMA = "torch-function-overhead/record/1"
+DEFAULT_PYTHON = "python3"  # the interpreter measured without --python: whatever PATH finds
 # What "kept" says until the copy is made: a recording without it stopped before that step.
 STOPPED_BEFORE_KEEP = "the recording stopped before a copy was kept"
 # Files a step writes before renaming them into place (flamegraph.record_case, files.py,
@@ -126,7 +129,7 @@ class RecordedRun:
                     f"{self.manifest['recorder']['pid']}); wait for it to finish")
         return (f"label {self.label!r} is an incomplete recording (interrupted; missing "
                 f"{words(self.missing())}); record it again with "
-                f"`scripts/record.sh --label {self.label}`")
+                f"`scripts/record.sh --label {self.label} --force`")
 
     @property
     def results_path(self) -> str:
@@ -328,15 +331,19 @@ def record(label: str, python_spec: str, cases: Sequence[str] | None = None, *,
            op: str | None = None, seconds: float | None = None, directory: str | None = None,
            flamegraphs: bool = True, instructions: bool = False,
            seeds: Sequence[int] | None = None, min_time: float | None = None,
-           keep_build: bool = True, progress: Callable[[str], None] | None = None) -> RecordedRun:
+           keep_build: bool = True, force: bool = False,
+           progress: Callable[[str], None] | None = None) -> RecordedRun:
     """Measure `python_spec`'s build and record its flamegraphs into `directory/label/`, and
-    (with `keep_build`) keep a copy of that build for a paired report later."""
+    (with `keep_build`) keep a copy of that build for a paired report later. A label already
+    recorded is refused before anything runs, unless `force`: then it is replaced whole."""
     from overrides import ab, cases as cases_mod, flamegraph, hotloop
 
     say = progress or (lambda message: None)
     check_label(label)
+    check_new_label(runs_dir(directory), label, force)
     interpreter = ab.probe_interpreter(python_spec)
     python = interpreter.executable
+    say(f"record {label}: measuring {interpreter_line(interpreter, python_spec)}")
     if flamegraphs:
         flamegraph.find_pyspy(python)  # before anything is measured: say now if it is missing
     if instructions:
@@ -344,6 +351,10 @@ def record(label: str, python_spec: str, cases: Sequence[str] | None = None, *,
 
         callgrind.find_valgrind()
     names = [case.name for case in cases_mod.resolve_cases(list(cases) if cases else None)]
+    earlier = os.path.join(runs_dir(directory), label)
+    if force and os.path.isdir(earlier):  # none of the replaced recording's files may linger
+        say(f"record {label}: replacing the earlier recording of {label!r} (--force)")
+        shutil.rmtree(earlier)
     steps = ["bench"] + ["instructions"] * instructions + ["flamegraphs"] * flamegraphs + ["keep"] * keep_build
     recorder = Recorder(runs_dir(directory), label, python, names, op, say, steps)
     recorder.bench(python, ["--min-time", f"{min_time:g}"] if min_time else [])
@@ -357,6 +368,58 @@ def record(label: str, python_spec: str, cases: Sequence[str] | None = None, *,
         recorder.manifest["kept"] = {"skipped": "recorded with --no-keep"}
         recorder.save()
     return recorder.finish()
+
+
+def interpreter_line(interpreter, python_spec: str) -> str:
+    """Which interpreter, and which torch, a recording measures: record.sh's first line."""
+    line = interpreter.executable
+    if python_spec == DEFAULT_PYTHON:
+        line += f" (`{DEFAULT_PYTHON}` on PATH, the default: pass --python for another build)"
+    elif os.path.realpath(python_spec) != interpreter.executable:
+        line += f" (from --python {python_spec})"
+    return f"{line} with torch {interpreter.torch_version} from {interpreter.torch_dir}"
+
+
+def check_new_label(directory: str, label: str, force: bool) -> None:
+    """Refuse to record over a recorded label (unless `force`), saying what would be lost;
+    one still being recorded is refused even then."""
+    if label not in recorded_labels(directory):
+        return
+    try:
+        run = load_label(directory, label)
+    except UsageError:
+        run = None  # a record.json of another tool or version: --force replaces it
+    if run is not None and run.still_recording():
+        raise UsageError(run.incomplete_line())
+    if force:
+        return
+    if run is None:
+        what = "its folder"
+        recorded = "its record.json is not this record.sh's"
+    else:
+        what = words(_recorded_parts(run) or ["its folder"])
+        recorded = (f"recorded {run.manifest.get('created', '?')[:16].replace('T', ' ')} with torch "
+                    f"{_torch_version_of(run)}{'' if run.complete else ', incomplete'}")
+    raise UsageError(f"label {label!r} is already recorded in {directory} ({recorded}); recording "
+                     f"it again would replace {what}: pass --force to replace it, or pick another "
+                     "--label")
+
+
+def _recorded_parts(run: RecordedRun) -> list[str]:
+    """What a recorded label holds, in words, for the message that refuses to replace it."""
+    from overrides import keep
+
+    parts = []
+    if run.manifest.get("results"):
+        parts.append("its bench results")
+    if run.manifest.get("instructions"):
+        parts.append("its instruction counts")
+    drawn = [case for case, entry in (run.manifest.get("flamegraphs") or {}).items() if not entry.get("error")]
+    if drawn:
+        parts.append(f"{len(drawn)} flamegraph{'s' if len(drawn) != 1 else ''}")
+    if run.kept_root:
+        parts.append(f"its kept copy of the build ({keep.human(int(run.manifest['kept'].get('bytes', 0)))})")
+    return parts
 
 
 def kept_line(run: RecordedRun, directory: str) -> str:
@@ -414,7 +477,7 @@ def listing(directory: str) -> str:
             removed = remove_leftovers(run.directory)
             notes.append(f"{label}: incomplete (interrupted): missing {words(run.missing())}"
                          + (f"; removed its half-written {', '.join(removed)}" if removed else "")
-                         + f"; record it again with `scripts/record.sh --label {label}`")
+                         + f"; record it again with `scripts/record.sh --label {label} --force`")
         rows.append((label, run.manifest.get("created", "?")[:16].replace("T", " "),
                      _torch_version_of(run), kept, run.python))
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
@@ -466,8 +529,9 @@ def build_parser():
         description="Measure one build with bench.py and record a py-spy flamegraph of each case "
                     "into runs/LABEL/ (then compare two labels with scripts/report.sh).")
     parser.add_argument("--label", help="names the folder runs/LABEL and its files (required to record)")
-    parser.add_argument("--python", default="python3",
-                        help="interpreter or virtualenv of the build to record (default: python3 on PATH)")
+    parser.add_argument("--python", default=DEFAULT_PYTHON,
+                        help=f"interpreter or virtualenv of the build to record (default: {DEFAULT_PYTHON} "
+                             "on PATH; the first line says which it is and its torch)")
     parser.add_argument("--seconds", type=positive_float, default=None, metavar="S",
                         help=f"py-spy recording time per case (default {DEFAULT_SECONDS:g})")
     parser.add_argument("--op", default=None, help="the op to record (default torch.add)")
@@ -480,6 +544,9 @@ def build_parser():
     parser.add_argument("--no-flamegraphs", action="store_true", help="bench.py only, no py-spy")
     parser.add_argument("--no-keep", action="store_true",
                         help="keep no copy of the build (report.sh then compares this label unpaired)")
+    parser.add_argument("--force", action="store_true",
+                        help="record over a label already recorded, replacing its results, "
+                             "flamegraphs and kept copy (without it, that is refused)")
     parser.add_argument("--list", action="store_true",
                         help="list recorded labels with their kept copies and sizes, then exit")
     parser.add_argument("--clean", nargs="+", metavar="LABEL",
@@ -518,7 +585,7 @@ def main(argv: list[str] | None = None) -> int:
         run = record(args.label, args.python, args.cases, op=args.op, seconds=args.seconds,
                      directory=args.runs_dir, flamegraphs=not args.no_flamegraphs,
                      instructions=args.instructions, seeds=args.seeds, min_time=args.min_time,
-                     keep_build=not args.no_keep, progress=stderr_progress())
+                     keep_build=not args.no_keep, force=args.force, progress=stderr_progress())
         failed = {case: e["error"] for case, e in run.manifest["flamegraphs"].items() if e.get("error")}
         print(f"recorded {run.label} in {run.directory} ({time.monotonic() - started:.0f} s)")
         print("  " + kept_line(run, runs_dir(args.runs_dir)))

@@ -4,6 +4,7 @@ overwritten without a word, nothing half-done passes for done, and Ctrl-C stops 
 Most tests call the library on a hand-made runs/ folder with a real record.json; the few that
 need the scripts use the smallest settings they offer (one case, short recordings)."""
 
+import importlib.util
 import json
 import os
 import re
@@ -78,6 +79,25 @@ def one_line_error(capsys, status: int) -> str:
     return err
 
 
+# -- record.sh: a recorded label is not replaced without a word ---------------------------------
+
+def test_recording_over_a_recorded_label_is_refused_unless_forced(tmp_path, capsys):
+    runs = tmp_path / "runs"
+    make_label(runs, "base", kept_mb=700)
+    before = (runs / "base" / "record.json").read_text()
+    missing = str(tmp_path / "nowhere" / "python")  # never reached: refused before it is run
+    err = one_line_error(capsys, record.main(["--label", "base", "--python", missing,
+                                              "--runs-dir", str(runs)]))
+    assert "label 'base' is already recorded" in err and "--force" in err
+    assert "its bench results, 2 flamegraphs and its kept copy of the build (700 MB)" in err
+    # --force passes that check; what comes next (the interpreter) fails, and nothing is lost.
+    err = one_line_error(capsys, record.main(["--label", "base", "--python", missing, "--force",
+                                              "--runs-dir", str(runs)]))
+    assert "no interpreter at" in err
+    assert (runs / "base" / "record.json").read_text() == before
+    assert (runs / "base" / "kept" / "torch").is_dir()
+
+
 # -- incomplete recordings ----------------------------------------------------------------------
 
 def test_list_marks_an_interrupted_label_incomplete_and_says_what_it_misses(tmp_path):
@@ -88,7 +108,7 @@ def test_list_marks_an_interrupted_label_incomplete_and_says_what_it_misses(tmp_
     row = next(line for line in lines if line.startswith("half "))
     assert row.split()[4] == "incomplete", row  # the kept copy column: not "none (not kept)"
     assert "half: incomplete (interrupted): missing flamegraphs (SubTensor) and the kept copy; " \
-           "record it again with `scripts/record.sh --label half`" in lines
+           "record it again with `scripts/record.sh --label half --force`" in lines
     assert "incomplete" not in next(line for line in lines if line.startswith("base "))
 
 
@@ -203,3 +223,60 @@ def test_ctrl_c_stops_record_sh_while_py_spy_records(tmp_path, target):
     assert not [name for name in os.listdir(runs / "half") if name.endswith(".partial")]
     row = next(line for line in record.listing(str(runs)).splitlines() if line.startswith("half "))
     assert "incomplete" in row
+
+
+# -- record.sh says what it measures ------------------------------------------------------------
+
+def _torch_of_this_interpreter() -> tuple[str, str]:
+    """(version, folder) of the torch this interpreter has, read as record.sh should: no import."""
+    folder = importlib.util.find_spec("torch").submodule_search_locations[0]
+    with open(os.path.join(folder, "version.py"), encoding="utf-8") as src:
+        version = re.search(r"^__version__\s*=\s*['\"]([^'\"]+)", src.read(), re.M).group(1)
+    return version, folder
+
+
+@pytest.fixture(scope="module")
+def recorded(tmp_path_factory):
+    """One real record.sh run of one case, as small as record.sh allows: no py-spy, no copy."""
+    runs = tmp_path_factory.mktemp("recorded") / "runs"
+    out = subprocess.run(["bash", "scripts/record.sh", "--label", "base", "--python", sys.executable,
+                          "--no-flamegraphs", "--no-keep", "--min-time", "0.1", "--runs-dir", str(runs),
+                          "Tensor"], cwd=ROOT, capture_output=True, text=True, timeout=SCRIPT_TIMEOUT_S)
+    assert out.returncode == 0, out.stderr
+    return runs, out
+
+
+def test_record_says_first_which_interpreter_and_torch_it_measures(recorded):
+    _, out = recorded
+    first = out.stderr.splitlines()[0]
+    version, folder = _torch_of_this_interpreter()
+    assert f"with torch {version} from {folder}" in first, first
+    assert "measuring " in first and "python" in first
+
+
+def test_without_python_the_first_line_says_it_is_the_default_and_how_to_choose():
+    from overrides import ab
+
+    version, folder = _torch_of_this_interpreter()
+    line = record.interpreter_line(ab.Interpreter(sys.executable, folder), "python3")
+    assert line.startswith(sys.executable) and "the default: pass --python" in line
+    assert line.endswith(f"with torch {version} from {folder}")
+
+
+def test_force_replaces_a_recorded_label_whole(recorded):
+    runs, _ = recorded
+    first = json.loads((runs / "base" / "record.json").read_text())
+    (runs / "base" / "base-stale.svg").write_text("from the earlier recording")
+    refused = subprocess.run(["bash", "scripts/record.sh", "--label", "base", "--python", sys.executable,
+                              "--runs-dir", str(runs), "Tensor"], cwd=ROOT, capture_output=True,
+                             text=True, timeout=SCRIPT_TIMEOUT_S)
+    assert refused.returncode == 2 and "--force" in refused.stderr, refused.stderr
+    assert len(refused.stderr.strip().splitlines()) == 1
+    again = subprocess.run(["bash", "scripts/record.sh", "--label", "base", "--python", sys.executable,
+                            "--no-flamegraphs", "--no-keep", "--min-time", "0.1", "--force",
+                            "--runs-dir", str(runs), "Tensor"], cwd=ROOT, capture_output=True,
+                           text=True, timeout=SCRIPT_TIMEOUT_S)
+    assert again.returncode == 0, again.stderr
+    assert "replacing the earlier recording of 'base' (--force)" in again.stderr
+    assert not (runs / "base" / "base-stale.svg").exists()
+    assert json.loads((runs / "base" / "record.json").read_text())["recorder"] != first.get("recorder")
