@@ -136,7 +136,7 @@ def report(kind: dict, base: str, branch: str, runs: str, workdir: str) -> dict:
     output = os.path.join(workdir, f"{base}-{branch}.zip")
     started = time.monotonic()
     done = subprocess.run([os.path.join(ROOT, "scripts", "report.sh"), base, branch, "--runs-dir", runs,
-                           "--no-flamegraphs", "-q", "-o", output],
+                           "--no-flamegraphs", "-q", "--force", "-o", output],
                           env=_env(kind), capture_output=True, text=True)
     wall = time.monotonic() - started
     if done.returncode not in (0, 1):

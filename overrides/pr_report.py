@@ -541,17 +541,20 @@ def comparison_list(comparisons) -> list[dict]:
 def build(base_spec: str, branch_spec: str, *, output: str = DEFAULT_OUTPUT,
           all_cases: bool = False, flamegraphs: bool = True, cases: Sequence[str] | None = None,
           op: str | None = None, seconds: float | None = None, ab_config=None,
-          runs_dir: str | None = None, skipped_counts: str | None = None,
+          runs_dir: str | None = None, skipped_counts: str | None = None, force: bool = False,
           allow_incomplete: bool = False,
           progress: Callable[[str], None] | None = None) -> tuple[str, list, dict]:
     """Write the report ZIP; returns (its path, the comparisons, the comparison's settings).
-    An incomplete label is refused unless `allow_incomplete`."""
+    An existing ZIP is refused before anything is measured unless `force`, an incomplete
+    label unless `allow_incomplete`."""
     from overrides import ab, flamegraph, record
 
     say = progress or (lambda message: None)
     started = time.monotonic()
     if not output.endswith(".zip"):
         raise UsageError(f"-o {output}: the report is a ZIP; name it FILE.zip")
+    if os.path.exists(output) and not force:
+        raise UsageError(f"{output} exists; pass --force to overwrite it, or -o another FILE.zip")
     runs = record.runs_dir(runs_dir)
     sides = [classify(spec, role, runs, allow_incomplete)
              for spec, role in ((base_spec, "base"), (branch_spec, "branch"))]
@@ -623,6 +626,7 @@ def build_parser():
     parser.add_argument("branch", metavar="BRANCH", help="the same, for the branch")
     parser.add_argument("-o", "--output", default=DEFAULT_OUTPUT, metavar="FILE.zip",
                         help=f"where to write the ZIP (default {DEFAULT_OUTPUT})")
+    parser.add_argument("--force", action="store_true", help="overwrite the ZIP if it exists")
     parser.add_argument("--allow-incomplete", action="store_true",
                         help="compare a label whose recording was interrupted (refused without it)")
     parser.add_argument("--all", action="store_true", help="flamegraphs for every case, not only regressed ones")
@@ -665,7 +669,7 @@ def main(argv: list[str] | None = None) -> int:
         path, comparisons, settings = build(
             args.base, args.branch, output=args.output, all_cases=args.all,
             flamegraphs=not args.no_flamegraphs, cases=args.cases, op=args.op, seconds=args.seconds,
-            ab_config=config, runs_dir=args.runs_dir, skipped_counts=skipped,
+            ab_config=config, runs_dir=args.runs_dir, skipped_counts=skipped, force=args.force,
             allow_incomplete=args.allow_incomplete, progress=stderr_progress(args.quiet))
         print(report.comparison_table(comparisons, settings))
         print(f"report written to {path}")

@@ -280,3 +280,18 @@ def test_force_replaces_a_recorded_label_whole(recorded):
     assert "replacing the earlier recording of 'base' (--force)" in again.stderr
     assert not (runs / "base" / "base-stale.svg").exists()
     assert json.loads((runs / "base" / "record.json").read_text())["recorder"] != first.get("recorder")
+
+
+# -- report.sh: its output, its inputs, its title -------------------------------------------------
+
+def test_report_refuses_to_overwrite_a_zip_before_anything_runs(tmp_path, capsys):
+    output = tmp_path / "report.zip"
+    output.write_bytes(b"yesterday's report")
+    empty = tmp_path / "runs"
+    args = ["nolabel", "nolabel2", "-o", str(output), "--runs-dir", str(empty), "--no-instructions"]
+    err = one_line_error(capsys, pr_report.main(args))
+    assert f"{output} exists; pass --force to overwrite it" in err
+    assert output.read_bytes() == b"yesterday's report"
+    # With --force the ZIP is no obstacle: the next check (BASE) speaks.
+    err = one_line_error(capsys, pr_report.main(args + ["--force"]))
+    assert "BASE 'nolabel' is neither a label" in err
