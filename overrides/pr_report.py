@@ -63,7 +63,8 @@ class Figure:
 
 def classify(spec: str, role: str, runs: str, allow_incomplete: bool = False) -> Side:
     """A recorded label if runs/SPEC exists, else an interpreter or virtualenv, else exit 2. An
-    incomplete (interrupted) label is refused unless `allow_incomplete`."""
+    incomplete (interrupted) label is refused unless `allow_incomplete`; a results file is named
+    as what it is, not "no interpreter"."""
     from overrides import ab, record
 
     if os.sep not in spec and spec in record.recorded_labels(runs):
@@ -88,6 +89,12 @@ def classify(spec: str, role: str, runs: str, allow_incomplete: bool = False) ->
             return Side(role, spec, label=spec, python=recorded.python, missing=missing,
                         unpaired_reason=f"label `{spec}`'s kept copy does not run: {exc}")
         return Side(role, spec, label=spec, python=recorded.python, build=build, missing=missing)
+    results_file = _results_file_label(spec, runs)
+    if results_file is not None:
+        raise UsageError(
+            f"{role.upper()} {spec} is a results file, not a build: report.sh measures builds; "
+            f"pass a label recorded with `scripts/record.sh --label NAME`{results_file}, an "
+            "interpreter, or a virtualenv (`python bench.py --load FILE` prints a results file)")
     looks_like_interpreter = os.sep in spec or os.path.isdir(spec) or shutil.which(spec)
     if not looks_like_interpreter:
         known = record.recorded_labels(runs)
@@ -98,6 +105,32 @@ def classify(spec: str, role: str, runs: str, allow_incomplete: bool = False) ->
             f"{spec}` or pass a Python executable")
     python = ab.resolve_interpreter(spec)
     return Side(role, spec, python=python, build=ab.Build(python))
+
+
+def _results_file_label(spec: str, runs: str) -> str | None:
+    """None unless `spec` names a results file (bench.py --json, or a label's LABEL.json): then
+    a hint naming the label it belongs to ("" when it belongs to none)."""
+    from overrides import record
+
+    if not (spec.endswith(".json") or _starts_like_json(spec)):
+        return None
+    folder = os.path.dirname(os.path.abspath(spec))
+    label = os.path.basename(folder)
+    if (os.path.dirname(folder) == runs and label in record.recorded_labels(runs)
+            and os.path.basename(spec) == f"{label}.json"):
+        return f" (this file is label `{label}`'s results: pass `{label}`)"
+    return ""
+
+
+def _starts_like_json(path: str) -> bool:
+    """A file that is not executable and opens with "{" (a results file named otherwise)."""
+    if not os.path.isfile(path) or os.access(path, os.X_OK):
+        return False
+    try:
+        with open(path, "rb") as src:
+            return src.read(64).lstrip().startswith(b"{")
+    except OSError:
+        return False
 
 
 class Report:

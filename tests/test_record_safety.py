@@ -295,3 +295,16 @@ def test_report_refuses_to_overwrite_a_zip_before_anything_runs(tmp_path, capsys
     # With --force the ZIP is no obstacle: the next check (BASE) speaks.
     err = one_line_error(capsys, pr_report.main(args + ["--force"]))
     assert "BASE 'nolabel' is neither a label" in err
+
+
+def test_a_results_file_is_not_a_build_and_the_message_says_what_to_pass(tmp_path, capsys, monkeypatch):
+    runs = tmp_path / "runs"
+    make_label(runs, "base")
+    monkeypatch.chdir(tmp_path)
+    args = ["-o", str(tmp_path / "r.zip"), "--runs-dir", str(runs), "--no-instructions"]
+    err = one_line_error(capsys, pr_report.main(["runs/base/base.json", "x.json", *args]))
+    assert "BASE runs/base/base.json is a results file, not a build" in err
+    assert "pass a label recorded with `scripts/record.sh --label NAME`" in err
+    assert "(this file is label `base`'s results: pass `base`), an interpreter, or a virtualenv" in err
+    err = one_line_error(capsys, pr_report.main(["base", "x.json", *args]))
+    assert "BRANCH x.json is a results file, not a build" in err
