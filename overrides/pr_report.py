@@ -107,6 +107,24 @@ def classify(spec: str, role: str, runs: str, allow_incomplete: bool = False) ->
     return Side(role, spec, python=python, build=ab.Build(python))
 
 
+def title(sides: Sequence[Side]) -> str:
+    """"base vs again": the labels, or the environments' names; the roles where those match."""
+    names = [side.label or _environment_name(side.spec) for side in sides]
+    if len(set(names)) < len(names):
+        return " vs ".join(f"{side.role} ({name})" for side, name in zip(sides, names))
+    return " vs ".join(names)
+
+
+def _environment_name(spec: str) -> str:
+    """What a user calls an interpreter spec: a virtualenv's folder name (`~/base-env`,
+    `~/base-env/bin/python`), else the executable's name (`python3`, `/usr/bin/python3.11`)."""
+    path = os.path.normpath(os.path.expanduser(spec))
+    environment = os.path.dirname(os.path.dirname(path))
+    if not os.path.isdir(path) and os.path.isfile(os.path.join(environment, "pyvenv.cfg")):
+        return os.path.basename(environment)
+    return os.path.basename(path) or spec
+
+
 def _results_file_label(spec: str, runs: str) -> str | None:
     """None unless `spec` names a results file (bench.py --json, or a label's LABEL.json): then
     a hint naming the label it belongs to ("" when it belongs to none)."""
@@ -424,7 +442,7 @@ class Report:
                          "table): " + ", ".join(f"{c.case} {_signed(c.delta_ns)} ns / "
                                                 f"{_signed(c.delta_instructions)} instructions ({c.verdict})"
                                                 for c in split))
-        parts = ["# `__torch_function__` overhead: base vs branch", "", headline, "",
+        parts = [f"# `__torch_function__` overhead: {title(sides)}", "", headline, "",
                  "## Comparison", "", report.comparison_markdown(comparisons, settings), ""]
         parts += self.count_parts
         if flamegraphs:

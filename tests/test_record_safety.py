@@ -308,3 +308,26 @@ def test_a_results_file_is_not_a_build_and_the_message_says_what_to_pass(tmp_pat
     assert "(this file is label `base`'s results: pass `base`), an interpreter, or a virtualenv" in err
     err = one_line_error(capsys, pr_report.main(["base", "x.json", *args]))
     assert "BRANCH x.json is a results file, not a build" in err
+
+
+def test_the_report_title_names_the_two_labels(tmp_path, capsys):
+    runs = tmp_path / "runs"
+    make_label(runs, "base")
+    make_label(runs, "again", per_call_ns=1005.0)
+    assert _report(capsys, runs, tmp_path, "base", "again") in (0, 1), capsys.readouterr().err
+    markdown = zipfile.ZipFile(tmp_path / "report.zip").read("report.md").decode()
+    assert markdown.startswith("# `__torch_function__` overhead: base vs again\n")
+
+
+def test_the_report_title_names_environments_by_their_folder(tmp_path):
+    from overrides.pr_report import Side, title
+
+    for name in ("base-env", "branch-env"):
+        (tmp_path / name / "bin").mkdir(parents=True)
+        (tmp_path / name / "pyvenv.cfg").write_text("home = /usr/bin\n")
+    assert title([Side("base", str(tmp_path / "base-env")),
+                  Side("branch", str(tmp_path / "branch-env" / "bin" / "python"))]) == "base-env vs branch-env"
+    assert title([Side("base", "/usr/bin/python3.11"), Side("branch", "python3.12")]) == \
+        "python3.11 vs python3.12"
+    assert title([Side("base", "python3"), Side("branch", "python3")]) == \
+        "base (python3) vs branch (python3)"
