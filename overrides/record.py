@@ -443,7 +443,10 @@ def kept_bytes(directory: str) -> dict[str, int]:
     """Bytes of each label's kept copy, as recorded, for the labels that still have one."""
     sizes = {}
     for label in recorded_labels(directory):
-        run = load_label(directory, label)
+        try:
+            run = load_label(directory, label)
+        except UsageError:
+            continue  # not this tool's recording: --list says so in its row
         if run.kept_root:
             sizes[label] = int(run.manifest["kept"].get("bytes", 0))
     return sizes
@@ -452,7 +455,7 @@ def kept_bytes(directory: str) -> dict[str, int]:
 def listing(directory: str) -> str:
     """`record.sh --list`: every recorded label, aligned, with its kept copy's size; an
     interrupted recording is marked incomplete (what it misses said below the table) and its
-    half-written files are removed."""
+    half-written files are removed; the last line names the copy whose deletion frees most."""
     from overrides import keep
 
     labels = recorded_labels(directory)
@@ -460,15 +463,12 @@ def listing(directory: str) -> str:
         return f"nothing is recorded in {directory} yet; record with `scripts/record.sh --label NAME`"
     rows = [("label", "recorded", "torch", "kept copy", "interpreter")]
     notes = []
-    total = 0
     for label in labels:
         try:
             run = load_label(directory, label)
         except UsageError as exc:
             rows.append((label, "?", "?", "-", str(exc)))
             continue
-        if run.kept_root:
-            total += int(run.manifest["kept"].get("bytes", 0))
         kept = keep.status_word(run.directory, run.manifest)
         if run.still_recording():
             kept = "recording now"
@@ -483,8 +483,12 @@ def listing(directory: str) -> str:
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in rows]
     lines += notes
-    lines.append(f"{len(labels)} label(s) in {directory}; kept copies: {keep.human(total)} "
-                 "(delete one with `scripts/record.sh --clean LABEL`)")
+    sizes = kept_bytes(directory)
+    largest = max(sizes, key=sizes.get) if sizes else None
+    freeing = (f"; `scripts/record.sh --clean {largest}` frees most, {keep.human(sizes[largest])}"
+               if largest else " (delete one with `scripts/record.sh --clean LABEL`)")
+    lines.append(f"{len(labels)} label(s) in {directory}; kept copies: "
+                 f"{keep.human(sum(sizes.values()))}{freeing}")
     return "\n".join(lines)
 
 
@@ -551,7 +555,8 @@ def build_parser():
                         help="list recorded labels with their kept copies and sizes, then exit")
     parser.add_argument("--clean", nargs="+", metavar="LABEL",
                         help="delete these labels' kept copies ('all': every one), keeping their "
-                             "results, then exit")
+                             "results, then exit (--list shows each copy's size and which label "
+                             "frees most)")
     parser.add_argument("--runs-dir", default=None, metavar="DIR",
                         help=f"where runs are kept (default: ${RUNS_DIR_VARIABLE}, else runs/ in this checkout)")
     parser.add_argument("cases", nargs="*", metavar="CASE",

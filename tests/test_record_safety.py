@@ -331,3 +331,17 @@ def test_the_report_title_names_environments_by_their_folder(tmp_path):
         "python3.11 vs python3.12"
     assert title([Side("base", "python3"), Side("branch", "python3")]) == \
         "base (python3) vs branch (python3)"
+
+
+# -- record.sh --list: what the copies take -------------------------------------------------------
+
+def test_list_shows_each_copys_size_and_which_label_frees_most(tmp_path):
+    runs = tmp_path / "runs"
+    make_label(runs, "base", kept_mb=300)
+    make_label(runs, "big", kept_mb=700)
+    make_label(runs, "small")
+    lines = record.listing(str(runs)).splitlines()
+    assert next(line for line in lines if line.startswith("base ")).split()[4:6] == ["300", "MB"]
+    assert next(line for line in lines if line.startswith("big ")).split()[4:6] == ["700", "MB"]
+    assert lines[-1].endswith("kept copies: 1,000 MB; `scripts/record.sh --clean big` frees most, 700 MB")
+    assert "frees most" in record.build_parser().format_help()
