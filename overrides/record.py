@@ -35,7 +35,7 @@ import time
 from typing import Callable, Sequence
 
 from overrides.errors import UsageError
-from overrides.files import write_json_atomic, write_text_atomic
+from overrides.files import TEMP_PREFIX, write_json_atomic, write_text_atomic
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEFAULT_RUNS_DIR = os.path.join(ROOT, "runs")
@@ -45,10 +45,9 @@ SCHEMA = "torch-function-overhead/record/1"
 DEFAULT_PYTHON = "python3"  # the interpreter measured without --python: whatever PATH finds
 # What "kept" says until the copy is made: a recording without it stopped before that step.
 STOPPED_BEFORE_KEEP = "the recording stopped before a copy was kept"
-# Files a step writes before renaming them into place (flamegraph.record_case, files.py,
-# keep.keep): an interrupted recording can leave them, never a finished one.
+# What a step writes before renaming it into place (flamegraph.record_case, keep.keep; and
+# files.TEMP_PREFIX): an interrupted recording can leave them, never a finished one.
 PARTIAL_SUFFIX = ".partial"
-TEMP_PREFIX = ".tmp-"
 _LABEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
 
