@@ -475,7 +475,7 @@ def listing(directory: str) -> str:
             kept = f"incomplete, {kept}" if run.kept_root else "incomplete"
             removed = remove_leftovers(run.directory)
             notes.append(f"{label}: incomplete (interrupted): missing {words(run.missing())}"
-                         + (f"; removed its half-written {', '.join(removed)}" if removed else "")
+                         + (f"; removed its half-written {words(removed)}" if removed else "")
                          + f"; record it again with `scripts/record.sh --label {label} --force`")
         rows.append((label, run.manifest.get("created", "?")[:16].replace("T", " "),
                      _torch_version_of(run), kept, run.python))

@@ -119,10 +119,11 @@ def test_list_removes_what_an_interrupted_recording_half_wrote_but_not_a_running
     for label in ("half", "busy"):
         (runs / label / f"{label}-subtensor.folded.partial").write_text("half a profile")
         (runs / label / "kept.partial" / "torch").mkdir(parents=True)
+        (runs / label / ".tmp-k2j4.json").write_text("{")  # files.py's file being written
     listed = record.listing(str(runs))
     assert sorted(os.listdir(runs / "half")) == ["half-tensor.folded", "half-tensor.svg", "half.json",
                                                  "record.json"]
-    assert "removed its half-written half-subtensor.folded.partial, kept.partial" in listed
+    assert "removed its half-written .tmp-k2j4.json, half-subtensor.folded.partial and kept.partial" in listed
     assert (runs / "busy" / "busy-subtensor.folded.partial").exists()  # still being written
     assert any(line.startswith("busy ") and "recording now" in line for line in listed.splitlines())
 
