@@ -123,7 +123,7 @@ def _env(kind: dict) -> dict:
 def record(kind: dict, label: str, runs: str) -> dict:
     started = time.monotonic()
     done = subprocess.run([os.path.join(ROOT, "scripts", "record.sh"), "--label", label, "--python",
-                           kind["python"], "--runs-dir", runs, "--no-flamegraphs"],
+                           kind["python"], "--runs-dir", runs, "--no-flamegraphs", "--force"],
                           env=_env(kind), capture_output=True, text=True)
     if done.returncode != 0:
         raise RuntimeError(f"record.sh --label {label} failed: {done.stderr.strip().splitlines()[-1:]}")
@@ -136,7 +136,7 @@ def report(kind: dict, base: str, branch: str, runs: str, workdir: str) -> dict:
     output = os.path.join(workdir, f"{base}-{branch}.zip")
     started = time.monotonic()
     done = subprocess.run([os.path.join(ROOT, "scripts", "report.sh"), base, branch, "--runs-dir", runs,
-                           "--no-flamegraphs", "-q", "-o", output],
+                           "--no-flamegraphs", "-q", "--force", "-o", output],
                           env=_env(kind), capture_output=True, text=True)
     wall = time.monotonic() - started
     if done.returncode not in (0, 1):

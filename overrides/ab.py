@@ -509,14 +509,18 @@ def _first_pair(base_py: str, branch_py: str, pooled: _Pooled, config: ABConfig,
     every worker then uses."""
     views.for_pair(0)
     pair = _Pair(base_py, branch_py, 0, config, import_paths, sources)
-    pair.wait_ready()
-    _check_views(pair, views)
-    wire = pooled.wire_targets()
-    pair.start_prepare(wire, pooled.calls, only=("base",))
-    pair.finish_prepare(("base",))
-    pooled.calls = pair.prepared["base"]["calls"]
-    pair.start_prepare(wire, pooled.calls, only=("branch",))
-    pair.finish_prepare(("branch",))
+    try:
+        pair.wait_ready()
+        _check_views(pair, views)
+        wire = pooled.wire_targets()
+        pair.start_prepare(wire, pooled.calls, only=("base",))
+        pair.finish_prepare(("base",))
+        pooled.calls = pair.prepared["base"]["calls"]
+        pair.start_prepare(wire, pooled.calls, only=("branch",))
+        pair.finish_prepare(("branch",))
+    except BaseException:  # Ctrl-C or a failure: the caller never gets the pair to close
+        pair.close()
+        raise
     return pair
 
 
@@ -640,9 +644,12 @@ def run_ab(
     ops: Sequence[Op],
     config: ABConfig = ABConfig(),
     progress: Callable[[str], None] | None = None,
+    keep_interrupted: bool = True,
 ) -> ABResult:
     """Measure base and branch side by side; see the module docstring for the method. A side
-    is an interpreter spec, or a Build (an interpreter with a kept copy of torch)."""
+    is an interpreter spec, or a Build (an interpreter with a kept copy of torch). Ctrl-C
+    returns what was measured, marked interrupted; without `keep_interrupted` (a caller that
+    keeps nothing partial) the KeyboardInterrupt goes on once the workers are stopped."""
     say = progress or (lambda message: None)
     base, branch = probe_interpreter(base_spec), probe_interpreter(branch_spec)
     base_py, branch_py = base.executable, branch.executable
@@ -705,6 +712,8 @@ def run_ab(
                 upcoming.finish_prepare()
                 current, upcoming = upcoming, None
         except KeyboardInterrupt:
+            if not keep_interrupted:
+                raise
             interrupted = True
             say(f"interrupted after {pairs_done} pairs; keeping what was measured")
         except WorkerError as exc:

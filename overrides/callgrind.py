@@ -42,7 +42,6 @@ CPU machine this was built on):
 from __future__ import annotations
 
 import atexit
-import concurrent.futures
 import dataclasses
 import gc
 import glob
@@ -57,7 +56,7 @@ import tempfile
 import time
 from typing import Callable, Sequence
 
-from overrides import samepath, stats
+from overrides import children, samepath, stats
 from overrides.allocator import MALLOC_ENV
 from overrides.errors import UsageError
 
@@ -380,9 +379,7 @@ class _Launch:
     where: samepath.Placement
 
     def close(self) -> None:
-        if self.process.poll() is None:
-            self.process.kill()
-        self.process.wait()
+        children.reap(self.process)
         for stream in (self.process.stdin, self.process.stdout, self.process.stderr):
             stream.close()
         shutil.rmtree(self.out_dir, ignore_errors=True)
@@ -404,9 +401,9 @@ def _launch(python: str, seed: int, pad: int, user_dir: str | None, spec: str,
                "--compress-strings=no", "--compress-pos=no", "-q", *contexts,
                f"--callgrind-out-file={out_dir}/callgrind.out.%p", where.python, "-c", _WORKER_CODE,
                spec]
-    process = subprocess.Popen(where.wrap(command), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, text=True, cwd=_fixed_cwd(),
-                               env=_environment(seed, pad, where))
+    process = children.start(where.wrap(command), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True, cwd=_fixed_cwd(),
+                             env=_environment(seed, pad, where))
     return _Launch((python, seed, pad, user_dir, spec, tree, import_path), process, out_dir,
                    time.monotonic(), where)
 
@@ -575,11 +572,18 @@ def count_builds(pythons: Sequence[str], targets: Sequence[tuple[str, str]],
     paths = list(import_paths) if import_paths is not None else [None] * len(pythons)
     origins = list(sources) if sources is not None else paths
     pads = list(pads) if pads is not None else pads_for(pythons, paths)
-    with concurrent.futures.ThreadPoolExecutor(max_workers=MAX_PARALLEL) as pool:
-        futures = [[pool.submit(count_once, python, targets, seed, pad=pad, repeats=repeats, say=say,
-                                tree=tree, import_path=path, source=origin)
-                    for seed in seeds] for python, pad, path, origin in zip(pythons, pads, paths, origins)]
-        return [[future.result() for future in build] for build in futures]
+    jobs = [(python, pad, path, origin, seed) for python, pad, path, origin in zip(pythons, pads, paths, origins)
+            for seed in seeds]
+
+    def run(job: tuple) -> CountRun:
+        python, pad, path, origin, seed = job
+        return count_once(python, targets, seed, pad=pad, repeats=repeats, say=say, tree=tree,
+                          import_path=path, source=origin)
+
+    # Ctrl-C kills the valgrind processes at once (overrides/children.py), not after counting.
+    runs = children.parallel(run, jobs, MAX_PARALLEL)
+    per_build = len(seeds)
+    return [runs[i * per_build:(i + 1) * per_build] for i in range(len(pythons))]
 
 
 def pads_for(pythons: Sequence[str], import_paths: Sequence[str | None] | None = None) -> list[int]:

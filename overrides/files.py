@@ -12,6 +12,7 @@ import os
 import tempfile
 from typing import Iterator
 
+TEMP_PREFIX = ".tmp-"  # a file being written, beside its target until renamed onto it
 _UMASK = os.umask(0)
 os.umask(_UMASK)
 _DEFAULT_MODE = 0o666 & ~_UMASK  # what open(path, "w") would have given
@@ -22,7 +23,7 @@ def atomic_path(path: str, suffix: str = "") -> Iterator[str]:
     """A temporary path beside `path`; renamed onto `path` if the block succeeds, else removed."""
     directory = os.path.dirname(os.path.abspath(path))
     os.makedirs(directory, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=suffix, dir=directory)
+    fd, tmp = tempfile.mkstemp(prefix=TEMP_PREFIX, suffix=suffix, dir=directory)
     os.close(fd)
     try:
         yield tmp

@@ -28,7 +28,7 @@ import subprocess
 import sys
 from typing import Collection, Mapping, Sequence
 
-from overrides import flamesvg
+from overrides import children, flamesvg
 from overrides.errors import UsageError
 from overrides.files import write_text_atomic
 from overrides.hotloop import DEFAULT_SECONDS, frame_name
@@ -130,8 +130,10 @@ def record_case(python: str, case: str, svg_path: str, folded_path: str, *, op: 
                "--format", "raw", "--rate", str(rate_hz), "--pyspy", pyspy]
     if op:
         command += ["--op", op]
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                               env=env)  # cwd: the user's, for their cases
+    # In a process group of its own (overrides/children.py): Ctrl-C kills py-spy and the loop
+    # it traces at once, and py-spy never sees the Ctrl-C (it would write half a profile).
+    process = children.start(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             env=env)  # cwd: the user's, for their cases
     failure = None
     try:
         _, stderr = process.communicate(timeout=seconds + START_TIMEOUT_S)
@@ -139,10 +141,13 @@ def record_case(python: str, case: str, svg_path: str, folded_path: str, *, op: 
             failure = _explain_failure(stderr, case)
     except subprocess.TimeoutExpired:
         failure = f"py-spy on {case} did not finish within {seconds + START_TIMEOUT_S:.0f} s"
+    except BaseException:  # Ctrl-C: nothing half-recorded stays behind
+        children.reap(process)
+        if os.path.exists(partial):
+            os.unlink(partial)
+        raise
     finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait()
+        children.reap(process)
     if failure is None:
         stacks = read_folded(partial)
         if not hot_loop_total(stacks):

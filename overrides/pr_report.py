@@ -16,7 +16,6 @@ interruption.
 
 from __future__ import annotations
 
-import concurrent.futures
 import dataclasses
 import json
 import math
@@ -28,7 +27,7 @@ import time
 import zipfile
 from typing import Callable, Sequence
 
-from overrides import compare, environment, report, results
+from overrides import children, compare, environment, report, results
 from overrides.errors import UsageError
 from overrides.files import atomic_path, write_json_atomic, write_text_atomic
 
@@ -48,6 +47,7 @@ class Side:
     python: str | None = None  # the interpreter: given, or the one the label was recorded with
     build: "object | None" = None  # ab.Build to run live; None: only the label's recorded run
     unpaired_reason: str = ""  # why a label cannot run live (no kept copy, ...)
+    missing: tuple[str, ...] = ()  # what an incomplete label lacks (--allow-incomplete)
 
     def torch_root(self) -> str | None:
         return getattr(self.build, "torch_root", None)
@@ -61,23 +61,40 @@ class Figure:
     path: str
 
 
-def classify(spec: str, role: str, runs: str) -> Side:
-    """A recorded label if runs/SPEC exists, else an interpreter or virtualenv, else exit 2."""
+def classify(spec: str, role: str, runs: str, allow_incomplete: bool = False) -> Side:
+    """A recorded label if runs/SPEC exists, else an interpreter or virtualenv, else exit 2. An
+    incomplete (interrupted) label is refused unless `allow_incomplete`; a results file is named
+    as what it is, not "no interpreter"."""
     from overrides import ab, record
 
     if os.sep not in spec and spec in record.recorded_labels(runs):
         recorded = record.load_label(runs, spec)
+        if not recorded.complete and (not allow_incomplete or recorded.still_recording()):
+            raise UsageError(f"{role.upper()}: {recorded.incomplete_line()}"
+                             + ("" if recorded.still_recording() else
+                                ", or pass --allow-incomplete to compare what it has"))
+        if not recorded.manifest.get("results") or not os.path.isfile(recorded.results_path):
+            raise UsageError(f"{role.upper()}: label {spec!r} has no bench results to compare "
+                             f"(interrupted before bench.py finished); record it again with "
+                             f"`scripts/record.sh --label {spec} --force`")
         root = recorded.kept_root
+        missing = tuple(recorded.missing())
         if root is None:
-            return Side(role, spec, label=spec, python=recorded.python,
+            return Side(role, spec, label=spec, python=recorded.python, missing=missing,
                         unpaired_reason=f"label `{spec}`: {recorded.why_not_kept()}")
         build = ab.Build(recorded.python, root)
         try:
             ab.probe_interpreter(build)
         except UsageError as exc:
-            return Side(role, spec, label=spec, python=recorded.python,
+            return Side(role, spec, label=spec, python=recorded.python, missing=missing,
                         unpaired_reason=f"label `{spec}`'s kept copy does not run: {exc}")
-        return Side(role, spec, label=spec, python=recorded.python, build=build)
+        return Side(role, spec, label=spec, python=recorded.python, build=build, missing=missing)
+    results_file = _results_file_label(spec, runs)
+    if results_file is not None:
+        raise UsageError(
+            f"{role.upper()} {spec} is a results file, not a build: report.sh measures builds; "
+            f"pass a label recorded with `scripts/record.sh --label NAME`{results_file}, an "
+            "interpreter, or a virtualenv (`python bench.py --load FILE` prints a results file)")
     looks_like_interpreter = os.sep in spec or os.path.isdir(spec) or shutil.which(spec)
     if not looks_like_interpreter:
         known = record.recorded_labels(runs)
@@ -88,6 +105,50 @@ def classify(spec: str, role: str, runs: str) -> Side:
             f"{spec}` or pass a Python executable")
     python = ab.resolve_interpreter(spec)
     return Side(role, spec, python=python, build=ab.Build(python))
+
+
+def title(sides: Sequence[Side]) -> str:
+    """"base vs again": the labels, or the environments' names; the roles where those match."""
+    names = [side.label or _environment_name(side.spec) for side in sides]
+    if len(set(names)) < len(names):
+        return " vs ".join(f"{side.role} ({name})" for side, name in zip(sides, names))
+    return " vs ".join(names)
+
+
+def _environment_name(spec: str) -> str:
+    """What a user calls an interpreter spec: a virtualenv's folder name (`~/base-env`,
+    `~/base-env/bin/python`), else the executable's name (`python3`, `/usr/bin/python3.11`)."""
+    path = os.path.normpath(os.path.expanduser(spec))
+    environment = os.path.dirname(os.path.dirname(path))
+    if not os.path.isdir(path) and os.path.isfile(os.path.join(environment, "pyvenv.cfg")):
+        return os.path.basename(environment)
+    return os.path.basename(path) or spec
+
+
+def _results_file_label(spec: str, runs: str) -> str | None:
+    """None unless `spec` names a results file (bench.py --json, or a label's LABEL.json): then
+    a hint naming the label it belongs to ("" when it belongs to none)."""
+    from overrides import record
+
+    if not (spec.endswith(".json") or _starts_like_json(spec)):
+        return None
+    folder = os.path.dirname(os.path.abspath(spec))
+    label = os.path.basename(folder)
+    if (os.path.dirname(folder) == runs and label in record.recorded_labels(runs)
+            and os.path.basename(spec) == f"{label}.json"):
+        return f" (this file is label `{label}`'s results: pass `{label}`)"
+    return ""
+
+
+def _starts_like_json(path: str) -> bool:
+    """A file that is not executable and opens with "{" (a results file named otherwise)."""
+    if not os.path.isfile(path) or os.access(path, os.X_OK):
+        return False
+    try:
+        with open(path, "rb") as src:
+            return src.read(64).lstrip().startswith(b"{")
+    except OSError:
+        return False
 
 
 class Report:
@@ -117,9 +178,8 @@ class Report:
         names = [case.name for case in selected]
         if all(side.build is not None for side in sides):
             outcome = ab.run_ab(sides[0].build, sides[1].build, selected,
-                                ops_mod.resolve_ops([op] if op else None), ab_config, self.say)
-            if outcome.interrupted:
-                raise KeyboardInterrupt
+                                ops_mod.resolve_ops([op] if op else None), ab_config, self.say,
+                                keep_interrupted=False)  # Ctrl-C: no ZIP, so nothing to keep
             runs = {"base": outcome.base_run, "branch": outcome.branch_run}
             if all(run.instructions for run in runs.values()):
                 from overrides import callgrind
@@ -160,7 +220,8 @@ class Report:
                     _live_folder(self.runs, side.role, [s.label for s in sides]), side.python,
                     names, op=op, directory=self.runs, flamegraphs=False,
                     instructions=bool(ab_config.instruction_seeds),
-                    seeds=ab_config.instruction_seeds, keep_build=False, progress=self.say)
+                    seeds=ab_config.instruction_seeds, keep_build=False, force=True,
+                    progress=self.say)  # _live_folder: a report.sh run's folder, never a label
                 recorded[side.role].manifest["measured_by"] = "report.sh, unpaired"
                 write_json_atomic(os.path.join(recorded[side.role].directory, record.MANIFEST),
                                   recorded[side.role].manifest)
@@ -211,10 +272,10 @@ class Report:
             stem = record.file_stem(comparison.case, op)
             folded: dict[str, str] = {}
             # Both sides at once, one core each: a profile is shares of samples, which the other
-            # core's work does not skew, and the report gets 8 s a case back.
-            with concurrent.futures.ThreadPoolExecutor(max_workers=len(sides)) as pool:
-                recorded = list(pool.map(lambda side: self._flamegraph_for(
-                    side, comparison.case, op, seconds or hotloop.DEFAULT_SECONDS), sides))
+            # core's work does not skew, and the report gets 8 s a case back. Ctrl-C kills both
+            # py-spy processes at once (overrides/children.py).
+            recorded = children.parallel(lambda side: self._flamegraph_for(
+                side, comparison.case, op, seconds or hotloop.DEFAULT_SECONDS), sides, len(sides))
             for side, paths in zip(sides, recorded):
                 if paths is None:
                     continue
@@ -385,7 +446,7 @@ class Report:
                 headline += (". Where the clock moved far more than the instructions cost, the same "
                              "work got faster or slower (memory, caches, atomics or threads), not "
                              "only the code.")
-        parts = ["# `__torch_function__` overhead: base vs branch", "", headline, "",
+        parts = [f"# `__torch_function__` overhead: {title(sides)}", "", headline, "",
                  "## Comparison", "", report.comparison_markdown(comparisons, settings), ""]
         parts += self.count_parts
         if flamegraphs:
@@ -397,10 +458,14 @@ class Report:
         if self.notes:
             parts += ["## Notes", ""] + [f"- {note}" for note in self.notes] + [""]
         parts += ["## Environments", ""]
+        paired = settings.get("mode", "").startswith("paired")
         for side in sides:
             env = runs[side.role].environment
-            source = (f"label `{side.label}`, " + ("run from its kept copy" if side.build else
-                                                  "its recorded run")) if side.label else f"`{side.spec}`"
+            # A label with a copy is still compared from its recorded run when the other side
+            # cannot run live (unpaired): say what was measured, not what could have been.
+            source = (f"label `{side.label}`, " + ("run from its kept copy" if side.build and paired
+                                                  else "its recorded run")
+                      + (", an incomplete recording" if side.missing else "")) if side.label else f"`{side.spec}`"
             parts.append(f"- **{side.role}** ({source}): {environment.one_line(env)}; "
                          f"`{env.get('python_executable', side.python)}`")
         parts += ["", "## Bench output", ""]
@@ -531,22 +596,31 @@ def comparison_list(comparisons) -> list[dict]:
 def build(base_spec: str, branch_spec: str, *, output: str = DEFAULT_OUTPUT,
           all_cases: bool = False, flamegraphs: bool = True, cases: Sequence[str] | None = None,
           op: str | None = None, seconds: float | None = None, ab_config=None,
-          runs_dir: str | None = None, skipped_counts: str | None = None,
+          runs_dir: str | None = None, skipped_counts: str | None = None, force: bool = False,
+          allow_incomplete: bool = False,
           progress: Callable[[str], None] | None = None) -> tuple[str, list, dict]:
-    """Write the report ZIP; returns (its path, the comparisons, the comparison's settings)."""
+    """Write the report ZIP; returns (its path, the comparisons, the comparison's settings).
+    An existing ZIP is refused before anything is measured unless `force`, an incomplete
+    label unless `allow_incomplete`."""
     from overrides import ab, flamegraph, record
 
     say = progress or (lambda message: None)
     started = time.monotonic()
     if not output.endswith(".zip"):
         raise UsageError(f"-o {output}: the report is a ZIP; name it FILE.zip")
+    if os.path.exists(output) and not force:
+        raise UsageError(f"{output} exists; pass --force to overwrite it, or -o another FILE.zip")
     runs = record.runs_dir(runs_dir)
-    sides = [classify(spec, role, runs) for spec, role in ((base_spec, "base"), (branch_spec, "branch"))]
+    sides = [classify(spec, role, runs, allow_incomplete)
+             for spec, role in ((base_spec, "base"), (branch_spec, "branch"))]
     if flamegraphs:
         flamegraph.find_pyspy(sides[0].python)  # say now, before minutes of measuring
     ab_config = ab_config or ab.ABConfig()
     with tempfile.TemporaryDirectory(prefix="overrides-report-") as workdir:
         the_report = Report(runs, workdir, say)
+        the_report.notes += [f"Label `{side.label}` is an incomplete recording (interrupted; missing "
+                             f"{record.words(side.missing)}), compared as it is (--allow-incomplete)."
+                             for side in sides if side.missing]
         comparisons, run_results, settings = the_report.measure(sides, cases, op, ab_config)
         if not settings.get("mode", "").startswith("paired"):
             the_report.notes.append(
@@ -607,6 +681,9 @@ def build_parser():
     parser.add_argument("branch", metavar="BRANCH", help="the same, for the branch")
     parser.add_argument("-o", "--output", default=DEFAULT_OUTPUT, metavar="FILE.zip",
                         help=f"where to write the ZIP (default {DEFAULT_OUTPUT})")
+    parser.add_argument("--force", action="store_true", help="overwrite the ZIP if it exists")
+    parser.add_argument("--allow-incomplete", action="store_true",
+                        help="compare a label whose recording was interrupted (refused without it)")
     parser.add_argument("--all", action="store_true", help="flamegraphs for every case, not only regressed ones")
     parser.add_argument("--no-flamegraphs", action="store_true", help="numbers only: no py-spy, no screenshots")
     parser.add_argument("--cases", nargs="+", metavar="NAME", help="cases (default: the four seed cases)")
@@ -647,8 +724,8 @@ def main(argv: list[str] | None = None) -> int:
         path, comparisons, settings = build(
             args.base, args.branch, output=args.output, all_cases=args.all,
             flamegraphs=not args.no_flamegraphs, cases=args.cases, op=args.op, seconds=args.seconds,
-            ab_config=config, runs_dir=args.runs_dir, skipped_counts=skipped,
-            progress=stderr_progress(args.quiet))
+            ab_config=config, runs_dir=args.runs_dir, skipped_counts=skipped, force=args.force,
+            allow_incomplete=args.allow_incomplete, progress=stderr_progress(args.quiet))
         print(report.comparison_table(comparisons, settings))
         print(f"report written to {path}")
         return 1 if compare.any_regression(comparisons) else 0

@@ -13,7 +13,11 @@ recorded run is a folder:
 
 NAME is the original README's: tensor, subtensor, overridden, suboverridden for the seed
 cases, the case name in lower case for others. `record.json` is rewritten (whole) after every
-step, so an interrupted recording keeps, and lists, what it finished.
+step, so an interrupted recording keeps, and lists, what it finished; it says which steps were
+asked for and which process records, so `--list` can tell an interrupted recording (marked
+incomplete, with what it misses, and its half-written files removed) from one still running.
+A label already recorded is not recorded over without --force: forgetting to change the label
+after a rebuild would otherwise lose the base.
 """
 
 from __future__ import annotations
@@ -23,19 +27,27 @@ import datetime
 import json
 import os
 import re
+import shutil
+import socket
 import subprocess
 import sys
 import time
 from typing import Callable, Sequence
 
 from overrides.errors import UsageError
-from overrides.files import write_json_atomic, write_text_atomic
+from overrides.files import TEMP_PREFIX, write_json_atomic, write_text_atomic
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEFAULT_RUNS_DIR = os.path.join(ROOT, "runs")
 RUNS_DIR_VARIABLE = "OVERRIDES_RUNS_DIR"  # where runs/ lives, when not in this checkout
 MANIFEST = "record.json"
 SCHEMA = "torch-function-overhead/record/1"
+DEFAULT_PYTHON = "python3"  # the interpreter measured without --python: whatever PATH finds
+# What "kept" says until the copy is made: a recording without it stopped before that step.
+STOPPED_BEFORE_KEEP = "the recording stopped before a copy was kept"
+# What a step writes before renaming it into place (flamegraph.record_case, keep.keep; and
+# files.TEMP_PREFIX): an interrupted recording can leave them, never a finished one.
+PARTIAL_SUFFIX = ".partial"
 _LABEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
 
@@ -68,6 +80,55 @@ class RecordedRun:
     @property
     def python(self) -> str:
         return self.manifest["python"]
+
+    @property
+    def complete(self) -> bool:
+        return bool(self.manifest.get("complete", True))
+
+    def missing(self) -> list[str]:
+        """What an incomplete recording lacks, in words ("bench results", "the kept copy", ...)."""
+        if self.complete:
+            return []
+        steps = self.manifest.get("steps")  # None: written before record.json listed them
+
+        def asked(step: str, otherwise: bool) -> bool:
+            return step in steps if steps is not None else otherwise
+
+        flamegraphs = self.manifest.get("flamegraphs") or {}
+        lacking = []
+        if not self.manifest.get("results"):
+            lacking.append("bench results")
+        if asked("instructions", False) and not self.manifest.get("instructions"):
+            lacking.append("instruction counts")
+        if asked("flamegraphs", bool(flamegraphs)):
+            cases = [case for case in self.manifest.get("cases", []) if case not in flamegraphs]
+            if cases:
+                lacking.append(f"flamegraphs ({', '.join(cases)})")
+        if asked("keep", True) and (self.manifest.get("kept") or {}).get("skipped") == STOPPED_BEFORE_KEEP:
+            lacking.append("the kept copy")
+        return lacking or ["its last step"]
+
+    def still_recording(self) -> bool:
+        """An incomplete recording whose record.sh still runs (on this host), not an interrupted one."""
+        recorder = self.manifest.get("recorder") or {}
+        if self.complete or recorder.get("host") != socket.gethostname() or not recorder.get("pid"):
+            return False
+        try:
+            os.kill(int(recorder["pid"]), 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True  # another user's process
+        return True
+
+    def incomplete_line(self) -> str:
+        """Why a label is not whole, and what to do, in one line."""
+        if self.still_recording():
+            return (f"label {self.label!r} is being recorded now (record.sh, pid "
+                    f"{self.manifest['recorder']['pid']}); wait for it to finish")
+        return (f"label {self.label!r} is an incomplete recording (interrupted; missing "
+                f"{words(self.missing())}); record it again with "
+                f"`scripts/record.sh --label {self.label} --force`")
 
     @property
     def results_path(self) -> str:
@@ -103,6 +164,28 @@ class RecordedRun:
         return path if path and os.path.exists(path) else None
 
 
+def words(parts: Sequence[str]) -> str:
+    """The parts as prose: "a, b and c"."""
+    return " and ".join([", ".join(parts[:-1]), parts[-1]]) if len(parts) > 1 else "".join(parts)
+
+
+def remove_leftovers(label_dir: str) -> list[str]:
+    """Delete what an interrupted recording half-wrote in its folder (`*.partial` files, a
+    half-made `kept.partial` copy, temporary files); returns their names. Only for a recording
+    that no longer runs: these are a running one's files in progress."""
+    removed = []
+    for name in sorted(os.listdir(label_dir)):
+        if not (name.endswith(PARTIAL_SUFFIX) or name.startswith(TEMP_PREFIX)):
+            continue
+        path = os.path.join(label_dir, name)
+        if os.path.isdir(path) and not os.path.islink(path):
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            os.unlink(path)
+        removed.append(name)
+    return removed
+
+
 def load_label(directory: str, label: str) -> RecordedRun:
     path = os.path.join(directory, label, MANIFEST)
     if not os.path.isfile(path):
@@ -134,7 +217,7 @@ class Recorder:
     """Writes one run folder step by step, rewriting its manifest after each."""
 
     def __init__(self, directory: str, label: str, python: str, cases: Sequence[str],
-                 op: str | None, say: Callable[[str], None]):
+                 op: str | None, say: Callable[[str], None], steps: Sequence[str] = ()):
         self.directory = os.path.join(directory, label)
         self.label = label
         self.say = say
@@ -143,8 +226,9 @@ class Recorder:
             "schema": SCHEMA, "label": label, "python": python,
             "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
             "cases": list(cases), "op": op, "results": None, "text": None, "flamegraphs": {},
-            "instructions": None, "complete": False,
-            "kept": {"skipped": "the recording stopped before a copy was kept"},
+            "instructions": None, "complete": False, "steps": list(steps),
+            "recorder": {"pid": os.getpid(), "host": socket.gethostname()},
+            "kept": {"skipped": STOPPED_BEFORE_KEEP},
         }
         self.save()
 
@@ -246,15 +330,19 @@ def record(label: str, python_spec: str, cases: Sequence[str] | None = None, *,
            op: str | None = None, seconds: float | None = None, directory: str | None = None,
            flamegraphs: bool = True, instructions: bool = False,
            seeds: Sequence[int] | None = None, min_time: float | None = None,
-           keep_build: bool = True, progress: Callable[[str], None] | None = None) -> RecordedRun:
+           keep_build: bool = True, force: bool = False,
+           progress: Callable[[str], None] | None = None) -> RecordedRun:
     """Measure `python_spec`'s build and record its flamegraphs into `directory/label/`, and
-    (with `keep_build`) keep a copy of that build for a paired report later."""
+    (with `keep_build`) keep a copy of that build for a paired report later. A label already
+    recorded is refused before anything runs, unless `force`: then it is replaced whole."""
     from overrides import ab, cases as cases_mod, flamegraph, hotloop
 
     say = progress or (lambda message: None)
     check_label(label)
+    check_new_label(runs_dir(directory), label, force)
     interpreter = ab.probe_interpreter(python_spec)
     python = interpreter.executable
+    say(f"record {label}: measuring {interpreter_line(interpreter, python_spec)}")
     if flamegraphs:
         flamegraph.find_pyspy(python)  # before anything is measured: say now if it is missing
     if instructions:
@@ -262,7 +350,12 @@ def record(label: str, python_spec: str, cases: Sequence[str] | None = None, *,
 
         callgrind.find_valgrind()
     names = [case.name for case in cases_mod.resolve_cases(list(cases) if cases else None)]
-    recorder = Recorder(runs_dir(directory), label, python, names, op, say)
+    earlier = os.path.join(runs_dir(directory), label)
+    if force and os.path.isdir(earlier):  # none of the replaced recording's files may linger
+        say(f"record {label}: replacing the earlier recording of {label!r} (--force)")
+        shutil.rmtree(earlier)
+    steps = ["bench"] + ["instructions"] * instructions + ["flamegraphs"] * flamegraphs + ["keep"] * keep_build
+    recorder = Recorder(runs_dir(directory), label, python, names, op, say, steps)
     recorder.bench(python, ["--min-time", f"{min_time:g}"] if min_time else [])
     if instructions:
         recorder.instructions(python, seeds)
@@ -274,6 +367,58 @@ def record(label: str, python_spec: str, cases: Sequence[str] | None = None, *,
         recorder.manifest["kept"] = {"skipped": "recorded with --no-keep"}
         recorder.save()
     return recorder.finish()
+
+
+def interpreter_line(interpreter, python_spec: str) -> str:
+    """Which interpreter, and which torch, a recording measures: record.sh's first line."""
+    line = interpreter.executable
+    if python_spec == DEFAULT_PYTHON:
+        line += f" (`{DEFAULT_PYTHON}` on PATH, the default: pass --python for another build)"
+    elif os.path.realpath(python_spec) != interpreter.executable:
+        line += f" (from --python {python_spec})"
+    return f"{line} with torch {interpreter.torch_version} from {interpreter.torch_dir}"
+
+
+def check_new_label(directory: str, label: str, force: bool) -> None:
+    """Refuse to record over a recorded label (unless `force`), saying what would be lost;
+    one still being recorded is refused even then."""
+    if label not in recorded_labels(directory):
+        return
+    try:
+        run = load_label(directory, label)
+    except UsageError:
+        run = None  # a record.json of another tool or version: --force replaces it
+    if run is not None and run.still_recording():
+        raise UsageError(run.incomplete_line())
+    if force:
+        return
+    if run is None:
+        what = "its folder"
+        recorded = "its record.json is not this record.sh's"
+    else:
+        what = words(_recorded_parts(run) or ["its folder"])
+        recorded = (f"recorded {run.manifest.get('created', '?')[:16].replace('T', ' ')} with torch "
+                    f"{_torch_version_of(run)}{'' if run.complete else ', incomplete'}")
+    raise UsageError(f"label {label!r} is already recorded in {directory} ({recorded}); recording "
+                     f"it again would replace {what}: pass --force to replace it, or pick another "
+                     "--label")
+
+
+def _recorded_parts(run: RecordedRun) -> list[str]:
+    """What a recorded label holds, in words, for the message that refuses to replace it."""
+    from overrides import keep
+
+    parts = []
+    if run.manifest.get("results"):
+        parts.append("its bench results")
+    if run.manifest.get("instructions"):
+        parts.append("its instruction counts")
+    drawn = [case for case, entry in (run.manifest.get("flamegraphs") or {}).items() if not entry.get("error")]
+    if drawn:
+        parts.append(f"{len(drawn)} flamegraph{'s' if len(drawn) != 1 else ''}")
+    if run.kept_root:
+        parts.append(f"its kept copy of the build ({keep.human(int(run.manifest['kept'].get('bytes', 0)))})")
+    return parts
 
 
 def kept_line(run: RecordedRun, directory: str) -> str:
@@ -297,36 +442,52 @@ def kept_bytes(directory: str) -> dict[str, int]:
     """Bytes of each label's kept copy, as recorded, for the labels that still have one."""
     sizes = {}
     for label in recorded_labels(directory):
-        run = load_label(directory, label)
+        try:
+            run = load_label(directory, label)
+        except UsageError:
+            continue  # not this tool's recording: --list says so in its row
         if run.kept_root:
             sizes[label] = int(run.manifest["kept"].get("bytes", 0))
     return sizes
 
 
 def listing(directory: str) -> str:
-    """`record.sh --list`: every recorded label, aligned, with its kept copy's size."""
+    """`record.sh --list`: every recorded label, aligned, with its kept copy's size; an
+    interrupted recording is marked incomplete (what it misses said below the table) and its
+    half-written files are removed; the last line names the copy whose deletion frees most."""
     from overrides import keep
 
     labels = recorded_labels(directory)
     if not labels:
         return f"nothing is recorded in {directory} yet; record with `scripts/record.sh --label NAME`"
     rows = [("label", "recorded", "torch", "kept copy", "interpreter")]
-    total = 0
+    notes = []
     for label in labels:
         try:
             run = load_label(directory, label)
         except UsageError as exc:
             rows.append((label, "?", "?", "-", str(exc)))
             continue
-        if run.kept_root:
-            total += int(run.manifest["kept"].get("bytes", 0))
         kept = keep.status_word(run.directory, run.manifest)
+        if run.still_recording():
+            kept = "recording now"
+        elif not run.complete:
+            kept = f"incomplete, {kept}" if run.kept_root else "incomplete"
+            removed = remove_leftovers(run.directory)
+            notes.append(f"{label}: incomplete (interrupted): missing {words(run.missing())}"
+                         + (f"; removed its half-written {words(removed)}" if removed else "")
+                         + f"; record it again with `scripts/record.sh --label {label} --force`")
         rows.append((label, run.manifest.get("created", "?")[:16].replace("T", " "),
                      _torch_version_of(run), kept, run.python))
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in rows]
-    lines.append(f"{len(labels)} label(s) in {directory}; kept copies: {keep.human(total)} "
-                 "(delete one with `scripts/record.sh --clean LABEL`)")
+    lines += notes
+    sizes = kept_bytes(directory)
+    largest = max(sizes, key=sizes.get) if sizes else None
+    freeing = (f"; `scripts/record.sh --clean {largest}` frees most, {keep.human(sizes[largest])}"
+               if largest else " (delete one with `scripts/record.sh --clean LABEL`)")
+    lines.append(f"{len(labels)} label(s) in {directory}; kept copies: "
+                 f"{keep.human(sum(sizes.values()))}{freeing}")
     return "\n".join(lines)
 
 
@@ -371,8 +532,9 @@ def build_parser():
         description="Measure one build with bench.py and record a py-spy flamegraph of each case "
                     "into runs/LABEL/ (then compare two labels with scripts/report.sh).")
     parser.add_argument("--label", help="names the folder runs/LABEL and its files (required to record)")
-    parser.add_argument("--python", default="python3",
-                        help="interpreter or virtualenv of the build to record (default: python3 on PATH)")
+    parser.add_argument("--python", default=DEFAULT_PYTHON,
+                        help=f"interpreter or virtualenv of the build to record (default: {DEFAULT_PYTHON} "
+                             "on PATH; the first line says which it is and its torch)")
     parser.add_argument("--seconds", type=positive_float, default=None, metavar="S",
                         help=f"py-spy recording time per case (default {DEFAULT_SECONDS:g})")
     parser.add_argument("--op", default=None, help="the op to record (default torch.add)")
@@ -385,11 +547,15 @@ def build_parser():
     parser.add_argument("--no-flamegraphs", action="store_true", help="bench.py only, no py-spy")
     parser.add_argument("--no-keep", action="store_true",
                         help="keep no copy of the build (report.sh then compares this label unpaired)")
+    parser.add_argument("--force", action="store_true",
+                        help="record over a label already recorded, replacing its results, "
+                             "flamegraphs and kept copy (without it, that is refused)")
     parser.add_argument("--list", action="store_true",
                         help="list recorded labels with their kept copies and sizes, then exit")
     parser.add_argument("--clean", nargs="+", metavar="LABEL",
                         help="delete these labels' kept copies ('all': every one), keeping their "
-                             "results, then exit")
+                             "results, then exit (--list shows each copy's size and which label "
+                             "frees most)")
     parser.add_argument("--runs-dir", default=None, metavar="DIR",
                         help=f"where runs are kept (default: ${RUNS_DIR_VARIABLE}, else runs/ in this checkout)")
     parser.add_argument("cases", nargs="*", metavar="CASE",
@@ -423,7 +589,7 @@ def main(argv: list[str] | None = None) -> int:
         run = record(args.label, args.python, args.cases, op=args.op, seconds=args.seconds,
                      directory=args.runs_dir, flamegraphs=not args.no_flamegraphs,
                      instructions=args.instructions, seeds=args.seeds, min_time=args.min_time,
-                     keep_build=not args.no_keep, progress=stderr_progress())
+                     keep_build=not args.no_keep, force=args.force, progress=stderr_progress())
         failed = {case: e["error"] for case, e in run.manifest["flamegraphs"].items() if e.get("error")}
         print(f"recorded {run.label} in {run.directory} ({time.monotonic() - started:.0f} s)")
         print("  " + kept_line(run, runs_dir(args.runs_dir)))

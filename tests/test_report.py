@@ -35,7 +35,7 @@ SAME_MACHINE_SPEED = 0.05
 def _record(label, python, folder):
     for _ in range(RECORD_ATTEMPTS):
         # --no-keep: this module tests the unpaired fallback (tests/test_keep.py the kept copies)
-        out = script("record.sh", "--label", label, "--python", python, "--seconds", "2",
+        out = script("record.sh", "--label", label, "--python", python, "--seconds", "2", "--force",
                      "--min-time", "1", "--no-keep", "--runs-dir", str(folder))
         assert out.returncode == 0, out.stderr
         run = results.load(str(folder / label / f"{label}.json"))

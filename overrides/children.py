@@ -1,0 +1,85 @@
+"""Child processes that Ctrl-C stops at once: valgrind (`callgrind.py`) and py-spy (`flamegraph.py`).
+
+Why it exists. report.sh went on for ~100 s after Ctrl-C to its own process: the valgrind
+workers were waited for by threads, and a thread pool's exit waits for its threads, which
+waited for valgrind to finish counting (and the pool then started the seeds still queued).
+With Ctrl-C sent to the whole process group, py-spy wrote a partial recording and its traced
+loop ran on. So every such child is started here, in a process group of its own (py-spy's
+loop, forked from the process that becomes py-spy, is in the same group), and registered;
+`parallel` runs work on threads and, when the calling thread is interrupted, kills every
+registered group before it waits for the threads, which then find their child gone and
+return. Nothing is left running, and the process stopping is the only one deciding how: the
+children never see the terminal's Ctrl-C themselves (a py-spy that sees it writes half a
+profile).
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import os
+import signal
+import subprocess
+import sys
+import threading
+from typing import Callable, Iterable, TypeVar
+
+_LOCK = threading.Lock()
+_LIVE: set[subprocess.Popen] = set()
+_stopping = False  # set while parallel() kills: a thread must not start another child then
+
+Item = TypeVar("Item")
+Result = TypeVar("Result")
+
+
+def start(command: list[str], **popen_kwargs) -> subprocess.Popen:
+    """subprocess.Popen in a process group of its own, registered until `reap`. Raises
+    KeyboardInterrupt instead while an interrupted `parallel` is stopping children."""
+    group = {"process_group": 0} if sys.version_info >= (3, 11) else {"start_new_session": True}
+    with _LOCK:
+        if _stopping:
+            raise KeyboardInterrupt
+        process = subprocess.Popen(command, **group, **popen_kwargs)
+        _LIVE.add(process)
+    return process
+
+
+def kill(process: subprocess.Popen) -> None:
+    """Kill the child's whole group (py-spy and the loop it traces) if the child still runs.
+    Before `reap`: a group whose leader is reaped may be gone, and its number reused."""
+    if process.poll() is None:
+        try:
+            os.killpg(process.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            process.kill()
+
+
+def reap(process: subprocess.Popen) -> None:
+    """Kill the child's group if it still runs, wait for it, and forget it."""
+    kill(process)
+    process.wait()
+    with _LOCK:
+        _LIVE.discard(process)
+
+
+def parallel(function: Callable[[Item], Result], items: Iterable[Item], max_workers: int) -> list[Result]:
+    """[function(item) for item in items] on up to `max_workers` threads, in order. Ctrl-C in
+    the calling thread kills every child started through `start` and cancels the items not
+    begun, so the threads return within moments and the KeyboardInterrupt goes on."""
+    global _stopping
+    pool = concurrent.futures.ThreadPoolExecutor(max_workers=max_workers)
+    try:
+        futures = [pool.submit(function, item) for item in items]
+        return [future.result() for future in futures]
+    except KeyboardInterrupt:
+        with _LOCK:
+            _stopping = True
+            for process in list(_LIVE):
+                kill(process)
+        try:
+            pool.shutdown(wait=True, cancel_futures=True)
+        finally:
+            with _LOCK:
+                _stopping = False
+        raise
+    finally:
+        pool.shutdown(wait=True)
