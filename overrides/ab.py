@@ -818,6 +818,16 @@ def _countable(targets: Sequence[tuple[Case, Op]], python: str,
     return [target for target in declared if target not in skipped]
 
 
+def counts_progress(settled: int, wanted: int) -> str:
+    """What the clock does next, once the counts are in."""
+    left = wanted - settled
+    if not left:
+        return (f"counts decide all {wanted} case{'s' if wanted != 1 else ''}; the clock checks "
+                f"them over {MIN_PAIRS} pairs")
+    return (f"counts decide {settled} of {wanted} cases; the clock runs until the other {left} "
+            f"{'is' if left == 1 else 'are'} decided, or its cap")
+
+
 @dataclasses.dataclass(frozen=True)
 class _Counted:
     """Both builds' instruction counts, made before the timed pairs."""
@@ -860,5 +870,5 @@ def _count_first(base_py: str, branch_py: str, targets, config: ABConfig, say,
         return _Counted(skipped=str(error))
     counted = _Counted((base_counts, branch_counts), tuple(comparisons), time.monotonic() - started,
                        seeds=seeds)
-    say(f"counts decide {len(counted.settled)} of {len(wanted)} case(s); the clock runs until the rest are decided")
+    say(counts_progress(len(counted.settled), len(wanted)))
     return counted

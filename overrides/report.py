@@ -322,6 +322,11 @@ def _spread_reason(result: CaseResult) -> str:
         return (f"the figure lies {stats.contention(result.samples_ns):.0%} above the fastest sample "
                 f"(limit {stats.CONTENDED_FRACTION:.0%}): the machine was busy for most of the run, so "
                 "this is its busy speed; re-run on a quieter machine")
+    if stats.busy(result.samples_ns):
+        return (f"half the samples took over {stats.BUSY_MEDIAN_RATIO:g}x the figure (median "
+                f"{stats.median(result.samples_ns):,.0f} ns against {stats.headline(result.samples_ns):,.0f} ns): "
+                "the machine was busy for most of the run and the figure rests on its fastest few "
+                "samples; re-run on a quieter machine, or compare builds with --compare")
     return (f"samples too spread to trust (p1-p5 spans {stats.core_width(result.samples_ns):.1%} "
             f"of the figure, limit {stats.CORE_WIDTH_WARN_FRACTION:.0%}); re-run on a quieter machine")
 
@@ -334,8 +339,8 @@ def spread_warnings(run: RunResult) -> list[str]:
 
 COMPARISON_HEADER = ("case", "base ns", "branch ns", "delta ns", "95% CI ns", "delta %", "verdict")
 # With instruction counts on both sides, the wall verdict moves aside and the counts decide.
-COUNTED_HEADER = ("case", "base ns", "branch ns", "delta ns", "95% CI ns", "wall verdict",
-                  "delta instr", "95% CI instr", "verdict")
+COUNTED_HEADER = ("case", "base ns", "branch ns", "delta ns", "95% CI ns", "delta %", "wall verdict",
+                  "delta instr", "95% CI instr", "delta instr %", "verdict")
 
 
 def _interval(ci, signed: bool = True) -> str:
@@ -353,11 +358,13 @@ def _comparison_rows(comparisons, multi_op: bool) -> list[list[str]]:
         name = f"{c.case} [{c.op}]" if multi_op else c.case
         wall = [name, fmt_ns(c.base_ns), fmt_ns(c.branch_ns), fmt_ns(c.delta_ns, True),
                 _interval(c.ci95_ns)]
+        pct = "-" if not math.isfinite(c.delta_pct) else f"{c.delta_pct:+.2f}%"
         if counted:
-            rows.append(wall + [c.wall_verdict or c.verdict, fmt_ns(c.delta_instructions, True),
-                                _interval(c.instructions_ci95), verdict_cell(c)])
+            instr_pct = ("-" if c.delta_instructions is None or not c.base_instructions
+                         else f"{100 * c.delta_instructions / c.base_instructions:+.2f}%")
+            rows.append(wall + [pct, c.wall_verdict or c.verdict, fmt_ns(c.delta_instructions, True),
+                                _interval(c.instructions_ci95), instr_pct, verdict_cell(c)])
         else:
-            pct = "-" if not math.isfinite(c.delta_pct) else f"{c.delta_pct:+.2f}%"
             rows.append(wall + [pct, c.verdict])
     return rows
 
@@ -397,6 +404,9 @@ def comparison_notes(comparisons, settings: dict) -> list[str]:
                "process-to-process term (machine drift and memory layout, ~3% per side), so only "
                "changes of a few percent can be called; for small changes measure both builds "
                "together with `bench.py --compare BASE_PY BRANCH_PY`.")
+    if paired:
+        how += (" base ns and branch ns are each side's own figure over all its samples; delta ns "
+                "(and delta %) is the paired estimate, so it need not equal their difference.")
     notes = [how, threshold + "; regression/improvement only when the 95% CI excludes 0 and the "
              "delta passes the threshold; no change only when the 99% CI lies within the threshold "
              "(as sure as a regression); otherwise inconclusive."]

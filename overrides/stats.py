@@ -38,6 +38,11 @@ CORE_WIDTH_WARN_FRACTION = 0.03
 # recorded while another tenant loaded the machine read its p10 90% above it (Tensor 3,063 ns
 # against a 1,603 ns fastest sample).
 CONTENDED_FRACTION = 0.05
+# Third trust flag: most samples far above the headline. On this machine the median of a normal
+# run sits ~1.9x the headline (slow spells; the README's example table: 1.91-1.92x); a run
+# recorded under load showed an IQR of 9,021 ns on a 1,150 ns figure and raised no flag, as its
+# fastest few percent still formed a narrow floor. Past 3x, more than half the run was that busy.
+BUSY_MEDIAN_RATIO = 3.0
 MIN_TRUSTED_SAMPLES = 20  # below this no interval is meaningful
 Z95 = 1.959963984540054  # two-sided 95% normal quantile
 
@@ -114,11 +119,18 @@ def contended(values: Sequence[float]) -> bool:
     return contention(values) > CONTENDED_FRACTION
 
 
+def busy(values: Sequence[float]) -> bool:
+    """True when the median lies more than BUSY_MEDIAN_RATIO times above the headline."""
+    head = headline(values) if values else 0.0
+    return head > 0 and median(values) > BUSY_MEDIAN_RATIO * head
+
+
 def too_spread(values: Sequence[float]) -> bool:
-    """True when the samples are too spread, too few, or too contended to trust the headline."""
+    """True when the samples are too spread, too few, too contended or too busy to trust the
+    headline."""
     if len(values) < MIN_TRUSTED_SAMPLES:
         return True
-    return core_width(values) > CORE_WIDTH_WARN_FRACTION or contended(values)
+    return core_width(values) > CORE_WIDTH_WARN_FRACTION or contended(values) or busy(values)
 
 
 def stdev(values: Sequence[float]) -> float:
