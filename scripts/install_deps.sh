@@ -17,7 +17,13 @@ fi
 if "$PY" -c "import torch" >/dev/null 2>&1; then
   echo "install_deps: using the torch already in $PY: $("$PY" -c 'import torch; print(torch.__version__)')" >&2
 else
-  echo "install_deps: no torch in $PY; installing $TORCH_PIN" >&2
+  # A system interpreter (PEP 668: Debian's /usr/bin/python3) refuses pip installs, and nothing
+  # should be installed into it anyway: say what to do instead of letting pip fail.
+  if "$PY" -c "import os, sys, sysconfig; sys.exit(not os.path.exists(os.path.join(sysconfig.get_path('stdlib'), 'EXTERNALLY-MANAGED')))" 2>/dev/null; then
+    echo "install_deps: $PY has no torch and is managed by the system (PEP 668), so nothing is installed into it; make a virtualenv and use it: python3 -m venv .venv && make bench PYTHON=.venv/bin/python" >&2
+    exit 2
+  fi
+  echo "install_deps: no torch in $PY; installing $TORCH_PIN into it ($("$PY" -c 'import sys; print(sys.prefix)'))" >&2
   "$PY" -m pip install -q "$TORCH_PIN"
 fi
 [ "$test_deps" = 1 ] || exit 0

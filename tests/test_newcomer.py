@@ -1,5 +1,6 @@
-"""The comparison table as a newcomer reads it: a delta in percent wherever a delta is, what the
-base and branch columns are, and progress that says what comes next."""
+"""What a newcomer met (issue: nothing lost, nothing misleading): a delta in percent wherever a
+delta is, what the base and branch columns are, progress that says what comes next, a busy run
+flagged, and a system interpreter refused with what to do instead."""
 
 from overrides import ab, report
 from overrides.compare import Comparison
@@ -40,3 +41,23 @@ def test_a_run_whose_median_is_many_times_its_figure_is_flagged():
     run = RunResult({}, {}, (CaseResult("Tensor", "torch.add", "torch.add(x, y)", "", 100, tuple(busy), 5.0),))
     warning, = report.spread_warnings(run)
     assert "half the samples took over 3x the figure" in warning
+
+
+def test_make_bench_refuses_a_system_interpreter_with_a_line_saying_what_to_do():
+    import os
+    import subprocess
+
+    import pytest
+
+    from conftest import ROOT
+
+    system = "/usr/bin/python3"
+    probe = ("import os, sys, sysconfig, importlib.util; sys.exit(not os.path.exists(os.path.join("
+             "sysconfig.get_path('stdlib'), 'EXTERNALLY-MANAGED')) or importlib.util.find_spec('torch') is not None)")
+    if not os.path.exists(system) or subprocess.run([system, "-c", probe]).returncode != 0:
+        pytest.skip("needs a system-managed /usr/bin/python3 without torch (PEP 668)")
+    done = subprocess.run(["bash", os.path.join(ROOT, "scripts", "install_deps.sh"), system],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2
+    line, = done.stderr.strip().splitlines()
+    assert "PEP 668" in line and "python3 -m venv .venv" in line
