@@ -343,7 +343,8 @@ def flamegraph_svg(stacks: Mapping[tuple[str, ...], int], title: str, rate_hz: i
         weights, title,
         f"py-spy --native, {total:,} samples inside the hot loop ({rate_hz} a second); width: share "
         f"of those samples; root: the hot loop, callees below",
-        "Python frames yellow, native frames orange-red; hover a box for its samples",
+        "Python frames yellow, native frames orange-red; a name too long for its box is cut "
+        "(the SVG in the report names every box and its samples)",
         lambda path: flamesvg.warm_colour(path[-1]),
         lambda path, weight: f"{path[-1]}: {weight:,.0f} samples ({100 * weight / total:.1f}%)")
 

@@ -185,3 +185,22 @@ def test_record_script_reports_a_missing_pyspy_before_measuring(tmp_path):
                          env=env, timeout=120)
     assert out.returncode == 2 and "pip install py-spy" in out.stderr
     assert not (tmp_path / "x").exists()  # nothing measured, nothing half-written
+
+
+def _footer(svg: str) -> str:
+    """The last line of text of a picture: what its PNG says under the flamegraph."""
+    root = ElementTree.fromstring(svg)
+    return [t.text for t in root.iter("{http://www.w3.org/2000/svg}text")][-1]
+
+
+def test_png_footers_say_what_a_picture_shows_not_what_to_hover():
+    loop = "hot_loop_X"
+    base = {(loop, "add (torch/_tensor.py)", "kernel (libtorch_cpu.so)"): 600}
+    branch = {(loop, "add (torch/_tensor.py)", "kernel (libtorch_cpu.so)"): 600, (loop, "shim (a.py)"): 60}
+    footers = [_footer(flamegraph.flamegraph_svg(base, "one build")),
+               _footer(flamegraph.differential_svg(base, branch, 1000.0, 1100.0, "diff"))]
+    for footer in footers:
+        assert "hover" not in footer.lower()  # a PNG cannot be hovered
+    assert footers[0].startswith("Python frames yellow, native frames orange-red")
+    assert footers[1].startswith("branch: 660 samples at 1,100 ns per call")
+
