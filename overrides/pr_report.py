@@ -105,6 +105,8 @@ class Report:
         # differential.json: per case, what each view (counts, py-spy) names, machine-readable
         self.differentials: dict[str, dict] = {}
         self.count_parts: list[str] = []  # the "where the instructions went" section
+        self.python_calls: list | None = None  # [base, branch] pycalls.CaseCalls lists
+        self.python_call_parts: list[str] = []  # the "where the Python calls went" section
 
     # -- numbers ---------------------------------------------------------------------------
 
@@ -383,6 +385,7 @@ class Report:
                                                 for c in split))
         parts = ["# `__torch_function__` overhead: base vs branch", "", headline, "",
                  "## Comparison", "", report.comparison_markdown(comparisons, settings), ""]
+        parts += self.python_call_parts
         parts += self.count_parts
         if flamegraphs:
             which = "every case (--all)" if all_cases else "each regressed case"
@@ -410,7 +413,78 @@ class Report:
         return self.differentials.setdefault(
             f"{comparison.case} [{comparison.op}]",
             {"case": comparison.case, "op": comparison.op, "verdict": comparison.verdict,
-             "instructions": None, "wall_clock": None})
+             "python_calls": None, "instructions": None, "wall_clock": None})
+
+    # -- Python calls ----------------------------------------------------------------------
+
+    def count_python_calls(self, sides: Sequence[Side], comparisons) -> None:
+        """Both sides' Python calls per call of every compared case (overrides/pycalls.py), one
+        process per side, both at once: counts do not care what else runs."""
+        from overrides import pycalls
+
+        cannot = [side for side in sides if side.build is None]
+        if cannot:
+            self.notes.append("Python calls were not counted: " + "; ".join(
+                f"{side.role} ({side.unpaired_reason or 'no build to run'})" for side in cannot)
+                + ". They need both builds runnable, as for a paired comparison.")
+            return
+        targets = list(dict.fromkeys((c.case, c.op) for c in comparisons))
+        self.say(f"report: counting Python calls per call ({len(targets)} case(s), both sides)")
+        with concurrent.futures.ThreadPoolExecutor(max_workers=len(sides)) as pool:
+            futures = [pool.submit(pycalls.count_build, side.python, targets,
+                                   import_path=side.torch_root()) for side in sides]
+            try:
+                self.python_calls = [future.result() for future in futures]
+            except UsageError as exc:
+                self.notes.append(f"Python calls were not counted: {exc}.")
+
+    def python_call_sections(self, comparisons, all_cases: bool) -> list[str]:
+        """Per case whose Python calls changed (and every changed or --all case, in a line when
+        they did not): which Python functions run more, less, or for the first time."""
+        from overrides import pycalls
+
+        if not self.python_calls:
+            return []
+        parts: list[str] = []
+        same: list[str] = []
+        for c in comparisons:
+            base, branch = (pycalls.find(runs, c.case, c.op) for runs in self.python_calls)
+            if base is None or branch is None:
+                continue
+            rows = pycalls.compare(base, branch)
+            (base_calls, base_codes), (branch_calls, branch_codes) = base.totals(), branch.totals()
+            self._differential_entry(c)["python_calls"] = {
+                "source": "sys.setprofile + sys.settrace (opcodes)", "calls_counted": base.calls,
+                "unit": "calls and own bytecodes per call of the case",
+                "base": {"calls": round(base_calls, 3), "bytecodes": round(base_codes, 3)},
+                "branch": {"calls": round(branch_calls, 3), "bytecodes": round(branch_codes, 3)},
+                "functions": [row.to_dict() for row in rows]}
+            if not rows:
+                if all_cases or c.verdict in ("regression", "improvement", "disagree", "clock only"):
+                    same.append(f"{c.case} ({c.verdict})")
+                continue
+            calls = pycalls.signed(branch_calls - base_calls)
+            parts += [f"### {c.case}: {calls} Python call{'' if calls in ('+1', '-1') else 's'}, "
+                      f"{pycalls.signed(branch_codes - base_codes)} bytecodes per call ({c.verdict})", ""]
+            parts += pycalls.markdown_table(rows, base, branch) + [""]
+        if same:
+            parts += ["The same Python functions ran, as often and with the same bytecodes, in: "
+                      f"{', '.join(same)}: what changed there is below Python (C++, the interpreter, "
+                      "or where code sits in memory).", ""]
+        if not parts:
+            return []
+        intro = ["## Where the Python calls went", "",
+                 f"Counted, not sampled: each case's call run {pycalls.CALLS:,} times under the "
+                 "interpreter's profiler and opcode hooks, in a process of its own per side (never "
+                 "the timed one). The same build gives the same counts, so each row is a real "
+                 "difference in the Python code that runs, however little time it takes: read "
+                 "these first, `new` rows (functions the base never calls) before the rest. "
+                 "Calls: calls per call of the case; bytecodes: the function's own bytecodes "
+                 "executed per call of the case, not counting what it calls (`[C]`: a C function "
+                 "called from Python, counted by its calls). Order: new first, then by the change "
+                 "of calls times the function's bytecodes per call. Line numbers are the "
+                 "branch's.", ""]
+        return intro + parts
 
     def count_sections(self, comparisons, all_cases: bool, browser: str | None) -> list[str]:
         """Per regressed case (every case with --all; every case whose counts changed): where
@@ -430,7 +504,9 @@ class Report:
                  f"{calltree.FUNCTION_FLOOR:g} a call, consistent over the hash seeds; the rows and "
                  "\"everything else\" add up to the case's change. Callgrind sees C functions: "
                  "Python code shows as the interpreter's (`_PyEval_EvalFrameDefault`, calls, "
-                 "attribute look-ups).", ""]
+                 "attribute look-ups)" + ("; the Python functions themselves are named under "
+                                          "\"Where the Python calls went\" above."
+                                          if self.python_call_parts else "."), ""]
         parts: list[str] = []
         unchanged = []  # "case delta (verdict)": one line for all of them, not a table each
         for c in chosen:
@@ -551,6 +627,8 @@ def build(base_spec: str, branch_spec: str, *, output: str = DEFAULT_OUTPUT,
                 "side); only changes of a few percent can get a verdict. For small changes, "
                 "compare labels that kept a copy of their build (record.sh does by default), or "
                 "two interpreters or virtualenvs: those are measured side by side.")
+        the_report.count_python_calls(sides, comparisons)
+        the_report.python_call_parts = the_report.python_call_sections(comparisons, all_cases)
         if the_report.counts:
             from overrides import screenshot
 

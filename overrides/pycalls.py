@@ -339,15 +339,18 @@ def pyspy_frame(function: str) -> str | None:
     return f"{name} ({'/'.join(location.rstrip(')').split('/')[-2:])})"
 
 
+def number(value: float) -> str:
+    """A count per call: whole where it is whole, to a thousandth (one call in CALLS) otherwise."""
+    return f"{value:,.3f}".rstrip("0").rstrip(".") if value else "0"
+
+
+def signed(value: float) -> str:
+    return "0" if not value else ("+" if value > 0 else "-") + number(abs(value))
+
+
 def markdown_table(rows: Sequence[CallDelta], base: CaseCalls, branch: CaseCalls,
                    limit: int = 20) -> list[str]:
     """The rows as a markdown table, with the case's totals last."""
-    def number(value: float) -> str:
-        return f"{value:,.3f}".rstrip("0").rstrip(".") if value else "0"
-
-    def signed(value: float) -> str:
-        return "0" if not value else ("+" if value > 0 else "-") + number(abs(value))
-
     table = ["| | function | calls: base | branch | delta | bytecodes: base | branch | delta |",
              "|---|---|---:|---:|---:|---:|---:|---:|"]
     for d in rows[:limit]:
