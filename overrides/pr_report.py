@@ -211,7 +211,7 @@ class Report:
             self.notes.append(f"Screenshots were skipped: no Chromium on this machine; {screenshot.INSTALL_HINT}.")
         for comparison in comparisons:
             stem = record.file_stem(comparison.case, op)
-            folded: dict[str, str] = {}
+            folded: dict[str, list[str]] = {}  # role -> its recordings' collapsed stacks
             # Both sides at once, one core each: a profile is shares of samples, which the other
             # core's work does not skew, and the report gets 8 s a case back.
             with concurrent.futures.ThreadPoolExecutor(max_workers=len(sides)) as pool:
@@ -237,13 +237,17 @@ class Report:
                 section.append("No differential view: a flamegraph is missing on one side (see notes).")
             self.sections.append("\n".join(section))
 
-    def _flamegraph_for(self, side: Side, case: str, op: str | None, seconds: float) -> tuple[str, str] | None:
+    def _flamegraph_for(self, side: Side, case: str, op: str | None,
+                        seconds: float) -> tuple[str, list[str]] | None:
+        """(svg, the recordings' collapsed stacks) of one side: recorded now, RECORDINGS
+        processes of seconds / RECORDINGS each, wherever the side's build can run; a label's
+        own single recording only when it cannot (its spread between processes then unknown)."""
         from overrides import flamegraph, record
 
         recorded = self.recorded.get(side.role) or record.load_label(self.runs, side.label or side.role)
         label = recorded.label
-        existing = recorded.flamegraph(case)
-        if existing:
+        existing = _recordings_of(recorded, case)
+        if existing and (len(existing[1]) >= flamegraph.RECORDINGS or side.build is None):
             return existing
         if side.label and side.build is None:  # its interpreter may import another build by now
             self.notes.append(f"No {side.role} flamegraph for {case}: label {label!r} was recorded "
@@ -254,22 +258,29 @@ class Report:
                               f"({side.python}) is gone.")
             return None
         stem = record.file_stem(case, op)
-        svg = os.path.join(recorded.directory, f"{label}-{stem}.svg")
-        folded = os.path.join(recorded.directory, f"{label}-{stem}.folded")
-        self.say(f"report: py-spy on {case} for {side.role} ({seconds:g} s)")
+        # A label's folder keeps what record.sh recorded; its kept copy's recordings for this
+        # report go into the report's own folder.
+        folder, name = ((self.workdir, f"{side.role}-{stem}") if side.label
+                        else (recorded.directory, f"{label}-{stem}"))
+        svg, folded = os.path.join(folder, f"{name}.svg"), os.path.join(folder, f"{name}.folded")
+        self.say(f"report: py-spy on {case} for {side.role} ({flamegraph.RECORDINGS} x "
+                 f"{seconds / flamegraph.RECORDINGS:g} s)")
         try:
             rec = flamegraph.record_case(side.python, case, svg, folded, op=op, seconds=seconds,
                                          import_path=side.torch_root(),
+                                         recordings=flamegraph.RECORDINGS,
                                          title=flamegraph.title(case, op, f"{side.role}: {side.spec}",
                                                                 side.python, side.torch_root()))
         except UsageError as exc:
             self.notes.append(f"No {side.role} flamegraph for {case}: {exc}")
             return None
-        recorded.manifest.setdefault("flamegraphs", {})[case] = {
-            "svg": os.path.basename(svg), "folded": os.path.basename(folded),
-            "samples": rec.samples, "seconds": seconds}
-        write_json_atomic(os.path.join(recorded.directory, record.MANIFEST), recorded.manifest)
-        return svg, folded
+        if not side.label:
+            recorded.manifest.setdefault("flamegraphs", {})[case] = {
+                "svg": os.path.basename(svg), "folded": os.path.basename(folded),
+                "recordings": [os.path.basename(path) for path in rec.folded_paths],
+                "samples": rec.samples, "seconds": seconds}
+            write_json_atomic(os.path.join(recorded.directory, record.MANIFEST), recorded.manifest)
+        return svg, list(rec.folded_paths)
 
     def _shoot(self, svg: str, png_name: str, browser: str) -> bool:
         from overrides import screenshot
@@ -285,73 +296,152 @@ class Report:
         return True
 
     def _differential(self, comparison, folded: dict, stem: str, browser: str | None) -> list[str]:
-        from overrides import calltree, flamegraph
+        from overrides import calltree, flamegraph, pycalls
 
-        base_stacks = flamegraph.read_folded(folded["base"])
-        branch_stacks = flamegraph.read_folded(folded["branch"])
-        deltas = flamegraph.differential(base_stacks, branch_stacks, comparison.base_ns,
+        base_runs = [flamegraph.read_folded(path) for path in folded["base"]]
+        branch_runs = [flamegraph.read_folded(path) for path in folded["branch"]]
+        deltas = flamegraph.differential(base_runs, branch_runs, comparison.base_ns,
                                          comparison.branch_ns)
         lines = []
         if not deltas:
             return ["No differential view: no samples inside the hot loop on one side."]
+        by_frame = {d.frame: d for d in deltas}
+        counted = {frame: row for frame, row in self._counted_frames(comparison).items()
+                   if frame in by_frame}
         instructions = self._instructions_by_frame(comparison, [d.frame for d in deltas])
-        # drawn amber: significant changes of time where the counts found the same work
-        same_work = {d.frame for d in deltas
-                     if d.significant and _same_instructions(instructions.get(d.frame))}
+        # Significant changes of time where the counts found the same work (the same
+        # instructions, or the same Python calls and bytecodes): drawn amber, never listed.
+        same_python = self._same_python_work(comparison)
+        same_work = {d.frame for d in deltas if d.significant and d.frame not in counted and (
+            _same_instructions(instructions.get(d.frame)) or d.frame in same_python)}
         diff_svg = os.path.join(self.workdir, f"diff-{stem}.svg")
         write_text_atomic(diff_svg, flamegraph.differential_svg(
-            base_stacks, branch_stacks, comparison.base_ns, comparison.branch_ns,
-            f"{comparison.case}: branch against base, ns per call by call path", same_work))
+            base_runs, branch_runs, comparison.base_ns, comparison.branch_ns,
+            f"{comparison.case}: branch against base, ns per call by call path", same_work,
+            {frame: 1 if row.delta_calls > 0 else -1 for frame, row in counted.items()}))
         self.files.append(Figure(f"diff-{stem}.svg", diff_svg))
         legend = "red: more time than base, blue: less" + (
-            ", amber: time moved where the counts found the same instructions" if same_work else "")
+            ", amber: time moved where the counts found the same work" if same_work else "") + (
+            ", labelled whatever their width: the functions the Python-call counts found new or "
+            "changed" if counted else "")
         if browser and self._shoot(diff_svg, f"diff-{stem}.png", browser):
             lines.append(f"Differential flamegraph ({legend}): ![diff-{stem}](diff-{stem}.png)")
         else:
             lines.append(f"Differential flamegraph: `diff-{stem}.svg` ({legend}).")
         verdicts = {comparison.verdict, comparison.wall_verdict or comparison.verdict}
         changed = bool(verdicts & {"regression", "improvement", "clock only"})
-        grew, shrank = flamegraph.top_changes(deltas, DIFF_ROWS) if changed else ([], [])
+        # The functions the Python-call counts name come first, whatever their sampled time:
+        # the counts are exact, the samples are not. Then what moved beyond its spread.
+        first = [by_frame[frame] for frame in counted] if changed else []
+        grew, shrank = (flamegraph.top_changes(
+            [d for d in deltas if d.frame not in counted and d.frame not in same_work], DIFF_ROWS)
+            if changed else ([], []))
+        listed = first + grew + shrank
+        spread_measured = deltas[0].spread_ns is not None
         self._differential_entry(comparison)["wall_clock"] = {
             "source": "py-spy", "unit": "ns per call", "listed": changed,
-            "functions": [dict(d.to_dict(), instructions=_rounded(instructions.get(d.frame)))
-                          for d in grew + shrank]}
+            "recordings": {"base": len(base_runs), "branch": len(branch_runs)},
+            "error": "spread between recordings" if spread_measured else
+                     f"sampling error x {flamegraph.PROCESS_DISPERSION:g}",
+            "functions": [dict(d.to_dict(), instructions=_rounded(instructions.get(d.frame)),
+                               python_calls=counted[d.frame].tag if d.frame in counted else None)
+                          for d in listed],
+            "everything_else": round(comparison.delta_ns - sum(d.delta_ns for d in listed), 1)
+            if changed else None,
+            "total_delta": round(comparison.delta_ns, 1)}
         if not changed:
             return lines + ["", f"No function is named: the case itself did not change beyond noise "
                             f"({' / '.join(sorted(verdicts))}), and a function's share of ~1000 "
                             "samples moves by chance (two installs of one build moved single "
                             "functions by hundreds of ns).", ""]
-        explained = sum(d.delta_ns for d in grew + shrank)
-        lines += ["", f"Functions whose own time per call changed by more than "
-                  f"{flamegraph.SIGNIFICANT_Z:g} errors, and functions new in the call path (\"new\": "
-                  "never sampled in base, significant with callees) (own time: not counting what they call, so "
-                  f"the changes add up to the whole call's; listed: {_signed(explained)} of "
-                  f"{_signed(comparison.delta_ns)} ns). ± is one error: py-spy's sampling, widened "
-                  f"{flamegraph.PROCESS_DISPERSION:g}x for the process-to-process spread of one "
-                  "build's profile. With callees: the function's time including what it calls.", ""]
-        counted = bool(instructions)
-        if counted:
-            lines += [f"Instructions: the same function's own change in the Callgrind counts "
-                      "(\"-\": not in them; Python code shows there as the interpreter's). A row "
-                      f"whose instructions moved by less than {calltree.FUNCTION_FLOOR:g} "
-                      "(\"same instructions\") took more or less time doing the same work: one "
-                      "process's layout luck on that function, or caches, not more code.", ""]
-        rows = [["", "function", "own ns: base", "branch", "delta", "±", "with callees: base", "branch"]
-                + (["instructions"] if counted else [])]
-        for tag, group in (("more", grew), ("less", shrank)):
-            for d in group:
-                change = instructions.get(d.frame)
-                same = _same_instructions(change)
-                rows.append([tag + (", new" if d.new else "") + (", same instructions" if same else ""),
-                             f"`{d.frame}`", f"{d.base_self_ns:,.0f}",
-                             f"{d.branch_self_ns:,.0f}", _signed(d.delta_ns), f"{d.error_ns:,.0f}",
-                             f"{d.base_ns:,.0f}", f"{d.branch_ns:,.0f}"]
-                            + ([_signed(change)] if counted else []))
-        if len(rows) == 1:
-            lines.append("No function's own time changed by more than its error allows.")
+        explained = sum(d.delta_ns for d in listed)
+        if spread_measured:
+            error = (f"one error is the function's own spread between the recordings of each side "
+                     f"({len(base_runs)} and {len(branch_runs)} processes), or py-spy's sampling "
+                     f"error widened {flamegraph.PROCESS_DISPERSION:g}x (the spread of one build's "
+                     "processes on average) where that is larger: a function that moved in one "
+                     "process only stays within it and goes to \"everything else\", however far "
+                     "it moved")
         else:
-            lines += _markdown_table(rows, right_from=2)
+            error = (f"one error is py-spy's sampling error widened {flamegraph.PROCESS_DISPERSION:g}x "
+                     "for the process-to-process spread of one build's profile (a side recorded "
+                     "once: the spread of each function was not measured)")
+        lines += ["", (f"Functions the Python-call counts found new or called more or less often "
+                       "first (\"Python calls\"), whatever their sampled time; then functions "
+                       f"whose own time per call changed by more than {flamegraph.SIGNIFICANT_Z:g} "
+                       f"errors, where {error}; and functions new in the call path (\"new\": never "
+                       "sampled in base, significant with callees). Own time does not count what a "
+                       "function calls, so the rows and \"everything else\" add up to the case's "
+                       f"change (listed: {_signed(explained)} of {_signed(comparison.delta_ns)} ns). "
+                       "With callees: the function's time including what it calls."), ""]
+        counted_instructions = bool(instructions)
+        if counted_instructions:
+            lines += [f"Instructions: the same function's own change in the Callgrind counts "
+                      "(\"-\": not in them; Python code shows there as the interpreter's)."]
+        if same_work:
+            lines += [f"Not listed, whatever their time: {len(same_work)} function(s) whose own "
+                      "work the counts found unchanged (instructions moved by less than "
+                      f"{calltree.FUNCTION_FLOOR:g} a call, \"same instructions\", or the same "
+                      "Python calls and bytecodes). Their time moved, their work did not: one "
+                      "process's layout luck, caches, or py-spy placing samples in the "
+                      "neighbouring Python frame. They are in \"everything else\" and amber in the "
+                      "picture."]
+        if counted_instructions or same_work:
+            lines.append("")
+        rows = [["", "function", "own ns: base", "branch", "delta", "±", "with callees: base", "branch"]
+                + (["instructions"] if counted_instructions else [])]
+        for d in listed:
+            change = instructions.get(d.frame)
+            tags = ["more" if d.delta_ns > 0 else "less"] if d.significant else ["within ±"]
+            tags += ["new"] if d.new and d.significant else []
+            if d.frame in counted:
+                row = counted[d.frame]
+                tags.insert(0, "Python calls: " + ("new" if row.new else
+                                                   f"{pycalls.signed(row.delta_calls)} a call"))
+            rows.append([", ".join(tags), f"`{d.frame}`", f"{d.base_self_ns:,.0f}",
+                         f"{d.branch_self_ns:,.0f}", _signed(d.delta_ns), f"{d.error_ns:,.0f}",
+                         f"{d.base_ns:,.0f}", f"{d.branch_ns:,.0f}"]
+                        + ([_signed(change)] if counted_instructions else []))
+        if len(rows) == 1:
+            return lines + ["No function's own time changed by more than its error allows: the "
+                            f"case's change ({_signed(comparison.delta_ns)} ns) is spread too thin "
+                            "over its functions for py-spy's samples to place it.", ""]
+        rest = len(deltas) - len(listed) - len(same_work)
+        rows.append(["", f"everything else ({rest} functions within their error"
+                     + (f", {len(same_work)} with the same work" if same_work else "") + ")", "", "",
+                     _signed(comparison.delta_ns - explained), "", "", ""]
+                    + ([""] if counted_instructions else []))
+        rows.append(["", "**total: the case's change**", "", "", f"**{_signed(comparison.delta_ns)}**",
+                     "", "", ""] + ([""] if counted_instructions else []))
+        lines += _markdown_table(rows, right_from=2)
         return lines + [""]
+
+    def _same_python_work(self, comparison) -> set[str]:
+        """py-spy frame names of the Python functions that ran as often, with as many
+        bytecodes, on both sides of this case (by the Python-call counts)."""
+        from overrides import pycalls
+
+        if not self.python_calls:
+            return set()
+        base, branch = (pycalls.find(runs, comparison.case, comparison.op) for runs in self.python_calls)
+        if base is None or branch is None:
+            return set()
+        changed = {pycalls.pyspy_frame(row.function) for row in pycalls.compare(base, branch)}
+        return {pycalls.pyspy_frame(key) for key in set(base.functions) & set(branch.functions)
+                if pycalls.pyspy_frame(key)} - changed  # two files can share py-spy's short name
+
+    def _counted_frames(self, comparison) -> dict:
+        """py-spy frame name -> the Python-call counts' row, for the Python functions the counts
+        found new or called a different number of times in this case (in the counts' order)."""
+        from overrides import pycalls
+
+        if not self.python_calls:
+            return {}
+        base, branch = (pycalls.find(runs, comparison.case, comparison.op) for runs in self.python_calls)
+        if base is None or branch is None:
+            return {}
+        return {pycalls.pyspy_frame(row.function): row for row in pycalls.compare(base, branch)
+                if row.delta_calls and pycalls.pyspy_frame(row.function)}
 
     def _instructions_by_frame(self, comparison, frames: Sequence[str]) -> dict[str, float | None]:
         """Each py-spy frame -> its function's own instruction change per call in this case's
@@ -571,6 +661,19 @@ def _live_folder(runs: str, role: str, labels: Sequence[str | None]) -> str:
                              record.load_label(runs, name).manifest.get("measured_by") is None):
         name += "-live"
     return name
+
+
+def _recordings_of(recorded, case: str) -> tuple[str, list[str]] | None:
+    """(svg, collapsed stacks of each recording) a recorded folder holds for `case`: the
+    recordings listed in its manifest when all are there, else its one recording."""
+    found = recorded.flamegraph(case)
+    if found is None:
+        return None
+    listed = recorded.manifest.get("flamegraphs", {}).get(case, {}).get("recordings") or []
+    paths = [os.path.join(recorded.directory, name) for name in listed]
+    if len(paths) > 1 and all(os.path.exists(path) for path in paths):
+        return found[0], paths
+    return found[0], [found[1]]
 
 
 def _same_instructions(instructions: float | None) -> bool:
