@@ -5,7 +5,10 @@ between the two) or an interpreter / virtualenv, measured on the spot. Both are 
 side by side (`overrides/ab.py`, paired: the sharpest verdicts) whenever both can run: an
 interpreter always can, a label through the copy of its build that record.sh kept
 (`overrides/keep.py`). A label without a usable copy is compared from the two separate runs
-(`overrides/compare.py`, unpaired), and the report says why and what that costs. Then, for every case that regressed (every case with --all), both builds' py-spy
+(`overrides/compare.py`, unpaired), and the report says why and what that costs. Then each
+build's Python calls per call of every case, counted in its own interpreter
+(`overrides/pycalls.py`: which Python functions the branch runs that base does not, exactly),
+and for every case that regressed (every case with --all), both builds' py-spy
 flamegraphs, their screenshots, and a differential view of where the branch's extra time went.
 
 The ZIP holds report.md (ready to paste into a PR), comparison.json, base/branch .txt and .json
