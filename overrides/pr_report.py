@@ -396,7 +396,8 @@ class Report:
         for d in listed:
             change = instructions.get(d.frame)
             tags = ["more" if d.delta_ns > 0 else "less"] if d.significant else ["within ±"]
-            tags += ["new"] if d.new and d.significant else []
+            tags += ["new"] if d.new and d.significant and not (
+                d.frame in counted and counted[d.frame].new) else []  # said once
             if d.frame in counted:
                 row = counted[d.frame]
                 tags.insert(0, "Python calls: " + ("new" if row.new else
