@@ -5,7 +5,10 @@ between the two) or an interpreter / virtualenv, measured on the spot. Both are 
 side by side (`overrides/ab.py`, paired: the sharpest verdicts) whenever both can run: an
 interpreter always can, a label through the copy of its build that record.sh kept
 (`overrides/keep.py`). A label without a usable copy is compared from the two separate runs
-(`overrides/compare.py`, unpaired), and the report says why and what that costs. Then, for every case that regressed (every case with --all), both builds' py-spy
+(`overrides/compare.py`, unpaired), and the report says why and what that costs. Then each
+build's Python calls per call of every case, counted in its own interpreter
+(`overrides/pycalls.py`: which Python functions the branch runs that base does not, exactly),
+and for every case that regressed (every case with --all), both builds' py-spy
 flamegraphs, their screenshots, and a differential view of where the branch's extra time went.
 
 The ZIP holds report.md (ready to paste into a PR), comparison.json, base/branch .txt and .json
@@ -166,6 +169,8 @@ class Report:
         # differential.json: per case, what each view (counts, py-spy) names, machine-readable
         self.differentials: dict[str, dict] = {}
         self.count_parts: list[str] = []  # the "where the instructions went" section
+        self.python_calls: list | None = None  # [base, branch] pycalls.CaseCalls lists
+        self.python_call_parts: list[str] = []  # the "where the Python calls went" section
 
     # -- numbers ---------------------------------------------------------------------------
 
@@ -270,7 +275,7 @@ class Report:
             self.notes.append(f"Screenshots were skipped: no Chromium on this machine; {screenshot.INSTALL_HINT}.")
         for comparison in comparisons:
             stem = record.file_stem(comparison.case, op)
-            folded: dict[str, str] = {}
+            folded: dict[str, list[str]] = {}  # role -> its recordings' collapsed stacks
             # Both sides at once, one core each: a profile is shares of samples, which the other
             # core's work does not skew, and the report gets 8 s a case back. Ctrl-C kills both
             # py-spy processes at once (overrides/children.py).
@@ -296,13 +301,17 @@ class Report:
                 section.append("No differential view: a flamegraph is missing on one side (see notes).")
             self.sections.append("\n".join(section))
 
-    def _flamegraph_for(self, side: Side, case: str, op: str | None, seconds: float) -> tuple[str, str] | None:
+    def _flamegraph_for(self, side: Side, case: str, op: str | None,
+                        seconds: float) -> tuple[str, list[str]] | None:
+        """(svg, the recordings' collapsed stacks) of one side: recorded now, RECORDINGS
+        processes of seconds / RECORDINGS each, wherever the side's build can run; a label's
+        own single recording only when it cannot (its spread between processes then unknown)."""
         from overrides import flamegraph, record
 
         recorded = self.recorded.get(side.role) or record.load_label(self.runs, side.label or side.role)
         label = recorded.label
-        existing = recorded.flamegraph(case)
-        if existing:
+        existing = _recordings_of(recorded, case)
+        if existing and (len(existing[1]) >= flamegraph.RECORDINGS or side.build is None):
             return existing
         if side.label and side.build is None:  # its interpreter may import another build by now
             self.notes.append(f"No {side.role} flamegraph for {case}: label {label!r} was recorded "
@@ -313,22 +322,29 @@ class Report:
                               f"({side.python}) is gone.")
             return None
         stem = record.file_stem(case, op)
-        svg = os.path.join(recorded.directory, f"{label}-{stem}.svg")
-        folded = os.path.join(recorded.directory, f"{label}-{stem}.folded")
-        self.say(f"report: py-spy on {case} for {side.role} ({seconds:g} s)")
+        # A label's folder keeps what record.sh recorded; its kept copy's recordings for this
+        # report go into the report's own folder.
+        folder, name = ((self.workdir, f"{side.role}-{stem}") if side.label
+                        else (recorded.directory, f"{label}-{stem}"))
+        svg, folded = os.path.join(folder, f"{name}.svg"), os.path.join(folder, f"{name}.folded")
+        self.say(f"report: py-spy on {case} for {side.role} ({flamegraph.RECORDINGS} x "
+                 f"{seconds / flamegraph.RECORDINGS:g} s)")
         try:
             rec = flamegraph.record_case(side.python, case, svg, folded, op=op, seconds=seconds,
                                          import_path=side.torch_root(),
+                                         recordings=flamegraph.RECORDINGS,
                                          title=flamegraph.title(case, op, f"{side.role}: {side.spec}",
                                                                 side.python, side.torch_root()))
         except UsageError as exc:
             self.notes.append(f"No {side.role} flamegraph for {case}: {exc}")
             return None
-        recorded.manifest.setdefault("flamegraphs", {})[case] = {
-            "svg": os.path.basename(svg), "folded": os.path.basename(folded),
-            "samples": rec.samples, "seconds": seconds}
-        write_json_atomic(os.path.join(recorded.directory, record.MANIFEST), recorded.manifest)
-        return svg, folded
+        if not side.label:
+            recorded.manifest.setdefault("flamegraphs", {})[case] = {
+                "svg": os.path.basename(svg), "folded": os.path.basename(folded),
+                "recordings": [os.path.basename(path) for path in rec.folded_paths],
+                "samples": rec.samples, "seconds": seconds}
+            write_json_atomic(os.path.join(recorded.directory, record.MANIFEST), recorded.manifest)
+        return svg, list(rec.folded_paths)
 
     def _shoot(self, svg: str, png_name: str, browser: str) -> bool:
         from overrides import screenshot
@@ -344,73 +360,153 @@ class Report:
         return True
 
     def _differential(self, comparison, folded: dict, stem: str, browser: str | None) -> list[str]:
-        from overrides import calltree, flamegraph
+        from overrides import calltree, flamegraph, pycalls
 
-        base_stacks = flamegraph.read_folded(folded["base"])
-        branch_stacks = flamegraph.read_folded(folded["branch"])
-        deltas = flamegraph.differential(base_stacks, branch_stacks, comparison.base_ns,
+        base_runs = [flamegraph.read_folded(path) for path in folded["base"]]
+        branch_runs = [flamegraph.read_folded(path) for path in folded["branch"]]
+        deltas = flamegraph.differential(base_runs, branch_runs, comparison.base_ns,
                                          comparison.branch_ns)
         lines = []
         if not deltas:
             return ["No differential view: no samples inside the hot loop on one side."]
+        by_frame = {d.frame: d for d in deltas}
+        counted = {frame: row for frame, row in self._counted_frames(comparison).items()
+                   if frame in by_frame}
         instructions = self._instructions_by_frame(comparison, [d.frame for d in deltas])
-        # drawn amber: significant changes of time where the counts found the same work
-        same_work = {d.frame for d in deltas
-                     if d.significant and _same_instructions(instructions.get(d.frame))}
+        # Significant changes of time where the counts found the same work (the same
+        # instructions, or the same Python calls and bytecodes): drawn amber, never listed.
+        same_python = self._same_python_work(comparison)
+        same_work = {d.frame for d in deltas if d.significant and d.frame not in counted and (
+            _same_instructions(instructions.get(d.frame)) or d.frame in same_python)}
         diff_svg = os.path.join(self.workdir, f"diff-{stem}.svg")
         write_text_atomic(diff_svg, flamegraph.differential_svg(
-            base_stacks, branch_stacks, comparison.base_ns, comparison.branch_ns,
-            f"{comparison.case}: branch against base, ns per call by call path", same_work))
+            base_runs, branch_runs, comparison.base_ns, comparison.branch_ns,
+            f"{comparison.case}: branch against base, ns per call by call path", same_work,
+            {frame: 1 if row.delta_calls > 0 else -1 for frame, row in counted.items()}))
         self.files.append(Figure(f"diff-{stem}.svg", diff_svg))
         legend = "red: more time than base, blue: less" + (
-            ", amber: time moved where the counts found the same instructions" if same_work else "")
+            ", amber: time moved where the counts found the same work" if same_work else "") + (
+            ", labelled whatever their width: the functions the Python-call counts found new or "
+            "changed" if counted else "")
         if browser and self._shoot(diff_svg, f"diff-{stem}.png", browser):
             lines.append(f"Differential flamegraph ({legend}): ![diff-{stem}](diff-{stem}.png)")
         else:
             lines.append(f"Differential flamegraph: `diff-{stem}.svg` ({legend}).")
         verdicts = {comparison.verdict, comparison.wall_verdict or comparison.verdict}
         changed = bool(verdicts & {"regression", "improvement", "clock only"})
-        grew, shrank = flamegraph.top_changes(deltas, DIFF_ROWS) if changed else ([], [])
+        # The functions the Python-call counts name come first, whatever their sampled time:
+        # the counts are exact, the samples are not. Then what moved beyond its spread.
+        first = [by_frame[frame] for frame in counted] if changed else []
+        grew, shrank = (flamegraph.top_changes(
+            [d for d in deltas if d.frame not in counted and d.frame not in same_work], DIFF_ROWS)
+            if changed else ([], []))
+        listed = first + grew + shrank
+        spread_measured = deltas[0].spread_ns is not None
         self._differential_entry(comparison)["wall_clock"] = {
             "source": "py-spy", "unit": "ns per call", "listed": changed,
-            "functions": [dict(d.to_dict(), instructions=_rounded(instructions.get(d.frame)))
-                          for d in grew + shrank]}
+            "recordings": {"base": len(base_runs), "branch": len(branch_runs)},
+            "error": "spread between recordings" if spread_measured else
+                     f"sampling error x {flamegraph.PROCESS_DISPERSION:g}",
+            "functions": [dict(d.to_dict(), instructions=_rounded(instructions.get(d.frame)),
+                               python_calls=counted[d.frame].tag if d.frame in counted else None)
+                          for d in listed],
+            "everything_else": round(comparison.delta_ns - sum(d.delta_ns for d in listed), 1)
+            if changed else None,
+            "total_delta": round(comparison.delta_ns, 1)}
         if not changed:
             return lines + ["", f"No function is named: the case itself did not change beyond noise "
                             f"({' / '.join(sorted(verdicts))}), and a function's share of ~1000 "
                             "samples moves by chance (two installs of one build moved single "
                             "functions by hundreds of ns).", ""]
-        explained = sum(d.delta_ns for d in grew + shrank)
-        lines += ["", f"Functions whose own time per call changed by more than "
-                  f"{flamegraph.SIGNIFICANT_Z:g} errors, and functions new in the call path (\"new\": "
-                  "never sampled in base, significant with callees) (own time: not counting what they call, so "
-                  f"the changes add up to the whole call's; listed: {_signed(explained)} of "
-                  f"{_signed(comparison.delta_ns)} ns). ± is one error: py-spy's sampling, widened "
-                  f"{flamegraph.PROCESS_DISPERSION:g}x for the process-to-process spread of one "
-                  "build's profile. With callees: the function's time including what it calls.", ""]
-        counted = bool(instructions)
-        if counted:
-            lines += [f"Instructions: the same function's own change in the Callgrind counts "
-                      "(\"-\": not in them; Python code shows there as the interpreter's). A row "
-                      f"whose instructions moved by less than {calltree.FUNCTION_FLOOR:g} "
-                      "(\"same instructions\") took more or less time doing the same work: one "
-                      "process's layout luck on that function, or caches, not more code.", ""]
-        rows = [["", "function", "own ns: base", "branch", "delta", "±", "with callees: base", "branch"]
-                + (["instructions"] if counted else [])]
-        for tag, group in (("more", grew), ("less", shrank)):
-            for d in group:
-                change = instructions.get(d.frame)
-                same = _same_instructions(change)
-                rows.append([tag + (", new" if d.new else "") + (", same instructions" if same else ""),
-                             f"`{d.frame}`", f"{d.base_self_ns:,.0f}",
-                             f"{d.branch_self_ns:,.0f}", _signed(d.delta_ns), f"{d.error_ns:,.0f}",
-                             f"{d.base_ns:,.0f}", f"{d.branch_ns:,.0f}"]
-                            + ([_signed(change)] if counted else []))
-        if len(rows) == 1:
-            lines.append("No function's own time changed by more than its error allows.")
+        explained = sum(d.delta_ns for d in listed)
+        if spread_measured:
+            error = (f"one error is the function's own spread between the recordings of each side "
+                     f"({len(base_runs)} and {len(branch_runs)} processes), or py-spy's sampling "
+                     f"error widened {flamegraph.PROCESS_DISPERSION:g}x (the spread of one build's "
+                     "processes on average) where that is larger: a function that moved in one "
+                     "process only stays within it and goes to \"everything else\", however far "
+                     "it moved")
         else:
-            lines += _markdown_table(rows, right_from=2)
+            error = (f"one error is py-spy's sampling error widened {flamegraph.PROCESS_DISPERSION:g}x "
+                     "for the process-to-process spread of one build's profile (a side recorded "
+                     "once: the spread of each function was not measured)")
+        lines += ["", (f"Functions the Python-call counts found new or called more or less often "
+                       "first (\"Python calls\"), whatever their sampled time; then functions "
+                       f"whose own time per call changed by more than {flamegraph.SIGNIFICANT_Z:g} "
+                       f"errors, where {error}; and functions new in the call path (\"new\": never "
+                       "sampled in base, significant with callees). Own time does not count what a "
+                       "function calls, so the rows and \"everything else\" add up to the case's "
+                       f"change (listed: {_signed(explained)} of {_signed(comparison.delta_ns)} ns). "
+                       "With callees: the function's time including what it calls."), ""]
+        counted_instructions = bool(instructions)
+        if counted_instructions:
+            lines += [f"Instructions: the same function's own change in the Callgrind counts "
+                      "(\"-\": not in them; Python code shows there as the interpreter's)."]
+        if same_work:
+            lines += [f"Not listed, whatever their time: {len(same_work)} function(s) whose own "
+                      "work the counts found unchanged (instructions moved by less than "
+                      f"{calltree.FUNCTION_FLOOR:g} a call, \"same instructions\", or the same "
+                      "Python calls and bytecodes). Their time moved, their work did not: one "
+                      "process's layout luck, caches, or py-spy placing samples in the "
+                      "neighbouring Python frame. They are in \"everything else\" and amber in the "
+                      "picture."]
+        if counted_instructions or same_work:
+            lines.append("")
+        rows = [["", "function", "own ns: base", "branch", "delta", "±", "with callees: base", "branch"]
+                + (["instructions"] if counted_instructions else [])]
+        for d in listed:
+            change = instructions.get(d.frame)
+            tags = ["more" if d.delta_ns > 0 else "less"] if d.significant else ["within ±"]
+            tags += ["new"] if d.new and d.significant and not (
+                d.frame in counted and counted[d.frame].new) else []  # said once
+            if d.frame in counted:
+                row = counted[d.frame]
+                tags.insert(0, "Python calls: " + ("new" if row.new else
+                                                   f"{pycalls.signed(row.delta_calls)} a call"))
+            rows.append([", ".join(tags), f"`{d.frame}`", f"{d.base_self_ns:,.0f}",
+                         f"{d.branch_self_ns:,.0f}", _signed(d.delta_ns), f"{d.error_ns:,.0f}",
+                         f"{d.base_ns:,.0f}", f"{d.branch_ns:,.0f}"]
+                        + ([_signed(change)] if counted_instructions else []))
+        if len(rows) == 1:
+            return lines + ["No function's own time changed by more than its error allows: the "
+                            f"case's change ({_signed(comparison.delta_ns)} ns) is spread too thin "
+                            "over its functions for py-spy's samples to place it.", ""]
+        rest = len(deltas) - len(listed) - len(same_work)
+        rows.append(["", f"everything else ({rest} functions within their error"
+                     + (f", {len(same_work)} with the same work" if same_work else "") + ")", "", "",
+                     _signed(comparison.delta_ns - explained), "", "", ""]
+                    + ([""] if counted_instructions else []))
+        rows.append(["", "**total: the case's change**", "", "", f"**{_signed(comparison.delta_ns)}**",
+                     "", "", ""] + ([""] if counted_instructions else []))
+        lines += _markdown_table(rows, right_from=2)
         return lines + [""]
+
+    def _same_python_work(self, comparison) -> set[str]:
+        """py-spy frame names of the Python functions that ran as often, with as many
+        bytecodes, on both sides of this case (by the Python-call counts)."""
+        from overrides import pycalls
+
+        if not self.python_calls:
+            return set()
+        base, branch = (pycalls.find(runs, comparison.case, comparison.op) for runs in self.python_calls)
+        if base is None or branch is None:
+            return set()
+        changed = {pycalls.pyspy_frame(row.function) for row in pycalls.compare(base, branch)}
+        return {pycalls.pyspy_frame(key) for key in set(base.functions) & set(branch.functions)
+                if pycalls.pyspy_frame(key)} - changed  # two files can share py-spy's short name
+
+    def _counted_frames(self, comparison) -> dict:
+        """py-spy frame name -> the Python-call counts' row, for the Python functions the counts
+        found new or called a different number of times in this case (in the counts' order)."""
+        from overrides import pycalls
+
+        if not self.python_calls:
+            return {}
+        base, branch = (pycalls.find(runs, comparison.case, comparison.op) for runs in self.python_calls)
+        if base is None or branch is None:
+            return {}
+        return {pycalls.pyspy_frame(row.function): row for row in pycalls.compare(base, branch)
+                if row.delta_calls and pycalls.pyspy_frame(row.function)}
 
     def _instructions_by_frame(self, comparison, frames: Sequence[str]) -> dict[str, float | None]:
         """Each py-spy frame -> its function's own instruction change per call in this case's
@@ -448,6 +544,7 @@ class Report:
                              "only the code.")
         parts = [f"# `__torch_function__` overhead: {title(sides)}", "", headline, "",
                  "## Comparison", "", report.comparison_markdown(comparisons, settings), ""]
+        parts += self.python_call_parts
         parts += self.count_parts
         if flamegraphs:
             which = "every case (--all)" if all_cases else "each regressed case"
@@ -479,7 +576,78 @@ class Report:
         return self.differentials.setdefault(
             f"{comparison.case} [{comparison.op}]",
             {"case": comparison.case, "op": comparison.op, "verdict": comparison.verdict,
-             "instructions": None, "wall_clock": None})
+             "python_calls": None, "instructions": None, "wall_clock": None})
+
+    # -- Python calls ----------------------------------------------------------------------
+
+    def count_python_calls(self, sides: Sequence[Side], comparisons) -> None:
+        """Both sides' Python calls per call of every compared case (overrides/pycalls.py), one
+        process per side, both at once: counts do not care what else runs."""
+        from overrides import pycalls
+
+        cannot = [side for side in sides if side.build is None]
+        if cannot:
+            self.notes.append("Python calls were not counted: " + "; ".join(
+                f"{side.role} ({side.unpaired_reason or 'no build to run'})" for side in cannot)
+                + ". They need both builds runnable, as for a paired comparison.")
+            return
+        targets = list(dict.fromkeys((c.case, c.op) for c in comparisons))
+        self.say(f"report: counting Python calls per call ({len(targets)} case(s), both sides)")
+        with concurrent.futures.ThreadPoolExecutor(max_workers=len(sides)) as pool:
+            futures = [pool.submit(pycalls.count_build, side.python, targets,
+                                   import_path=side.torch_root()) for side in sides]
+            try:
+                self.python_calls = [future.result() for future in futures]
+            except UsageError as exc:
+                self.notes.append(f"Python calls were not counted: {exc}.")
+
+    def python_call_sections(self, comparisons, all_cases: bool) -> list[str]:
+        """Per case whose Python calls changed (and every changed or --all case, in a line when
+        they did not): which Python functions run more, less, or for the first time."""
+        from overrides import pycalls
+
+        if not self.python_calls:
+            return []
+        parts: list[str] = []
+        same: list[str] = []
+        for c in comparisons:
+            base, branch = (pycalls.find(runs, c.case, c.op) for runs in self.python_calls)
+            if base is None or branch is None:
+                continue
+            rows = pycalls.compare(base, branch)
+            (base_calls, base_codes), (branch_calls, branch_codes) = base.totals(), branch.totals()
+            self._differential_entry(c)["python_calls"] = {
+                "source": "sys.setprofile + sys.settrace (opcodes)", "calls_counted": base.calls,
+                "unit": "calls and own bytecodes per call of the case",
+                "base": {"calls": round(base_calls, 3), "bytecodes": round(base_codes, 3)},
+                "branch": {"calls": round(branch_calls, 3), "bytecodes": round(branch_codes, 3)},
+                "functions": [row.to_dict() for row in rows]}
+            if not rows:
+                if all_cases or c.verdict in ("regression", "improvement", "disagree", "clock only"):
+                    same.append(f"{c.case} ({c.verdict})")
+                continue
+            calls = pycalls.signed(branch_calls - base_calls)
+            parts += [f"### {c.case}: {calls} Python call{'' if calls in ('+1', '-1') else 's'}, "
+                      f"{pycalls.signed(branch_codes - base_codes)} bytecodes per call ({c.verdict})", ""]
+            parts += pycalls.markdown_table(rows, base, branch) + [""]
+        if same:
+            parts += ["The same Python functions ran, as often and with the same bytecodes, in: "
+                      f"{', '.join(same)}: what changed there is below Python (C++, the interpreter, "
+                      "or where code sits in memory).", ""]
+        if not parts:
+            return []
+        intro = ["## Where the Python calls went", "",
+                 f"Counted, not sampled: each case's call run {pycalls.CALLS:,} times under the "
+                 "interpreter's profiler and opcode hooks, in a process of its own per side (never "
+                 "the timed one). The same build gives the same counts, so each row is a real "
+                 "difference in the Python code that runs, however little time it takes: read "
+                 "these first, `new` rows (functions the base never calls) before the rest. "
+                 "Calls: calls per call of the case; bytecodes: the function's own bytecodes "
+                 "executed per call of the case, not counting what it calls (`[C]`: a C function "
+                 "called from Python, counted by its calls). Order: new first, then by the change "
+                 "of calls times the function's bytecodes per call. Line numbers are the "
+                 "branch's.", ""]
+        return intro + parts
 
     def count_sections(self, comparisons, all_cases: bool, browser: str | None) -> list[str]:
         """Per regressed case (every case with --all; every case whose counts changed): where
@@ -499,7 +667,9 @@ class Report:
                  f"{calltree.FUNCTION_FLOOR:g} a call, consistent over the hash seeds; the rows and "
                  "\"everything else\" add up to the case's change. Callgrind sees C functions: "
                  "Python code shows as the interpreter's (`_PyEval_EvalFrameDefault`, calls, "
-                 "attribute look-ups).", ""]
+                 "attribute look-ups)" + ("; the Python functions themselves are named under "
+                                          "\"Where the Python calls went\" above."
+                                          if self.python_call_parts else "."), ""]
         parts: list[str] = []
         unchanged = []  # "case delta (verdict)": one line for all of them, not a table each
         for c in chosen:
@@ -566,6 +736,19 @@ def _live_folder(runs: str, role: str, labels: Sequence[str | None]) -> str:
     return name
 
 
+def _recordings_of(recorded, case: str) -> tuple[str, list[str]] | None:
+    """(svg, collapsed stacks of each recording) a recorded folder holds for `case`: the
+    recordings listed in its manifest when all are there, else its one recording."""
+    found = recorded.flamegraph(case)
+    if found is None:
+        return None
+    listed = recorded.manifest.get("flamegraphs", {}).get(case, {}).get("recordings") or []
+    paths = [os.path.join(recorded.directory, name) for name in listed]
+    if len(paths) > 1 and all(os.path.exists(path) for path in paths):
+        return found[0], paths
+    return found[0], [found[1]]
+
+
 def _same_instructions(instructions: float | None) -> bool:
     """The counts name the function and its own instructions moved by less than a listed row's
     floor: whatever its time did, its work did not change."""
@@ -629,6 +812,8 @@ def build(base_spec: str, branch_spec: str, *, output: str = DEFAULT_OUTPUT,
                 "side); only changes of a few percent can get a verdict. For small changes, "
                 "compare labels that kept a copy of their build (record.sh does by default), or "
                 "two interpreters or virtualenvs: those are measured side by side.")
+        the_report.count_python_calls(sides, comparisons)
+        the_report.python_call_parts = the_report.python_call_sections(comparisons, all_cases)
         if the_report.counts:
             from overrides import screenshot
 

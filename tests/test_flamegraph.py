@@ -185,3 +185,87 @@ def test_record_script_reports_a_missing_pyspy_before_measuring(tmp_path):
                          env=env, timeout=120)
     assert out.returncode == 2 and "pip install py-spy" in out.stderr
     assert not (tmp_path / "x").exists()  # nothing measured, nothing half-written
+
+
+def _footer(svg: str) -> str:
+    """The last line of text of a picture: what its PNG says under the flamegraph."""
+    root = ElementTree.fromstring(svg)
+    return [t.text for t in root.iter("{http://www.w3.org/2000/svg}text")][-1]
+
+
+def test_png_footers_say_what_a_picture_shows_not_what_to_hover():
+    loop = "hot_loop_X"
+    base = {(loop, "add (torch/_tensor.py)", "kernel (libtorch_cpu.so)"): 600}
+    branch = {(loop, "add (torch/_tensor.py)", "kernel (libtorch_cpu.so)"): 600, (loop, "shim (a.py)"): 60}
+    footers = [_footer(flamegraph.flamegraph_svg(base, "one build")),
+               _footer(flamegraph.differential_svg(base, branch, 1000.0, 1100.0, "diff"))]
+    for footer in footers:
+        assert "hover" not in footer.lower()  # a PNG cannot be hovered
+    assert footers[0].startswith("Python frames yellow, native frames orange-red")
+    assert footers[1].startswith("branch: 660 samples at 1,100 ns per call")
+
+
+def _two_recordings(loop_frames: dict, phantom: dict | None = None) -> list[dict]:
+    """Two recordings of one build: the same samples, plus `phantom` in the first only."""
+    first = dict(loop_frames)
+    for stack, samples in (phantom or {}).items():
+        first[stack] = first.get(stack, 0) + samples
+    return [first, dict(loop_frames)]
+
+
+def test_a_phantom_of_one_recording_is_within_its_spread_and_a_consistent_change_is_not():
+    """Two recordings a side (two processes): a function one process spent 90 extra samples in is
+    a phantom however large; a helper the branch runs in both recordings is a change."""
+    loop = "hot_loop_X"
+    common = {(loop, "add", "kernel"): 500, (loop, "add", "wrap"): 300, (loop, "add", "tuple"): 20}
+    base = _two_recordings(common)
+    with_helper = {**common, (loop, "add", "helper"): 40}
+    branch = _two_recordings(with_helper, phantom={(loop, "add", "tuple"): 90})
+    deltas = {d.frame: d for d in flamegraph.differential(base, branch, 1000.0, 1050.0)}
+    tuple_, helper = deltas["tuple"], deltas["helper"]
+    assert tuple_.delta_ns > helper.delta_ns > 0  # the phantom moved further than the change...
+    assert tuple_.spread_ns is not None and not tuple_.significant  # ...but in one process only
+    assert helper.significant and helper.new_in_path
+    grew, shrank = flamegraph.top_changes(list(deltas.values()))
+    assert [d.frame for d in grew] == ["helper"] and shrank == []
+    # One recording a side cannot tell them apart: both are listed.
+    single = {d.frame: d for d in flamegraph.differential(base[0], branch[0], 1000.0, 1050.0)}
+    assert single["tuple"].spread_ns is None and single["tuple"].significant
+    grew, _ = flamegraph.top_changes(list(single.values()))
+    assert {"helper", "tuple"} <= {d.frame for d in grew}
+
+
+def test_the_spread_never_makes_the_error_smaller_than_the_usual_one():
+    loop = "hot_loop_X"
+    same = [{(loop, "add", "kernel"): 500, (loop, "add", "wrap"): 100}] * 2
+    moved = [{(loop, "add", "kernel"): 500, (loop, "add", "wrap"): 112}] * 2  # identical recordings
+    by_frame = {d.frame: d for d in flamegraph.differential(same, moved, 1000.0, 1000.0)}
+    pooled = {d.frame: d for d in flamegraph.differential(
+        flamegraph.merged(same), flamegraph.merged(moved), 1000.0, 1000.0)}
+    assert by_frame["wrap"].spread_ns == pytest.approx(0.0)
+    assert by_frame["wrap"].error_ns == pytest.approx(pooled["wrap"].error_ns)  # all samples' error
+
+
+def test_a_function_the_counts_name_is_labelled_in_the_differential_picture():
+    loop = "hot_loop_X"
+    base = {(loop, "Tensor.__torch_function__ (torch/_tensor.py)", "kernel (libtorch_cpu.so)"): 2000}
+    branch = {(loop, "Tensor.__torch_function__ (torch/_tensor.py)", "kernel (libtorch_cpu.so)"): 2000,
+              (loop, "Tensor.__torch_function__ (torch/_tensor.py)",
+               "_check_types_extra (torch/_tensor.py)"): 12}  # ~9 px wide: room for "_c.."
+    counted = {"_check_types_extra (torch/_tensor.py)": 1}
+    plain = flamegraph.differential_svg(base, branch, 4000.0, 4030.0, "diff")
+    named = flamegraph.differential_svg(base, branch, 4000.0, 4030.0, "diff", counted=counted)
+    texts = [t.text for t in ElementTree.fromstring(named).iter("{http://www.w3.org/2000/svg}text")]
+    assert "_check_types_extra" in texts and not any(t and t.startswith("_c") and t.endswith("..") for t in texts)
+    assert "_check_types_extra" not in [t.text for t in ElementTree.fromstring(plain).iter(
+        "{http://www.w3.org/2000/svg}text")]
+    assert _footer(named).endswith("as the Python-call counts found them new or changed: _check_types_extra")
+
+    def fill(svg):
+        ns = "{http://www.w3.org/2000/svg}"
+        return next(g.find(ns + "rect").get("fill") for g in ElementTree.fromstring(svg).iter(ns + "g")
+                    if g.find(ns + "title").text.startswith("_check_types_extra") and
+                    g.find(ns + "rect").get("fill") != "white")
+
+    assert fill(plain) == flamesvg.GREY  # 12 samples: within py-spy's error
+    assert fill(named).startswith("rgb(235,")  # red: the counts say it is new

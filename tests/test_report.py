@@ -164,7 +164,10 @@ def test_paired_report_counts_by_default_and_says_where_the_instructions_went(pa
         differential = json.loads(bundle.read("differential.json"))
     assert {"differential.json", "counts-diff-subtensor.svg", "counts-diff-subtensor.png"} <= names
     assert "## Where the instructions went" in markdown
-    assert markdown.index("## Where the instructions went") < markdown.index("## Where the time went")
+    # the Python-call counts name the shim first, before the instructions and the time
+    assert (markdown.index("## Where the Python calls went") < markdown.index("## Where the instructions went")
+            < markdown.index("## Where the time went"))
+    assert "| new | `_shim (_overrides_shim.py:" in markdown
     assert "`_PyEval_EvalFrameDefault [libpython3" in markdown  # the shim's frame, as the interpreter runs it
     assert "library placement: " in markdown and "Made by `scripts/report.sh` in" in markdown
     assert differential["schema"] == "torch-function-overhead/differential/1"
@@ -173,16 +176,15 @@ def test_paired_report_counts_by_default_and_says_where_the_instructions_went(pa
     listed = sum(f["delta_self"] for f in went["functions"])
     assert listed + went["everything_else"] == pytest.approx(went["total_delta"], abs=0.05)
     assert went["total_delta"] > 100 and sub["wall_clock"]["source"] == "py-spy"
-    # the py-spy view names the shim's Python frame: first when the machine is quiet; with two
-    # other CPU-heavy jobs beside the suite, a libtorch function once came before it (the two
-    # sides' recordings ran at different machine speeds)
-    named = [f["function"] for f in sub["wall_clock"]["functions"][:3]]
-    assert "_shim (_overrides_shim.py)" in named, named
+    # the py-spy view lists the functions the Python-call counts name first, whatever the machine
+    assert sub["wall_clock"]["functions"][0]["function"] == "_shim (_overrides_shim.py)"
+    assert sub["wall_clock"]["functions"][0]["python_calls"] == "new"
+    assert sub["python_calls"]["functions"][0]["function"] == "_shim (_overrides_shim.py)"
     # each py-spy row is set against the counts: Python code is not in them (None), a C function
-    # is, by the same name; the table has the column and says what "same instructions" means
+    # is, by the same name; the table has the column and tags the rows the Python calls name
     functions = {f["function"]: f for f in sub["wall_clock"]["functions"]}
     assert all("instructions" in f for f in functions.values())
     assert functions["_shim (_overrides_shim.py)"]["instructions"] is None
-    assert "| instructions |" in markdown and "(\"same instructions\")" in markdown
+    assert "| instructions |" in markdown and "| Python calls: new" in markdown
     # Tensor never reaches the shim: not among the regressed cases, no call tree drawn for it
     assert "counts-diff-tensor.svg" not in names

@@ -1,0 +1,156 @@
+"""Python calls per call: real counts in real interpreters (the bare shim, a user case), and
+the order of the rows on hand-made counts."""
+
+import sys
+import textwrap
+
+import pytest
+
+from overrides import pycalls, shimenv
+
+SEED_TARGETS = [("SubTensor", "torch.add"), ("SubWithTorchFunction", "torch.add"),
+                ("Tensor", "torch.add")]
+
+
+@pytest.fixture(scope="module")
+def bare_shim(tmp_path_factory):
+    return shimenv.make_shim_env(sys.executable, str(tmp_path_factory.mktemp("env") / "bare"), "bare")
+
+
+@pytest.fixture(scope="module")
+def base_counts():
+    return pycalls.count_build(sys.executable, SEED_TARGETS)
+
+
+def test_the_same_build_gives_the_same_counts(base_counts):
+    again = pycalls.count_build(sys.executable, SEED_TARGETS)
+    assert [c.functions for c in again] == [c.functions for c in base_counts]
+    sub = pycalls.find(base_counts, "SubTensor", "torch.add")
+    # torch's own Python: the subclass goes through Tensor.__torch_function__ once a call,
+    # keyed by the file relative to site-packages, so two installs give the same key
+    assert sub.per_call("Tensor.__torch_function__ (torch/_tensor.py)")[0] == 1
+    assert sub.per_call("builtins.isinstance [C]")[0] >= 1
+    assert not any("site-packages" in key or key.startswith("/") for key in sub.functions)
+    # plain tensors run no Python at all
+    tensor = pycalls.find(base_counts, "Tensor", "torch.add")
+    assert tensor.totals() == (0.0, 0.0)
+
+
+def test_the_bare_shim_is_named_first_as_new_and_only_where_it_runs(base_counts, bare_shim):
+    shimmed = pycalls.count_build(bare_shim.python, SEED_TARGETS)
+    for case in ("SubTensor", "SubWithTorchFunction"):
+        rows = pycalls.compare(pycalls.find(base_counts, case, "torch.add"),
+                               pycalls.find(shimmed, case, "torch.add"))
+        assert rows[0].function == "_shim (_overrides_shim.py)" and rows[0].new
+        assert rows[0].delta_calls == 1 and rows[0].branch_bytecodes > 0
+        assert pycalls.pyspy_frame(rows[0].function) == "_shim (_overrides_shim.py)"
+    tensor = pycalls.compare(pycalls.find(base_counts, "Tensor", "torch.add"),
+                             pycalls.find(shimmed, "Tensor", "torch.add"))
+    assert tensor == []  # plain tensors never reach __torch_function__
+
+
+def test_a_user_case_helper_is_counted_from_the_users_directory(tmp_path, monkeypatch):
+    (tmp_path / "my_checked.py").write_text(textwrap.dedent('''
+        import torch
+
+        def _check_types_extra(types):
+            for t in types:
+                isinstance(t, type)
+
+        class Checked(torch.Tensor):
+            @classmethod
+            def __torch_function__(cls, func, types, args=(), kwargs=None):
+                _check_types_extra(types)
+                return super().__torch_function__(func, types, args, kwargs or {})
+    '''))
+    monkeypatch.chdir(tmp_path)
+    counted = pycalls.count_build(sys.executable, [("my_checked:Checked", "torch.add"),
+                                                   ("NoSuchCase", "torch.add")])
+    checked = pycalls.find(counted, "my_checked:Checked", "torch.add")
+    calls, bytecodes = checked.per_call("_check_types_extra (my_checked.py)")
+    assert calls == 1 and bytecodes > 0
+    assert checked.functions["_check_types_extra (my_checked.py)"][2] == 4  # its line
+    # a case that fails costs only its own counts
+    assert counted[1].error and pycalls.find(counted, "NoSuchCase", "torch.add") is None
+
+
+def _calls(functions: dict, calls: int = 100) -> pycalls.CaseCalls:
+    """Hand-made counts: key -> (calls, bytecodes) per call of the case."""
+    return pycalls.CaseCalls("X", "torch.add", calls,
+                             {k: (round(c * calls), round(b * calls), 10) for k, (c, b) in functions.items()})
+
+
+def test_rows_are_new_first_then_by_calls_times_cost_then_by_name():
+    base = _calls({"f (torch/a.py)": (1, 40), "g (torch/a.py)": (2, 10), "h (torch/a.py)": (1, 5),
+                   "same (torch/a.py)": (3, 30), "gone (torch/a.py)": (1, 3),
+                   "builtins.len [C]": (1, 0)})
+    branch = _calls({"f (torch/a.py)": (1, 46),  # same calls, 6 more of its own bytecodes
+                     "g (torch/a.py)": (3, 15),  # one more call of 5 bytecodes
+                     "h (torch/a.py)": (2, 10),  # one more call of 5: ties g, named after it
+                     "same (torch/a.py)": (3, 30),
+                     "zz_new (torch/a.py)": (1, 2), "a_new (torch/a.py)": (1, 2),
+                     "builtins.len [C]": (4, 0)})
+    rows = pycalls.compare(base, branch)
+    assert [r.function for r in rows] == [
+        "a_new (torch/a.py)", "zz_new (torch/a.py)",  # new first, by name when they weigh alike
+        "f (torch/a.py)",  # +6 bytecodes
+        "g (torch/a.py)", "h (torch/a.py)",  # +1 call x 5 bytecodes each
+        "builtins.len [C]", "gone (torch/a.py)"]  # +3 calls of a C function; -1 call x 3
+    assert [r.tag for r in rows] == ["new", "new", "more bytecodes", "more calls", "more calls",
+                                     "more calls", "gone"]
+    # the same rows whatever order the counts came in
+    shuffled = _calls(dict(reversed(list({k: v for k, v in [
+        ("f (torch/a.py)", (1, 46)), ("g (torch/a.py)", (3, 15)), ("h (torch/a.py)", (2, 10)),
+        ("same (torch/a.py)", (3, 30)), ("zz_new (torch/a.py)", (1, 2)),
+        ("a_new (torch/a.py)", (1, 2)), ("builtins.len [C]", (4, 0))]}.items()))))
+    assert pycalls.compare(base, shuffled) == rows
+    table = pycalls.markdown_table(rows, base, branch)
+    assert table[2].startswith("| new | `a_new (torch/a.py:10)` | 0 | 1 | +1 | 0 | 2 | +2 |")
+    assert "| more calls | `builtins.len [C]` | 1 | 4 | +3 | - | - | - |" in table
+    assert table[-1].startswith("| | **all Python functions** |")
+
+
+def test_file_keys_do_not_depend_on_where_the_build_is_installed():
+    roots = ["/a/venv/lib/python3.11/site-packages", "/work/checkout", "/work/checkout/runs/base/kept"]
+    assert pycalls.relative_file("/a/venv/lib/python3.11/site-packages/torch/_tensor.py", roots) == \
+        pycalls.relative_file("/work/checkout/runs/base/kept/torch/_tensor.py", roots) == "torch/_tensor.py"
+    assert pycalls.relative_file("<hot loop: x>", roots) == "<hot loop: x>"
+    assert pycalls.pyspy_frame("Tensor.__torch_function__ (torch/utils/_foo.py)") == \
+        "Tensor.__torch_function__ (utils/_foo.py)"
+
+
+def test_the_report_section_lists_changed_cases_new_rows_first_and_fills_differential_json(tmp_path):
+    from overrides import compare
+    from overrides.pr_report import Report
+
+    base = [_calls({"f (torch/a.py)": (1, 40), "builtins.isinstance [C]": (3, 0)}),
+            pycalls.CaseCalls("Tensor", "torch.add", 100, {})]
+    branch = [_calls({"f (torch/a.py)": (1, 45), "_check_types_extra (torch/a.py)": (1, 14),
+                      "builtins.isinstance [C]": (4, 0)}),
+              pycalls.CaseCalls("Tensor", "torch.add", 100, {})]
+    report = Report(str(tmp_path), str(tmp_path), lambda message: None)
+    report.python_calls = [base, branch]
+    comparisons = [compare.Comparison("X", "torch.add", 4000.0, 4100.0, 100.0, (50.0, 150.0),
+                                      "regression", True),
+                   compare.Comparison("Tensor", "torch.add", 1000.0, 1001.0, 1.0, (-5.0, 7.0),
+                                      "no change", True)]
+    parts = report.python_call_sections(comparisons, all_cases=False)
+    text = "\n".join(parts)
+    assert parts[0] == "## Where the Python calls went"
+    assert "### X: +1 Python call, +19 bytecodes per call (regression)" in text
+    rows = [line for line in parts if line.startswith("| ") and "`" in line]
+    assert rows[0].startswith("| new | `_check_types_extra (torch/a.py:10)`")
+    assert rows[1].startswith("| more bytecodes | `f (torch/a.py:10)`")
+    assert "Tensor" not in text  # no change, and the same Python ran: nothing to say
+    entry = report.differentials["X [torch.add]"]["python_calls"]
+    assert [f["function"] for f in entry["functions"]][0] == "_check_types_extra (torch/a.py)"
+    assert entry["functions"][0]["change"] == "new" and entry["branch"]["calls"] == 2
+    assert report.differentials["Tensor [torch.add]"]["python_calls"]["functions"] == []
+    # a side that cannot run (an unpaired label) costs the section, with a note
+    from overrides.pr_report import Side
+
+    quiet = Report(str(tmp_path), str(tmp_path), lambda message: None)
+    quiet.count_python_calls([Side("base", "base", label="base", unpaired_reason="no copy kept"),
+                              Side("branch", "/x/python", python="/x/python", build=object())],
+                             comparisons)
+    assert quiet.python_calls is None and "Python calls were not counted: base (no copy kept)" in quiet.notes[0]
