@@ -662,7 +662,9 @@ def run_ab(
     current = upcoming = None
     if config.match_placement:
         say("matching the two builds' shared libraries (placement)")
-        plan = placement.plan(base.torch_dir, branch.torch_dir)
+        # A kept copy's folder holds torch alone: then both views do (placement.plan).
+        plan = placement.plan(base.torch_dir, branch.torch_dir,
+                              torch_only=bool(base.torch_root or branch.torch_root))
     else:
         plan = placement.PlacementPlan(None, reason="switched off")
     views = placement.Views(plan)

@@ -92,6 +92,7 @@ class PlacementPlan:
     # Per side, the folders (relative to its root) that hold a library or a Python source file:
     # the ones a view mirrors as real folders.
     mirrored_dirs: tuple[frozenset, frozenset] = (frozenset(), frozenset())
+    torch_only: bool = False  # the views hold torch and its siblings alone (see plan)
 
     @property
     def active(self) -> bool:
@@ -125,12 +126,12 @@ def is_python_source(name: str) -> bool:
     return name.endswith(".py")
 
 
-def _walk(root: str, torch_dir: str) -> tuple[dict[str, os.stat_result], set[str]]:
+def _walk(root: str, torch_dir: str, torch_only: bool = False) -> tuple[dict[str, os.stat_result], set[str]]:
     """What a view of `root` mirrors: every shared library (by path relative to `root`) and every
     Python source file (the same), under torch, its build's sibling packages, and in a
-    site-packages folder every package beside it."""
+    site-packages folder every package beside it (unless `torch_only`)."""
     tops = [torch_dir] + [os.path.join(root, name) for name in SIBLINGS]
-    if os.path.basename(root) in _PACKAGE_FOLDERS:
+    if os.path.basename(root) in _PACKAGE_FOLDERS and not torch_only:
         tops = [os.path.join(root, name) for name in sorted(os.listdir(root))]
     libraries, sources = {}, set()
     for top in tops:
@@ -167,15 +168,21 @@ def same_bytes(a: str, b: str) -> bool:
                 return True
 
 
-def plan(base_torch_dir: str | None, branch_torch_dir: str | None) -> PlacementPlan:
-    """Match the two sides' shared libraries: which are identical, which differ."""
+def plan(base_torch_dir: str | None, branch_torch_dir: str | None, torch_only: bool = False) -> PlacementPlan:
+    """Match the two sides' shared libraries: which are identical, which differ. `torch_only`:
+    both views hold torch and its sibling packages alone, even where torch sits in a
+    site-packages folder; for a side that is a kept copy (record.sh), whose folder holds nothing
+    else: the two views then list the same names, and every other package is imported from each
+    interpreter's own site-packages, at the same fixed path on both sides (samepath). A view of a
+    whole site-packages against a kept copy's counted SubTensor up to 222 instructions a call
+    apart with nothing changed."""
     if not sys.platform.startswith("linux"):
         return PlacementPlan(None, reason="views are made on Linux only")
     if not base_torch_dir or not branch_torch_dir:
         return PlacementPlan(None, reason="torch's folder could not be found without importing it")
     dirs = (os.path.realpath(base_torch_dir), os.path.realpath(branch_torch_dir))
     roots = tuple(os.path.dirname(d) for d in dirs)
-    walked = [_walk(root, d) for root, d in zip(roots, dirs)]
+    walked = [_walk(root, d, torch_only) for root, d in zip(roots, dirs)]
     libraries = [found for found, _ in walked]
     shared, replaced, fixed = [], [], []
     shared_bytes = replaced_bytes = 0
@@ -190,7 +197,7 @@ def plan(base_torch_dir: str | None, branch_torch_dir: str | None) -> PlacementP
             replaced.append(rel)
             replaced_bytes += max(libraries[0][rel].st_size, libraries[1][rel].st_size)
     return PlacementPlan(roots, tuple(shared), tuple(replaced), tuple(fixed), shared_bytes,
-                         replaced_bytes,
+                         replaced_bytes, torch_only=torch_only,
                          mirrored_dirs=tuple(_ancestors(set(found) | sources) for found, sources in walked))
 
 
@@ -228,7 +235,8 @@ class Views:
         for side, root, dirs in zip(SIDES, placement.roots, placement.mirrored_dirs):
             view = os.path.join(self.folder, _VIEW_NAMES[side])
             copied = _mirror(root, view, root, dirs, lambda rel, own: (os.path.join(placement.roots[0], rel)
-                                                                      if rel in shared else own))
+                                                                      if rel in shared else own),
+                             only=_torch_names(placement.roots) if placement.torch_only else None)
             self.python_files = max(self.python_files, copied[0])
             self.python_bytes = max(self.python_bytes, copied[1])
             self.paths[side] = view
@@ -326,15 +334,25 @@ def _relink(link: str, target: str) -> None:
     os.replace(tmp, link)
 
 
-def _mirror(source: str, view: str, root: str, mirrored_dirs: frozenset, library_target
-            ) -> tuple[int, int]:
+def _torch_names(roots) -> frozenset:
+    """torch and its sibling packages, as present in both roots: what a torch-only view holds."""
+    names = [{name for name in ("torch", *SIBLINGS) if os.path.exists(os.path.join(root, name))}
+             for root in roots]
+    return frozenset(names[0] & names[1])
+
+
+def _mirror(source: str, view: str, root: str, mirrored_dirs: frozenset, library_target,
+            only: frozenset | None = None) -> tuple[int, int]:
     """`view` stands in for `source`: folders in `mirrored_dirs` are real folders in the view,
     others one symlink; in a real folder a library links to `library_target(relpath, own_path)`,
     a Python source file is copied (with its times, so `__pycache__` stays valid) and anything
-    else is a link. Returns the Python files and bytes copied."""
+    else is a link. `only`: the names `source` contributes, none other (the top level only).
+    Returns the Python files and bytes copied."""
     os.makedirs(view)
     files = size = 0
     for entry in os.scandir(source):
+        if only is not None and entry.name not in only:
+            continue
         target = os.path.join(view, entry.name)
         rel = os.path.relpath(entry.path, root)
         if entry.is_symlink():

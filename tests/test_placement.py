@@ -87,6 +87,27 @@ def test_plan_shares_identical_libraries_and_replaces_differing_ones(tmp_path):
     assert not os.path.exists(folder)
 
 
+def test_against_a_kept_copy_both_views_hold_torch_alone(tmp_path):
+    """A kept copy's folder holds torch and its siblings; a site-packages holds every package.
+    Views listing different names counted SubTensor up to 222 instructions apart (A/A)."""
+    site = tmp_path / "env" / "lib" / "python3.11" / "site-packages"
+    kept = tmp_path / "label" / "kept"
+    for root in (site, kept):
+        for package in ("torch", "torchgen"):
+            (root / package).mkdir(parents=True)
+            (root / package / "__init__.py").write_text("")
+    (site / "sympy").mkdir()
+    (site / "sympy" / "__init__.py").write_text("")
+    (site / "typing_extensions.py").write_text("")
+    whole = placement.plan(str(site / "torch"), str(kept / "torch"))
+    with placement.Views(whole) as views:
+        assert "sympy" in os.listdir(views.paths["base"]) and "sympy" not in os.listdir(views.paths["branch"])
+    alone = placement.plan(str(site / "torch"), str(kept / "torch"), torch_only=True)
+    with placement.Views(alone) as views:
+        listed = [sorted(os.listdir(views.paths[side])) for side in placement.SIDES]
+        assert listed[0] == listed[1] == ["torch", "torchgen"]
+
+
 def test_no_views_when_torch_cannot_be_located():
     plan = placement.plan(None, "/somewhere/torch")
     assert not plan.active and "could not be found" in plan.summary()
