@@ -440,7 +440,7 @@ class Report:
                        "With callees: the function's time including what it calls."), ""]
         counted_instructions = bool(instructions)
         if counted_instructions:
-            lines += [f"Instructions: the same function's own change in the Callgrind counts "
+            lines += ["Instructions: the same function's own change in the Callgrind counts "
                       "(\"-\": not in them; Python code shows there as the interpreter's)."]
         if same_work:
             lines += [f"Not listed, whatever their time: {len(same_work)} function(s) whose own "
@@ -593,13 +593,12 @@ class Report:
             return
         targets = list(dict.fromkeys((c.case, c.op) for c in comparisons))
         self.say(f"report: counting Python calls per call ({len(targets)} case(s), both sides)")
-        with concurrent.futures.ThreadPoolExecutor(max_workers=len(sides)) as pool:
-            futures = [pool.submit(pycalls.count_build, side.python, targets,
-                                   import_path=side.torch_root()) for side in sides]
-            try:
-                self.python_calls = [future.result() for future in futures]
-            except UsageError as exc:
-                self.notes.append(f"Python calls were not counted: {exc}.")
+        try:
+            self.python_calls = children.parallel(
+                lambda side: pycalls.count_build(side.python, targets, import_path=side.torch_root()),
+                sides, len(sides))
+        except UsageError as exc:
+            self.notes.append(f"Python calls were not counted: {exc}.")
 
     def python_call_sections(self, comparisons, all_cases: bool) -> list[str]:
         """Per case whose Python calls changed (and every changed or --all case, in a line when
