@@ -31,21 +31,33 @@ import sys
 
 
 class _ShimAfterTorchImport:
-    @staticmethod
-    def find_spec(name, path=None, target=None):
-        if name != "torch":
+    # Every spec of torch it hands out installs the shim when executed, so a look-up that only
+    # asks (importlib.util.find_spec, as bench.py does before importing) costs nothing; the
+    # hook leaves once torch has run.
+    searching = False
+
+    @classmethod
+    def find_spec(cls, name, path=None, target=None):
+        if name != "torch" or cls.searching:
             return None
-        sys.meta_path.remove(_ShimAfterTorchImport)
-        for finder in sys.meta_path:
-            spec = finder.find_spec(name, path, target) if hasattr(finder, "find_spec") else None
-            if spec is not None:
-                break
-        else:
-            return None
+        cls.searching = True
+        try:
+            for finder in sys.meta_path:
+                if finder is cls or not hasattr(finder, "find_spec"):
+                    continue
+                spec = finder.find_spec(name, path, target)
+                if spec is not None:
+                    break
+            else:
+                return None
+        finally:
+            cls.searching = False
         load = spec.loader.exec_module
 
         def exec_module(module):
             load(module)
+            if cls in sys.meta_path:
+                sys.meta_path.remove(cls)
             import _overrides_shim
             _overrides_shim.install()
 
