@@ -142,9 +142,17 @@ def place(python: str, import_path: str | None = None, user_dir: str | None = No
     should see its folders: at FIXED_ROOT when a namespace can be had, else where they are.
     `in_tool`: the process starts in this checkout (`FIXED_ROOT/tool` when fixed), not in the
     working directory its caller gives it. `source`: the folder `import_path` stands for (a
-    view's original), which names the side's bytecode cache; `import_path` itself by default."""
+    view's original), which names the side's bytecode cache; `import_path` itself by default.
+    Worked out once per set of arguments: every pair and every seed asks again."""
+    return _place(python, import_path, user_dir, enabled and os.environ.get(SWITCH_VARIABLE) != "off",
+                  in_tool, source)
+
+
+@functools.lru_cache(maxsize=None)
+def _place(python: str, import_path: str | None, user_dir: str | None, enabled: bool, in_tool: bool,
+           source: str | None) -> Placement:
     own = Placement(python, import_path, ROOT, user_dir)
-    if not enabled or os.environ.get(SWITCH_VARIABLE) == "off":
+    if not enabled:
         return dataclasses.replace(own, reason="switched off")
     why = unavailable_reason()
     if why:
