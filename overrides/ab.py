@@ -765,7 +765,7 @@ def _finish(base: Interpreter, branch: Interpreter, pooled: _Pooled, config: ABC
         settings["instructions"] = {"seeds": list(counted.seeds),
                                     "threshold": callgrind.DEFAULT_THRESHOLD_INSTRUCTIONS,
                                     "threshold_pct": callgrind.DEFAULT_THRESHOLD_INSTRUCTIONS_PCT,
-                                    "seeds_added": list(counted.seeds[len(config.instruction_seeds):]),
+                                    "seeds_added": list(counted.seeds_added),
                                     "counted_first_s": round(counted.seconds, 1),
                                     "settled_by_counts": sorted(f"{case} {op}" for case, op in counted.settled)}
         runs = {side: dataclasses.replace(run, instructions=callgrind.to_dict(counts))
@@ -839,6 +839,7 @@ class _Counted:
     seconds: float = 0.0
     skipped: str | None = None  # why there are no counts (optional counting that failed)
     seeds: tuple[int, ...] = ()  # every seed counted under, the added ones last
+    seeds_added: tuple[int, ...] = ()  # those that counted only the cases left undecided
 
     @property
     def settled(self) -> dict:
@@ -856,7 +857,10 @@ def _count_first(base_py: str, branch_py: str, targets, config: ABConfig, say,
 
     started = time.monotonic()
     wanted = _countable(targets, base_py, import_paths[0])
-    say(f"counting instructions first: {len(config.instruction_seeds)} seed(s) x 2 builds with Callgrind")
+    first = len(config.instruction_seeds) if not config.add_seeds else callgrind.seeds_per_round()
+    say(f"counting instructions first: {first} seed{'s' if first != 1 else ''} x 2 builds with Callgrind, "
+        f"{min(2 * first, callgrind.count_jobs())} at once"
+        + (f"; more seeds for cases left undecided, up to {callgrind.MAX_COMPARE_SEEDS}" if config.add_seeds else ""))
 
     def count(targets_: list, seeds_: Sequence[int]) -> list[list]:
         return callgrind.count_builds([base_py, branch_py], targets_, seeds_, say=say,
@@ -870,7 +874,8 @@ def _count_first(base_py: str, branch_py: str, targets, config: ABConfig, say,
             raise
         say(f"instruction counts skipped: {error}")
         return _Counted(skipped=str(error))
+    added = tuple(run.seed for run in base_counts if len(run.cases) < len(wanted))
     counted = _Counted((base_counts, branch_counts), tuple(comparisons), time.monotonic() - started,
-                       seeds=seeds)
+                       seeds=seeds, seeds_added=added)
     say(counts_progress(len(counted.settled), len(wanted)))
     return counted

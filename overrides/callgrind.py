@@ -66,18 +66,20 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCHEMA = "torch-function-overhead/instructions/1"
 INSTALL_HINT = "install it with `apt-get install valgrind` (Debian/Ubuntu) or your system's package manager"
 DEFAULT_SEEDS = (1,)
-# Comparing builds: a verdict must not rest on one layout, so three, drawn afresh for every
-# comparison (fresh_seeds). Fixed seeds (1, 2, 3) made every comparison of a pair the same
-# sample of layouts: the bare shim on SubTensor read +517 [-262..+1,297], "inconclusive", in
-# every comparison of one batch, one seed far from the other two each time.
+# Comparing builds: a verdict must not rest on one layout unless the counts are exact, so three
+# seeds are drawn afresh for every comparison (fresh_seeds) and counted in rounds that fill the
+# CPUs (count_until_decided; one seed a round on two CPUs). Fixed seeds (1, 2, 3) made every
+# comparison of a pair the same sample of layouts: the bare shim on SubTensor read +517
+# [-262..+1,297], "inconclusive", in every comparison of one batch, one seed far from the other
+# two each time.
 COMPARE_SEED_COUNT = 3
-# Drawn seeds whose counts leave a case undecided get company: one more drawn seed at a time,
-# for those cases only, up to this many in all (`count_until_decided`). An untouched case whose
-# counts move by layout (the bare shim's WithTorchFunction: -21..+23 instructions over three
-# seeds) cannot be called "no change" on three: the 99% t-interval (t = 9.9 at 2 degrees of
-# freedom) is +-126 against a 50-instruction threshold; on five seeds (t = 4.6) about +-41, on
-# six +-33. One more seed of one case costs ~15 s quiet, ~30 s busy (both builds at once; the
-# imports under valgrind are most of it).
+# Seeds whose counts leave a case undecided get company, for those cases only, up to this many
+# in all, while more could decide them (more_seeds_could_decide). An untouched case whose counts
+# move by layout (the bare shim's WithTorchFunction: -21..+23 instructions over three seeds)
+# cannot be called "no change" on three: the 99% t-interval (t = 9.9 at 2 degrees of freedom) is
+# +-126 against a 50-instruction threshold; on five seeds (t = 4.6) about +-41, on six +-33. One
+# more seed costs ~15 s quiet, ~30 s busy (both builds at once; the imports under valgrind are
+# most of it).
 MAX_COMPARE_SEEDS = 6
 # Drawn seeds have six digits: PYTHONHASHSEED's value is in the environment, so every
 # comparison's environment then has one length.
@@ -91,7 +93,12 @@ CALLS_PER_REPEAT = 1000  # ~10M instructions for plain tensors: the toggles' cos
 # exponential back-off; after 500 calls the second and third repeats still paid ~15
 # instructions a call in _Py_Specialize_* that later repeats did not.
 WARMUP_CALLS = 5000
-MAX_PARALLEL = 2  # valgrind processes at once: counts do not care what else runs
+# Valgrind processes at once: one per CPU this process may use (counts do not care what else
+# runs, and each is single-threaded). `taskset -c 0` gives one.
+def count_jobs() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
 RUN_TIMEOUT_S = 600
 FUNCTIONS_KEPT = 400  # per case, by self cost: enough to diff, small enough for a JSON file
 # Call paths are kept when asked for (`tree=True`: the report and comparisons, where "where did
@@ -109,6 +116,13 @@ PAD_VARIABLE = "OVERRIDES_LAYOUT_PAD"
 DEFAULT_THRESHOLD_INSTRUCTIONS = 50.0
 DEFAULT_THRESHOLD_INSTRUCTIONS_PCT = 0.25
 SINGLE_LAYOUT_ALLOWANCE_PCT = 1.0  # one seed: no spread to measure, so this much is layout luck
+# Counts made from one path on both sides (overrides/samepath.py) are deterministic: two installs
+# or copies of one build counted 0.0 apart on every case and seed in every A/A comparison so far
+# (benchmarks/README.md, "One path for both sides"), while any change of code a case runs moved
+# its count at every seed (the bare shim's untouched Tensor: 0 on some seeds, -4..-19 on others).
+# So a case whose delta stays within this many instructions on every seed is "no change", from
+# its first seed on: the same instructions ran.
+EXACT_INSTRUCTIONS = 2.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -420,7 +434,7 @@ GUESS_DEFAULT_OPS = ("torch.add",)
 
 
 def head_start(python: str, targets: Sequence[tuple[str, str]], seeds: Sequence[int]) -> None:
-    """Start the first MAX_PARALLEL workers now, before the caller imports torch.
+    """Start the first count_jobs() workers now, before the caller imports torch.
 
     A guess: a worker whose key does not match what is finally counted is never used (its
     layout, so its counts, would differ), and any not taken are killed at exit.
@@ -428,7 +442,7 @@ def head_start(python: str, targets: Sequence[tuple[str, str]], seeds: Sequence[
     if not shutil.which("valgrind") or not shutil.which("callgrind_control"):
         return  # count() says how to install it, in its own time
     spec = _spec(targets, DEFAULT_REPEATS, CALLS_PER_REPEAT)
-    for seed in list(dict.fromkeys(seeds))[:MAX_PARALLEL]:
+    for seed in list(dict.fromkeys(seeds))[:count_jobs()]:
         launch = _launch(python, seed, 0, None, spec)
         _HEAD_STARTS[launch.key] = launch
     atexit.register(_drop_head_starts)
@@ -554,7 +568,7 @@ def count(python: str, targets: Sequence[tuple[str, str]], seeds: Sequence[int] 
           *, pad: int = 0, repeats: int = DEFAULT_REPEATS,
           say: Callable[[str], None] | None = None, tree: bool = False,
           import_path: str | None = None) -> list[CountRun]:
-    """One valgrind process per seed, up to MAX_PARALLEL at once; runs in seed order."""
+    """One valgrind process per seed, up to count_jobs() at once; runs in seed order."""
     return count_builds([python], targets, seeds, pads=[pad], repeats=repeats, say=say, tree=tree,
                         import_paths=[import_path])[0]
 
@@ -565,7 +579,7 @@ def count_builds(pythons: Sequence[str], targets: Sequence[tuple[str, str]],
                  tree: bool = False, import_paths: Sequence[str | None] | None = None,
                  sources: Sequence[str | None] | None = None) -> list[list[CountRun]]:
     """Every build under every seed (the same seeds, so layouts are matched build to build),
-    MAX_PARALLEL valgrind processes at once; one list of runs per build, in seed order.
+    count_jobs() valgrind processes at once; one list of runs per build, in seed order.
     `import_paths`: per build, a folder to import torch from first (a view or a kept copy);
     `sources`: per build, the folder a view stands for (names its bytecode cache, samepath)."""
     find_valgrind()
@@ -581,7 +595,7 @@ def count_builds(pythons: Sequence[str], targets: Sequence[tuple[str, str]],
                           import_path=path, source=origin)
 
     # Ctrl-C kills the valgrind processes at once (overrides/children.py), not after counting.
-    runs = children.parallel(run, jobs, MAX_PARALLEL)
+    runs = children.parallel(run, jobs, count_jobs())
     per_build = len(seeds)
     return [runs[i * per_build:(i + 1) * per_build] for i in range(len(pythons))]
 
@@ -669,6 +683,9 @@ class CountComparison:
     ci95: tuple[float, float] | None  # over matched seeds; None with one seed
     verdict: str
     seeds: int
+    spread: float | None = None  # standard deviation of the per-seed deltas (two seeds or more)
+    limit: float | None = None  # the threshold this case was judged against, in instructions
+    exact: bool = False  # every seed's delta within EXACT_INSTRUCTIONS, counted from one path
 
 
 def compare_counts(base_runs: Sequence[CountRun], branch_runs: Sequence[CountRun],
@@ -678,12 +695,15 @@ def compare_counts(base_runs: Sequence[CountRun], branch_runs: Sequence[CountRun
 
     Several seeds: a t-interval over the matched per-seed deltas. One seed: no spread to take an
     interval from, so the change must also exceed SINGLE_LAYOUT_ALLOWANCE_PCT of the count.
-    Runs that started from different paths (no private namespace: overrides/samepath.py) carry
-    an offset no interval sees, so the threshold is at least PATH_ALLOWANCE_INSTRUCTIONS then."""
+    From one path on both sides, a delta within EXACT_INSTRUCTIONS on every seed is "no change"
+    however few the seeds. Runs that started from different paths (no private namespace:
+    overrides/samepath.py) carry an offset no interval sees, so the threshold is at least
+    PATH_ALLOWANCE_INSTRUCTIONS then."""
     from overrides.compare import NO_CHANGE_CONFIDENCE, judge
 
     branch_by_seed = {run.seed: run for run in branch_runs}
-    if samepath.paths_differ([run.settings for run in (*base_runs, *branch_runs)]):
+    one_path = not samepath.paths_differ([run.settings for run in (*base_runs, *branch_runs)])
+    if not one_path:
         threshold = max(threshold, samepath.PATH_ALLOWANCE_INSTRUCTIONS)
     deltas: dict[tuple[str, str], list[tuple[float, float]]] = {}
     for run in base_runs:
@@ -701,8 +721,9 @@ def compare_counts(base_runs: Sequence[CountRun], branch_runs: Sequence[CountRun
         diffs = [b - a for a, b in pairs]
         delta = sum(diffs) / len(diffs)
         limit = max(threshold, threshold_pct / 100 * base)
+        spread = stats.stdev(diffs) if len(diffs) >= 2 else None
         if len(diffs) >= 2:
-            se = stats.stdev(diffs) / math.sqrt(len(diffs))
+            se = spread / math.sqrt(len(diffs))
             half = stats.t95(len(diffs) - 1) * se
             wide = stats.t_quantile(NO_CHANGE_CONFIDENCE, len(diffs) - 1) * se
             ci, no_change_ci = (delta - half, delta + half), (delta - wide, delta + wide)
@@ -710,40 +731,88 @@ def compare_counts(base_runs: Sequence[CountRun], branch_runs: Sequence[CountRun
             allowance = SINGLE_LAYOUT_ALLOWANCE_PCT / 100 * base
             ci = no_change_ci = (delta - allowance, delta + allowance)
             limit = max(limit, allowance)
-        out.append(CountComparison(case, op, base, branch, delta, ci if len(diffs) >= 2 else None,
-                                   judge(delta, ci, limit, no_change_ci), len(diffs)))
+        exact = one_path and all(abs(d) <= EXACT_INSTRUCTIONS for d in diffs)
+        verdict = "no change" if exact else judge(delta, ci, limit, no_change_ci)
+        out.append(CountComparison(case, op, base, branch, delta,
+                                   (min(diffs), max(diffs)) if exact else ci if len(diffs) >= 2 else None,
+                                   verdict, len(diffs), spread, limit, exact))
     return out
+
+
+def more_seeds_could_decide(c: CountComparison, max_seeds: int = MAX_COMPARE_SEEDS) -> bool:
+    """Whether counting an undecided case under more seeds, up to `max_seeds`, could decide it,
+    were the per-seed deltas to go on as they have (their mean and spread). With one seed there
+    is no spread yet to go on. A case more seeds cannot decide (its delta sits near the
+    threshold, or moves too much by layout) is left to the clock: the bare shim's untouched
+    WithTorchFunction, -20 +- 25 over seeds, took six seeds to stay "inconclusive"."""
+    from overrides.compare import NO_CHANGE_CONFIDENCE
+
+    if c.spread is None or c.limit is None or c.seeds >= max_seeds:
+        return c.seeds < max_seeds
+    se = c.spread / math.sqrt(max_seeds)
+    size = abs(c.delta)
+    no_change = size + stats.t_quantile(NO_CHANGE_CONFIDENCE, max_seeds - 1) * se <= c.limit
+    change = size >= c.limit and size - stats.t95(max_seeds - 1) * se > 0
+    return no_change or change
+
+
+def seeds_per_round(builds: int = 2) -> int:
+    """How many seeds one round of counting takes: every build under each, one valgrind process
+    per CPU."""
+    return max(1, count_jobs() // builds)
 
 
 def count_until_decided(count_builds_: Callable[[list, Sequence[int]], list[list[CountRun]]],
                         targets: list, seeds: Sequence[int], add_seeds: bool,
-                        say: Callable[[str], None] | None = None
+                        say: Callable[[str], None] | None = None, per_round: int | None = None,
                         ) -> tuple[list[CountRun], list[CountRun], list[CountComparison], tuple[int, ...]]:
-    """Base and branch counted under `seeds` by `count_builds_(targets, seeds)`, compared; then,
-    if `add_seeds`, the cases left undecided are counted under one more drawn seed at a time, up
-    to MAX_COMPARE_SEEDS in all. Returns (base runs, branch runs, comparisons, every seed).
+    """Base and branch counted by `count_builds_(targets, seeds)` and compared. Returns (base
+    runs, branch runs, comparisons, every seed counted).
 
-    Stopping once the cases are decided looks at the data after every seed; that cannot make a
+    Without `add_seeds` (the user's own seeds) every seed is counted at once. With it, `seeds`
+    are drawn ones, counted in rounds of `per_round` (seeds_per_round(): as many as fill the
+    CPUs, one at a time on two): the first round counts every case, each later round only the
+    cases still undecided whose counts more seeds could decide (more_seeds_could_decide), under
+    the next drawn seeds, up to MAX_COMPARE_SEEDS in all. From one path an untouched case is
+    exact on its first seed, so an A/A comparison counts one round.
+
+    Stopping once the cases are decided looks at the data after every round; that cannot make a
     "regression" of an untouched case whose layouts spread by tens of instructions, as the
     estimate itself must pass the threshold (DEFAULT_THRESHOLD_INSTRUCTIONS)."""
     from overrides.compare import DECIDED
 
-    seeds = tuple(seeds)
-    base_runs, branch_runs = count_builds_(list(targets), seeds)
+    if not add_seeds:
+        base_runs, branch_runs = count_builds_(list(targets), tuple(seeds))
+        return base_runs, branch_runs, compare_counts(base_runs, branch_runs), tuple(seeds)
+    per_round = max(1, per_round or seeds_per_round())
+    pool = list(seeds)
+    if len(pool) < per_round:
+        pool += fresh_seeds(per_round - len(pool), taken=pool)
+    counted = tuple(pool[:per_round])
+    base_runs, branch_runs = count_builds_(list(targets), counted)
     comparisons = compare_counts(base_runs, branch_runs)
-    while add_seeds and len(seeds) < MAX_COMPARE_SEEDS:
-        undecided = [(c.case, c.op) for c in comparisons if c.verdict not in DECIDED]
+    while len(counted) < MAX_COMPARE_SEEDS:
+        open_ = [c for c in comparisons if c.verdict not in DECIDED]
+        undecided = [(c.case, c.op) for c in open_ if more_seeds_could_decide(c)]
         if not undecided:
+            if open_ and say:
+                say(f"counts cannot decide {', '.join(c.case for c in open_)} with more seeds: "
+                    "the clock judges")
             break
-        seed, = fresh_seeds(1, taken=seeds)
+        take = min(per_round, MAX_COMPARE_SEEDS - len(counted))
+        unused = [seed for seed in pool if seed not in counted]
+        new = tuple(unused[:take])
+        if len(new) < take:
+            new += fresh_seeds(take - len(new), taken=counted + new)
         if say:
-            say(f"counts leave {', '.join(case for case, _ in undecided)} undecided: seed "
-                f"{len(seeds) + 1} of at most {MAX_COMPARE_SEEDS}")
-        more_base, more_branch = count_builds_(undecided, (seed,))
+            say(f"counts leave {', '.join(case for case, _ in undecided)} undecided: seed"
+                f"{'s' if len(new) > 1 else ''} {len(counted) + 1}"
+                f"{f'-{len(counted) + len(new)}' if len(new) > 1 else ''} of at most {MAX_COMPARE_SEEDS}")
+        more_base, more_branch = count_builds_(undecided, new)
         base_runs, branch_runs = base_runs + more_base, branch_runs + more_branch
-        seeds += (seed,)
+        counted += new
         comparisons = compare_counts(base_runs, branch_runs)
-    return base_runs, branch_runs, comparisons, seeds
+    return base_runs, branch_runs, comparisons, counted
 
 
 def function_deltas(base_runs: Sequence[CountRun], branch_runs: Sequence[CountRun], case: str,

@@ -24,7 +24,8 @@ Verdict rules, with threshold T = max(threshold_ns, threshold_pct% of base):
   opposite directions (torch 2.14.1 against 2.12.1 here: Tensor +84 ns on the clock, -185
   instructions): fewer instructions that cost more cycles (memory, atomics, branches), or the
   reverse; a reviewer must look, but neither view alone is the verdict;
-- where the counts are `inconclusive` (their seeds' layouts spread too far), the clock's verdict;
+- where the counts are `inconclusive` (their seeds' layouts spread too far, or the change sits
+  near the threshold), the clock's verdict;
 - a regression or improvement whose clock change is more than UNEXPLAINED_FACTOR times what the
   instruction change costs at the case's own nanoseconds per instruction keeps its verdict and is
   named (`clock_unexplained`): the same work got faster or slower (memory, caches, atomics or

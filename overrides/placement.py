@@ -29,16 +29,17 @@ What it does, once per comparison:
   without views (benchmarks/gap_probe.py): the tmpfs copies made a tenfold "improvement" of
   page-backing, which no user's install has. Libraries only a GPU runs (CUDA, ROCm, Triton) are left where they are: the
   benchmark never executes them, and copying them would cost seconds per pair.
-- Python source files are copied into the views (real files, not links), in real folders, so
-  every module's *real* path is the view's path and has one length on both sides. While torch
+- Python source files are hard-linked into the views (copied where the view is on another file
+  system): real files, not symbolic links, in real folders, so every module's *real* path is the
+  view's path and has one length on both sides. While torch
   imports, `inspect.getmodule` caches `os.path.realpath` of every loaded module's file; through
   links those were the two installs' own paths, and their lengths moved allocations. Measured
   (Callgrind, nothing changed, two kept copies at runs/base/kept and runs/branch/kept): SubTensor
   +0.6, +11.8 and -582.9 instructions a call over three seeds and SubWithTorchFunction flagged
   +112 when the views linked the Python files; +0.0 on every case and seed with the files copied
-  (and with links whose targets had paths of one length). Copying torch's ~2,400 files takes
-  well under a second; a whole site-packages (~14,000 files, ~180 MB) ~2 s a side, once per
-  comparison. Other files (headers, binaries, `__pycache__`) stay links: nothing resolves them.
+  (and with links whose targets had paths of one length). Copying torch's ~2,400 files took
+  well under a second, a whole site-packages (~14,000 files, ~180 MB) ~2 s a side quiet and
+  ~11 s for both beside a test suite; hard links take a fraction of that (benchmarks/README.md). Other files (headers, binaries, `__pycache__`) stay links: nothing resolves them.
 
 The two views' paths have the same length, so both sides' strings and stacks stay alike. Linux
 only: elsewhere (or when torch cannot be located without importing it) each side imports torch
@@ -53,6 +54,7 @@ import re
 import shutil
 import sys
 import tempfile
+import threading
 import time
 from typing import Iterable
 
@@ -284,9 +286,22 @@ class Views:
                     view_seconds=round(self.build_seconds, 2))
 
     def close(self) -> None:
+        """The views are gone from their path at once; their files are removed in the
+        background (thousands of links: 1-9 s on a busy disk), before this process exits."""
         if self.folder:
-            shutil.rmtree(self.folder, ignore_errors=True)
+            remove_later(self.folder)
             self.folder = None
+
+
+def remove_later(folder: str) -> None:
+    """Move `folder` aside now and delete it on a thread the interpreter waits for at exit."""
+    trash = f"{folder}.removing"
+    try:
+        os.rename(folder, trash)
+    except OSError:
+        trash = folder
+    threading.Thread(target=shutil.rmtree, args=(trash,), kwargs={"ignore_errors": True},
+                     name="remove-views").start()
 
 
 def file_system_of(path: str) -> str:
@@ -341,6 +356,15 @@ def _torch_names(roots) -> frozenset:
     return frozenset(names[0] & names[1])
 
 
+def _place_file(source: str, target: str) -> None:
+    """A file of its own at `target` with `source`'s bytes and times: a hard link where both are
+    on one file system (no bytes move; its real path is `target`), else a copy."""
+    try:
+        os.link(source, target)
+    except OSError:
+        shutil.copy2(source, target)
+
+
 def _mirror(source: str, view: str, root: str, mirrored_dirs: frozenset, library_target,
             only: frozenset | None = None) -> tuple[int, int]:
     """`view` stands in for `source`: folders in `mirrored_dirs` are real folders in the view,
@@ -364,7 +388,7 @@ def _mirror(source: str, view: str, root: str, mirrored_dirs: frozenset, library
         elif entry.is_file() and is_shared_library(entry.name):
             os.symlink(library_target(rel, entry.path), target)
         elif entry.is_file() and is_python_source(entry.name):
-            shutil.copy2(entry.path, target)
+            _place_file(entry.path, target)
             files, size = files + 1, size + entry.stat().st_size
         else:
             os.symlink(entry.path, target)

@@ -436,7 +436,8 @@ def comparison_notes(comparisons, settings: dict) -> list[str]:
         by_clock = [c.case for c in comparisons if c.counts_verdict == "inconclusive"]
         if by_clock:
             notes.append(f"(clock): the counts could not decide {', '.join(by_clock)} (their seeds "
-                         "spread too far), so the clock's verdict stands there.")
+                         "spread too far, or the change sits near the threshold), so the clock's "
+                         "verdict stands there.")
         notes.append(
             f"verdict: judged on instruction counts per call (Callgrind, hash seeds "
             f"{', '.join(map(str, counts.get('seeds', [])))}{added}, base and branch matched per "

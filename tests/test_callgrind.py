@@ -1,5 +1,6 @@
 """Instruction counts under real valgrind: repeatable, ordered, and they see a real change."""
 
+import dataclasses
 import json
 import os
 import shutil
@@ -11,7 +12,7 @@ import textwrap
 import pytest
 
 from conftest import ROOT
-from overrides import callgrind, shimenv
+from overrides import callgrind, samepath, shimenv
 from overrides.errors import UsageError
 
 SEED_TARGETS = [(name, "torch.add") for name in
@@ -220,6 +221,7 @@ def _synthetic_counter(deltas_by_case: dict[str, list[float]], base: float = 10_
     """A stand-in for counting two builds (the seed-adding policy is under test, not Callgrind):
     the k-th seed a case is counted under gives branch - base = deltas_by_case[case][k]."""
     asked = []
+    used: dict[str, int] = {}
 
     def count_builds(targets, seeds):
         asked.append(([case for case, _ in targets], tuple(seeds)))
@@ -227,7 +229,8 @@ def _synthetic_counter(deltas_by_case: dict[str, list[float]], base: float = 10_
         for seed in seeds:
             sides = ([], [])
             for case, op in targets:
-                k = sum(case in cases for cases, _ in asked[:-1]) + list(seeds).index(seed)
+                k = used.get(case, 0)
+                used[case] = k + 1
                 for side, value in zip(sides, (base, base + deltas_by_case[case][k])):
                     side.append(callgrind.CaseCounts(case, op, value, (value, value), {}))
             for run, side in zip(runs, sides):
@@ -237,33 +240,71 @@ def _synthetic_counter(deltas_by_case: dict[str, list[float]], base: float = 10_
 
 
 def test_undecided_counts_get_more_seeds_until_decided():
-    # Steady: the same count under every layout. Wobbly: moved +-20 by layout, the bare shim's
-    # untouched WithTorchFunction: undecided on 3 and 4 seeds, "no change" on 5 (99% interval
-    # +-45 against the 50-instruction threshold).
+    # Steady: the same count under every layout, so exact from its first seed. Wobbly: moved
+    # +-20 by layout, the bare shim's untouched WithTorchFunction: undecided on 1 to 4 seeds,
+    # "no change" on 5 (99% interval +-45 against the 50-instruction threshold).
     counter, asked = _synthetic_counter({"Steady": [0.0] * 6, "Wobbly": [20, -20] * 3})
     targets = [("Steady", "op"), ("Wobbly", "op")]
-    base, branch, comparisons, seeds = callgrind.count_until_decided(counter, targets, (11, 12, 13), True)
+    base, branch, comparisons, seeds = callgrind.count_until_decided(counter, targets, (11, 12, 13), True,
+                                                                     per_round=1)
     verdicts = {c.case: (c.verdict, c.seeds) for c in comparisons}
-    assert verdicts == {"Steady": ("no change", 3), "Wobbly": ("no change", 5)}
+    assert verdicts == {"Steady": ("no change", 1), "Wobbly": ("no change", 5)}
+    assert {c.case: c.exact for c in comparisons} == {"Steady": True, "Wobbly": False}
     assert seeds[:3] == (11, 12, 13) and len(set(seeds)) == len(seeds) == 5
-    assert [cases for cases, _ in asked] == [["Steady", "Wobbly"], ["Wobbly"], ["Wobbly"]]
+    assert asked[0] == (["Steady", "Wobbly"], (11,))
+    assert [cases for cases, _ in asked[1:]] == [["Wobbly"]] * 4
     assert len(base) == len(branch) == 5
+    # Two seeds a round (four CPUs): the same verdicts in three rounds instead of five.
+    counter, asked = _synthetic_counter({"Steady": [0.0] * 6, "Wobbly": [20, -20] * 3})
+    *_, comparisons, seeds = callgrind.count_until_decided(counter, targets, (11, 12, 13), True, per_round=2)
+    assert [len(s) for _, s in asked] == [2, 2, 2] and len(seeds) == 6 and seeds[:3] == (11, 12, 13)
+    assert {c.case: c.verdict for c in comparisons} == {"Steady": "no change", "Wobbly": "no change"}
     # The verdict note names the added seeds as covering only what the first ones left open.
     from overrides import compare, report
     clock = [compare.Comparison(c.case, c.op, 1000.0, 1000.0, 0.0, (-5.0, 5.0), "no change", paired=True)
              for c in comparisons]
-    settings = {"instructions": {"seeds": list(seeds), "seeds_added": list(seeds[3:]),
+    settings = {"instructions": {"seeds": list(seeds), "seeds_added": list(seeds[2:]),
                                  "threshold": 50.0, "threshold_pct": 0.25}}
     notes = report.comparison_notes(compare.with_counts(clock, comparisons), settings)
-    assert any("the last 2 only for the cases the first ones left undecided" in n for n in notes)
+    assert any("the last 4 only for the cases the first ones left undecided" in n for n in notes)
 
 
-def test_added_seeds_stop_at_the_cap_and_users_seeds_are_kept_as_given():
-    wild = {"Wild": [400, -400] * 3}
-    counter, asked = _synthetic_counter(wild)
-    *_, comparisons, seeds = callgrind.count_until_decided(counter, [("Wild", "op")], (1, 2, 3), True)
-    assert len(seeds) == callgrind.MAX_COMPARE_SEEDS and comparisons[0].verdict == "inconclusive"
-    counter, asked = _synthetic_counter(wild)
+def test_exact_counts_need_one_path():
+    # Counted from their own paths (no private namespace), a delta of 0 on one seed is no proof:
+    # the paths' own offset could hide a change, so the threshold allows for it instead.
+    differ = [{"same_path": False, "python": "/a/bin/python"}, {"same_path": False, "python": "/bb/bin/python"}]
+    runs = [[callgrind.CountRun(1, (callgrind.CaseCounts("T", "op", 9000.0 + d, (1.0,), {}),), settings, 1.0)]
+            for d, settings in ((0.0, differ[0]), (1.0, differ[1]))]
+    apart, = callgrind.compare_counts(*runs)
+    assert not apart.exact and apart.limit == samepath.PATH_ALLOWANCE_INSTRUCTIONS
+    same = [{"same_path": True, "python": "/a/bin/python"}, {"same_path": True, "python": "/bb/bin/python"}]
+    runs = [[dataclasses.replace(run, settings=settings) for run in side] for side, settings in zip(runs, same)]
+    together, = callgrind.compare_counts(*runs)
+    assert together.exact and together.verdict == "no change" and together.ci95 == (1.0, 1.0)
+    # Three instructions apart is not the same work.
+    moved = [[dataclasses.replace(run, cases=(dataclasses.replace(run.cases[0], per_call=run.cases[0].per_call + 2),))
+              for run in side] if i else side for i, side in enumerate(runs)]
+    assert not callgrind.compare_counts(*moved)[0].exact
+
+
+def test_seeds_stop_where_more_could_not_decide_and_users_seeds_are_kept_as_given():
+    # +-300 by layout against a 100-instruction threshold: six seeds could not decide it
+    # either, so after two (the first spread seen) the clock is left to judge.
+    wild = {"Wild": [300, -300] * 3}
+    counter, asked = _synthetic_counter(wild, base=40_000.0)
+    said = []
+    *_, comparisons, seeds = callgrind.count_until_decided(counter, [("Wild", "op")], (1, 2, 3), True,
+                                                           said.append, per_round=1)
+    assert len(seeds) == 2 and comparisons[0].verdict == "inconclusive"
+    assert not callgrind.more_seeds_could_decide(comparisons[0])
+    assert any("counts cannot decide Wild with more seeds: the clock judges" in s for s in said)
+    # A clear change one layout cannot carry (0.8% against the 1% a single seed needs) is
+    # counted on: two seeds show the spread, three decide it.
+    counter, asked = _synthetic_counter({"Clear": [80, 120, 100, 90]})
+    *_, comparisons, seeds = callgrind.count_until_decided(counter, [("Clear", "op")], (1, 2, 3), True,
+                                                           per_round=1)
+    assert comparisons[0].verdict == "regression" and len(seeds) == 3
+    counter, asked = _synthetic_counter(wild, base=40_000.0)
     *_, comparisons, seeds = callgrind.count_until_decided(counter, [("Wild", "op")], (1, 2, 3), False)
     assert seeds == (1, 2, 3) and len(asked) == 1 and comparisons[0].verdict == "inconclusive"
 
