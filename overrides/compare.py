@@ -86,6 +86,7 @@ class Comparison:
     instructions_ci95: tuple[float, float] | None = None
     wall_verdict: str | None = None
     counts_verdict: str | None = None  # the counts' own verdict; "inconclusive": the clock judged
+    counts_exact: bool = False  # counted alike on every seed from one path (callgrind.EXACT_INSTRUCTIONS)
 
     @property
     def delta_pct(self) -> float:
@@ -114,6 +115,7 @@ class Comparison:
                                         else [r(v) for v in self.instructions_ci95])
             out["wall_verdict"] = self.wall_verdict
             out["counts_verdict"] = self.counts_verdict
+            out["counts_exact"] = self.counts_exact
             out["judged_on"] = self.judged_on
             out["instructions_as_ns"] = r(self.instructions_as_ns)
             out["clock_unexplained"] = self.clock_unexplained
@@ -178,6 +180,7 @@ def with_counts(comparisons, count_comparisons, sure_clock: dict | None = None) 
         out.append(dataclasses.replace(
             c, base_instructions=counted.base, branch_instructions=counted.branch,
             instructions_ci95=counted.ci95, wall_verdict=c.verdict, counts_verdict=counted.verdict,
+            counts_exact=getattr(counted, "exact", False),
             verdict=clock_and_counts(c.verdict, counted.verdict, (sure_clock or {}).get((c.case, c.op)))))
     return out
 

@@ -433,6 +433,11 @@ def comparison_notes(comparisons, settings: dict) -> list[str]:
         seeds_added = counts.get("seeds_added") or []
         added = (f" (the last {len(seeds_added)} only for the cases the first ones left undecided)"
                  if seeds_added else "")
+        exact = [c.case for c in comparisons if c.counts_exact]
+        if exact:
+            notes.append(f"exact: {', '.join(exact)} counted alike on both sides under every seed "
+                         "(within 2 instructions a call, both started from one path): the same "
+                         "instructions ran, so \"no change\" needs no more seeds.")
         by_clock = [c.case for c in comparisons if c.counts_verdict == "inconclusive"]
         if by_clock:
             notes.append(f"(clock): the counts could not decide {', '.join(by_clock)} (their seeds "
