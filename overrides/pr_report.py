@@ -19,6 +19,7 @@ interruption.
 
 from __future__ import annotations
 
+import concurrent.futures
 import dataclasses
 import json
 import math
@@ -171,6 +172,10 @@ class Report:
         self.count_parts: list[str] = []  # the "where the instructions went" section
         self.python_calls: list | None = None  # [base, branch] pycalls.CaseCalls lists
         self.python_call_parts: list[str] = []  # the "where the Python calls went" section
+        # Screenshots are taken on a thread of their own while the report goes on (py-spy
+        # records the next case meanwhile); finish_screenshots() waits for them.
+        self._shooter = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="screenshot")
+        self._shots: list[tuple[concurrent.futures.Future, str]] = []
 
     # -- numbers ---------------------------------------------------------------------------
 
@@ -347,17 +352,43 @@ class Report:
         return svg, list(rec.folded_paths)
 
     def _shoot(self, svg: str, png_name: str, browser: str) -> bool:
+        """Start a screenshot of `svg` as `png_name`; the PNG is counted on (its Figure listed,
+        the markdown pointing at it) until finish_screenshots() finds it failed."""
         from overrides import screenshot
 
         png = os.path.join(self.workdir, png_name)
-        self.say(f"report: screenshot {png_name}")
-        try:
+
+        def shoot() -> None:
+            self.say(f"report: screenshot {png_name}")
             screenshot.screenshot(svg, png, browser)
-        except screenshot.ScreenshotError as exc:
-            self.notes.append(f"No {png_name}: {exc}.")
-            return False
+
+        self._shots.append((self._shooter.submit(shoot), png_name))
         self.files.append(Figure(png_name, png))
         return True
+
+    def stop_screenshots(self) -> None:
+        """Cancel the screenshots not begun and wait for the one running (on the way out)."""
+        self._shooter.shutdown(wait=True, cancel_futures=True)
+
+    def finish_screenshots(self) -> None:
+        """Wait for every screenshot; a failed one leaves its figure out, its SVG named instead
+        in the markdown, and a note saying why."""
+        from overrides import screenshot
+
+        try:
+            for future, png_name in self._shots:
+                try:
+                    future.result()
+                except screenshot.ScreenshotError as exc:
+                    self.notes.append(f"No {png_name}: {exc}.")
+                    self.files = [f for f in self.files if f.name != png_name]
+                    stem = png_name[:-len(".png")]
+                    image, instead = f"![{stem}]({png_name})", f"`{stem}.svg` (no screenshot, see the notes)"
+                    self.sections = [text.replace(image, instead) for text in self.sections]
+                    self.count_parts = [text.replace(image, instead) for text in self.count_parts]
+        finally:
+            self._shots = []
+            self._shooter.shutdown(wait=True, cancel_futures=True)
 
     def _differential(self, comparison, folded: dict, stem: str, browser: str | None) -> list[str]:
         from overrides import calltree, flamegraph, pycalls
@@ -800,54 +831,58 @@ def build(base_spec: str, branch_spec: str, *, output: str = DEFAULT_OUTPUT,
     ab_config = ab_config or ab.ABConfig()
     with tempfile.TemporaryDirectory(prefix="overrides-report-") as workdir:
         the_report = Report(runs, workdir, say)
-        the_report.notes += [f"Label `{side.label}` is an incomplete recording (interrupted; missing "
-                             f"{record.words(side.missing)}), compared as it is (--allow-incomplete)."
-                             for side in sides if side.missing]
-        comparisons, run_results, settings = the_report.measure(sides, cases, op, ab_config)
-        if not settings.get("mode", "").startswith("paired"):
-            the_report.notes.append(
-                "This comparison is UNPAIRED: base and branch were measured in separate runs, so "
-                "machine drift and memory layout between the runs are in the interval (3% per "
-                "side); only changes of a few percent can get a verdict. For small changes, "
-                "compare labels that kept a copy of their build (record.sh does by default), or "
-                "two interpreters or virtualenvs: those are measured side by side.")
-        the_report.count_python_calls(sides, comparisons)
-        the_report.python_call_parts = the_report.python_call_sections(comparisons, all_cases)
-        if the_report.counts:
-            from overrides import screenshot
+        try:
+            the_report.notes += [f"Label `{side.label}` is an incomplete recording (interrupted; missing "
+                                 f"{record.words(side.missing)}), compared as it is (--allow-incomplete)."
+                                 for side in sides if side.missing]
+            comparisons, run_results, settings = the_report.measure(sides, cases, op, ab_config)
+            if not settings.get("mode", "").startswith("paired"):
+                the_report.notes.append(
+                    "This comparison is UNPAIRED: base and branch were measured in separate runs, so "
+                    "machine drift and memory layout between the runs are in the interval (3% per "
+                    "side); only changes of a few percent can get a verdict. For small changes, "
+                    "compare labels that kept a copy of their build (record.sh does by default), or "
+                    "two interpreters or virtualenvs: those are measured side by side.")
+            the_report.count_python_calls(sides, comparisons)
+            the_report.python_call_parts = the_report.python_call_sections(comparisons, all_cases)
+            if the_report.counts:
+                from overrides import screenshot
 
-            the_report.count_parts = the_report.count_sections(comparisons, all_cases,
-                                                               screenshot.find_browser())
-        elif skipped_counts:
-            the_report.notes.append(skipped_counts)
-        if flamegraphs:
-            chosen = [c for c in comparisons if all_cases or c.verdict in ("regression", "disagree")]
-            the_report.flamegraphs(sides, chosen, seconds, op)
-        members = {}
-        for role in ROLES:
-            for suffix, payload in (("json", results.to_dict(run_results[role])),
-                                    ("txt", report.table(run_results[role]) + "\n")):
-                path = os.path.join(workdir, f"{role}.{suffix}")
-                if suffix == "json":
-                    write_json_atomic(path, payload)
-                else:
-                    write_text_atomic(path, payload)
-                members[f"{role}.{suffix}"] = path
-        comparison_path = os.path.join(workdir, "comparison.json")
-        write_json_atomic(comparison_path, comparison_list(comparisons))
-        members["comparison.json"] = comparison_path
-        differential_path = os.path.join(workdir, "differential.json")
-        write_json_atomic(differential_path, {"schema": DIFFERENTIAL_SCHEMA,
-                                              "cases": list(the_report.differentials.values())})
-        members["differential.json"] = differential_path
-        for figure in the_report.files:
-            members[figure.name] = figure.path
-        markdown = the_report.markdown(comparisons, settings, run_results, sides, flamegraphs,
-                                       all_cases, time.monotonic() - started)
-        report_path = os.path.join(workdir, "report.md")
-        write_text_atomic(report_path, markdown)
-        members = {"report.md": report_path, **members}
-        the_report.write_zip(output, members)
+                the_report.count_parts = the_report.count_sections(comparisons, all_cases,
+                                                                   screenshot.find_browser())
+            elif skipped_counts:
+                the_report.notes.append(skipped_counts)
+            if flamegraphs:
+                chosen = [c for c in comparisons if all_cases or c.verdict in ("regression", "disagree")]
+                the_report.flamegraphs(sides, chosen, seconds, op)
+            the_report.finish_screenshots()
+            members = {}
+            for role in ROLES:
+                for suffix, payload in (("json", results.to_dict(run_results[role])),
+                                        ("txt", report.table(run_results[role]) + "\n")):
+                    path = os.path.join(workdir, f"{role}.{suffix}")
+                    if suffix == "json":
+                        write_json_atomic(path, payload)
+                    else:
+                        write_text_atomic(path, payload)
+                    members[f"{role}.{suffix}"] = path
+            comparison_path = os.path.join(workdir, "comparison.json")
+            write_json_atomic(comparison_path, comparison_list(comparisons))
+            members["comparison.json"] = comparison_path
+            differential_path = os.path.join(workdir, "differential.json")
+            write_json_atomic(differential_path, {"schema": DIFFERENTIAL_SCHEMA,
+                                                  "cases": list(the_report.differentials.values())})
+            members["differential.json"] = differential_path
+            for figure in the_report.files:
+                members[figure.name] = figure.path
+            markdown = the_report.markdown(comparisons, settings, run_results, sides, flamegraphs,
+                                           all_cases, time.monotonic() - started)
+            report_path = os.path.join(workdir, "report.md")
+            write_text_atomic(report_path, markdown)
+            members = {"report.md": report_path, **members}
+            the_report.write_zip(output, members)
+        finally:
+            the_report.stop_screenshots()
     return output, comparisons, settings
 
 
