@@ -123,6 +123,13 @@ SINGLE_LAYOUT_ALLOWANCE_PCT = 1.0  # one seed: no spread to measure, so this muc
 # So a case whose delta stays within this many instructions on every seed is "no change", from
 # its first seed on: the same instructions ran.
 EXACT_INSTRUCTIONS = 2.0
+# "no change" on counts: the 95% interval of the per-seed deltas inside the threshold, where the
+# clock asks 99% (compare.NO_CHANGE_CONFIDENCE). The clock's margin guards a 20 ns threshold
+# against a noisy sample; the counts' threshold is 50 instructions, ~6 ns of work at ~0.12 ns an
+# instruction, so a count "no change" wrong at its threshold 2.5% of the time misses a change
+# the clock could never have shown. At 99% the bare shim's untouched Tensor (-19..0 over seeds)
+# took five seeds, ~17 s each on two CPUs; at 95% it takes two or three.
+COUNTS_NO_CHANGE_CONFIDENCE = 0.95
 
 
 @dataclasses.dataclass(frozen=True)
@@ -699,7 +706,7 @@ def compare_counts(base_runs: Sequence[CountRun], branch_runs: Sequence[CountRun
     however few the seeds. Runs that started from different paths (no private namespace:
     overrides/samepath.py) carry an offset no interval sees, so the threshold is at least
     PATH_ALLOWANCE_INSTRUCTIONS then."""
-    from overrides.compare import NO_CHANGE_CONFIDENCE, judge
+    from overrides.compare import judge
 
     branch_by_seed = {run.seed: run for run in branch_runs}
     one_path = not samepath.paths_differ([run.settings for run in (*base_runs, *branch_runs)])
@@ -725,7 +732,7 @@ def compare_counts(base_runs: Sequence[CountRun], branch_runs: Sequence[CountRun
         if len(diffs) >= 2:
             se = spread / math.sqrt(len(diffs))
             half = stats.t95(len(diffs) - 1) * se
-            wide = stats.t_quantile(NO_CHANGE_CONFIDENCE, len(diffs) - 1) * se
+            wide = stats.t_quantile(COUNTS_NO_CHANGE_CONFIDENCE, len(diffs) - 1) * se
             ci, no_change_ci = (delta - half, delta + half), (delta - wide, delta + wide)
         else:
             allowance = SINGLE_LAYOUT_ALLOWANCE_PCT / 100 * base
@@ -743,20 +750,14 @@ def more_seeds_could_decide(c: CountComparison, max_seeds: int = MAX_COMPARE_SEE
     """Whether counting an undecided case under more seeds, up to `max_seeds`, could decide it,
     were the per-seed deltas to go on as they have (their mean and spread). With one seed there
     is no spread yet to go on. A case more seeds cannot decide (its delta sits near the
-    threshold, or moves too much by layout) is left to the clock: the bare shim's untouched
-    WithTorchFunction, -20 +- 25 over seeds, took six seeds to stay "inconclusive". So is one
-    whose 95% interval already lies inside the threshold: "no change" asks 99%, which took the
-    bare shim's untouched Tensor (-19..0) five seeds, ~17 s each on two CPUs, where the clock's
-    first five pairs settle it (20 ns threshold, +-3..10 ns intervals)."""
-    from overrides.compare import NO_CHANGE_CONFIDENCE
-
+    threshold, or moves too much by layout) is left to the clock rather than counted on: the
+    bare shim's untouched WithTorchFunction, -20 +- 25 over seeds, once took six seeds (~17 s
+    each on two CPUs) to stay "inconclusive"."""
     if c.spread is None or c.limit is None or c.seeds >= max_seeds:
         return c.seeds < max_seeds
-    if c.ci95 is not None and -c.limit <= c.ci95[0] and c.ci95[1] <= c.limit:
-        return False  # 95% inside the threshold already: the clock settles the rest in its first pairs
     se = c.spread / math.sqrt(max_seeds)
     size = abs(c.delta)
-    no_change = size + stats.t_quantile(NO_CHANGE_CONFIDENCE, max_seeds - 1) * se <= c.limit
+    no_change = size + stats.t_quantile(COUNTS_NO_CHANGE_CONFIDENCE, max_seeds - 1) * se <= c.limit
     change = size >= c.limit and size - stats.t95(max_seeds - 1) * se > 0
     return no_change or change
 
