@@ -619,6 +619,19 @@ def _why_stop(pooled: _Pooled, config: ABConfig, pairs_done: int, elapsed_s: flo
     return None
 
 
+def _waiting_for(pooled: _Pooled, config: ABConfig, pairs_done: int, elapsed_s: float,
+                 settled: dict) -> str:
+    """What the next pair is for, and how long at most is left, for the progress line."""
+    if config.pairs is not None:
+        return f"{config.pairs - pairs_done} of {config.pairs} pairs left"
+    if pairs_done < MIN_PAIRS:
+        return f"at least {MIN_PAIRS} pairs, {MIN_PAIRS - pairs_done} to go"
+    open_ = [c.case for c in _comparisons(pooled, config, EARLY_STOP_CONFIDENCE)
+             if not _decided(c, settled.get((c.case, c.op)))]
+    return (f"waiting for {', '.join(dict.fromkeys(open_))} to be decided, "
+            f"at most ~{max(0.0, config.max_seconds - elapsed_s):.0f} s more")
+
+
 def _decided(clock: Comparison, counts_verdict: str | None) -> bool:
     """Whether a case needs no more pairs: the clock decided it, or the counts did and the clock
     (at EARLY_STOP_CONFIDENCE) does not go against them. A clock that does is sampled on to the
@@ -706,7 +719,8 @@ def run_ab(
                     stopped = why
                     break
                 # Started only now, on an idle machine: see the module docstring.
-                say(f"pair {pairs_done + 1}{of}: starting workers")
+                say(f"pair {pairs_done + 1}{of}: starting workers; "
+                    f"{_waiting_for(pooled, config, pairs_done, now - pairs_started, settled)}")
                 pair_started = now
                 views.for_pair(pairs_done)
                 upcoming = _Pair(base_py, branch_py, pairs_done, config, import_paths, sources)

@@ -795,6 +795,7 @@ def count_until_decided(count_builds_: Callable[[list, Sequence[int]], list[list
     if len(pool) < per_round:
         pool += fresh_seeds(per_round - len(pool), taken=pool)
     counted = tuple(pool[:per_round])
+    round_started = time.monotonic()
     base_runs, branch_runs = count_builds_(list(targets), counted)
     comparisons = compare_counts(base_runs, branch_runs)
     while len(counted) < MAX_COMPARE_SEEDS:
@@ -813,7 +814,9 @@ def count_until_decided(count_builds_: Callable[[list, Sequence[int]], list[list
         if say:
             say(f"counts leave {', '.join(case for case, _ in undecided)} undecided: seed"
                 f"{'s' if len(new) > 1 else ''} {len(counted) + 1}"
-                f"{f'-{len(counted) + len(new)}' if len(new) > 1 else ''} of at most {MAX_COMPARE_SEEDS}")
+                f"{f'-{len(counted) + len(new)}' if len(new) > 1 else ''} of at most {MAX_COMPARE_SEEDS}"
+                f" (the last round took {time.monotonic() - round_started:.0f} s)")
+        round_started = time.monotonic()
         more_base, more_branch = count_builds_(undecided, new)
         base_runs, branch_runs = base_runs + more_base, branch_runs + more_branch
         counted += new
