@@ -362,8 +362,10 @@ def _comparison_rows(comparisons, multi_op: bool) -> list[list[str]]:
         if counted:
             instr_pct = ("-" if c.delta_instructions is None or not c.base_instructions
                          else f"{100 * c.delta_instructions / c.base_instructions:+.2f}%")
+            counts_ci = ("1 seed" if c.instructions_ci95 is None and c.delta_instructions is not None
+                         else _interval(c.instructions_ci95))
             rows.append(wall + [pct, c.wall_verdict or c.verdict, fmt_ns(c.delta_instructions, True),
-                                _interval(c.instructions_ci95), instr_pct, verdict_cell(c)])
+                                counts_ci, instr_pct, verdict_cell(c)])
         else:
             rows.append(wall + [pct, c.verdict])
     return rows
@@ -438,6 +440,12 @@ def comparison_notes(comparisons, settings: dict) -> list[str]:
             notes.append(f"exact: {', '.join(exact)} counted alike on both sides under every seed "
                          "(within 2 instructions a call, both started from one path): the same "
                          "instructions ran, so \"no change\" needs no more seeds.")
+        one_seed = [c.case for c in comparisons if c.delta_instructions is not None
+                    and c.instructions_ci95 is None and c.counts_verdict in ("regression", "improvement")]
+        if one_seed:
+            notes.append(f"1 seed: {', '.join(one_seed)} moved by more than 1% of the count under the "
+                         "first seed, more than layout alone moved a count over nine seeds (SubTensor: "
+                         "0.83%), so no more seeds were needed.")
         by_clock = [c.case for c in comparisons if c.counts_verdict == "inconclusive"]
         if by_clock:
             notes.append(f"(clock): the counts could not decide {', '.join(by_clock)} (their seeds "
