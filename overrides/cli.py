@@ -66,11 +66,11 @@ def build_parser() -> argparse.ArgumentParser:
                              "(--compare counts as well as timing whenever valgrind is installed; "
                              "this flag makes a missing valgrind an error)")
     counts.add_argument("--no-instructions", action="store_true",
-                        help="--compare: wall clock only, no counts (about half the time)")
+                        help="--compare: wall clock only, no counts")
     counts.add_argument("--seeds", nargs="+", type=positive_int, metavar="SEED",
                         help="hash seeds, one valgrind process (one memory layout) each "
-                             "(default: 1; with --compare: three drawn afresh each time, up to six "
-                             "for cases the counts leave undecided)")
+                             "(default: 1; with --compare: drawn afresh each time, counted in rounds "
+                             "that fill the CPUs, up to six for cases the counts leave undecided)")
     ab = parser.add_argument_group("paired A/B between two environments")
     ab.add_argument("--compare", nargs=2, metavar=("BASE_PY", "BRANCH_PY"),
                     help="measure two interpreters or virtualenvs side by side and judge each case")

@@ -15,7 +15,8 @@ variation that differs between the two sides. Two kinds of comparison exist:
 Verdict rules, with threshold T = max(threshold_ns, threshold_pct% of base):
 - `regression`: the 95% interval lies above 0 and the estimate is at least T;
 - `improvement`: the 95% interval lies below 0 and the estimate is at most -T;
-- `no change`: the whole 99% interval lies within [-T, +T] (see NO_CHANGE_CONFIDENCE);
+- `no change`: the whole 99% interval lies within [-T, +T] (see NO_CHANGE_CONFIDENCE; on
+  instruction counts the 95% one, callgrind.COUNTS_NO_CHANGE_CONFIDENCE);
 - `clock only` (with instruction counts): the wall clock moved beyond T but the counts rule out
   a change (`no change` on the counts): the same instructions run slower or faster, which is
   where the code sits in memory, not what it does; not a regression. In the paired A/B the

@@ -918,7 +918,7 @@ def build_parser():
     counts.add_argument("--no-instructions", action="store_true",
                         help="no instruction counts: wall clock and py-spy only (faster)")
     parser.add_argument("--seeds", nargs="+", type=positive_int, metavar="SEED",
-                        help="hash seeds for --instructions, matched between the builds (default: three drawn afresh, up to six for cases they leave undecided)")
+                        help="hash seeds for --instructions, matched between the builds (default: drawn afresh, counted in rounds that fill the CPUs, up to six for cases they leave undecided)")
     ab.add_arguments(parser.add_argument_group("paired A/B, for two interpreters"))
     parser.add_argument("--runs-dir", default=None, metavar="DIR",
                         help=f"where recorded runs live (default: ${RUNS_DIR_VARIABLE}, else runs/ in this checkout)")

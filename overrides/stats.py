@@ -77,7 +77,7 @@ def quantile_ci95(values: Sequence[float], q: float = HEADLINE_QUANTILE) -> tupl
 
     It covers sampling noise within one run only, as if the samples were independent: the
     machine's speed drifts over seconds (benchmarks/drift_probe.py) and memory layout differs
-    from build to build, both moving the figure further (see README, "How sure is a number").
+    from build to build, both moving the figure further (see docs/timing.md, "How sure is a number").
     """
     n = len(values)
     if n < MIN_TRUSTED_SAMPLES:

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # scripts/record.sh --label LABEL [--python PY] [--seconds S] [CASE ...]: measure one build and
-# record its flamegraphs into runs/LABEL/ (see README.md, "Flamegraphs and the PR report").
+# record its flamegraphs into runs/LABEL/ (see docs/pr-report.md).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 . "$root/scripts/pick_python.sh"

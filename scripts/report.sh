@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # scripts/report.sh BASE BRANCH [-o FILE.zip] [--all] [--no-flamegraphs]: compare two builds
-# (recorded labels or interpreters) into a ZIP for the PR (see README.md). Exit 1 on a regression.
+# (recorded labels or interpreters) into a ZIP for the PR (see docs/pr-report.md). Exit 1 on a regression.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 . "$root/scripts/pick_python.sh"
