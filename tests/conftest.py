@@ -34,6 +34,60 @@ def script(name, *args, env=None, timeout=600):
                           text=True, timeout=timeout, env=dict(os.environ, **(env or {})))
 
 
+# -- running in two workers (pytest-xdist, `make test`) -----------------------------------------
+#
+# A session or module fixture runs once per worker that needs it, so the tests that read one
+# (or several together) form one xdist group and run in one worker (`--dist loadgroup`). The
+# groups that count instructions with valgrind, the longest runs, are started first
+# (`--no-loadscope-reorder` keeps this order), so the short tests fill the other worker
+# meanwhile and both end together. Without xdist none of this changes anything.
+SHARED_BUT_CHEAP = {"torch_python", "tmp_path_factory", "worker_id", "testrun_uid"}
+START_FIRST = ("paired_report", "copies_counted_first", "ahead_and_fresh")
+# test_report's label recordings (unpaired bench runs and py-spy) run after the paired report,
+# in its worker, not beside a valgrind group: beside one (load 6 on 2 cores, with another
+# tenant's work) py-spy once took no sample inside a hot loop and record.sh failed.
+RUN_AFTER = {"runs": "paired_report"}
+
+
+def _shared_fixtures(item) -> set[str]:
+    info = getattr(item, "_fixtureinfo", None)
+    if info is None:
+        return set()
+    return {name for name, defs in info.name2fixturedefs.items()
+            if defs and defs[-1].scope in ("session", "module") and name not in SHARED_BUT_CHEAP}
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items):
+    # The workers collect (where xdist sets dist to "no" and loadgroup to True); the controller
+    # only schedules what they collected.
+    if not (getattr(config.option, "loadgroup", False) or config.getoption("dist", "no") == "loadgroup"):
+        return
+    parent: dict[str, str] = {}  # union-find over fixtures read by one test
+
+    def root(name: str) -> str:
+        while parent.setdefault(name, name) != name:
+            name = parent[name]
+        return name
+
+    needs = {item.nodeid: _shared_fixtures(item) for item in items}
+    for later, first in RUN_AFTER.items():
+        if any(later in names for names in needs.values()) and any(first in names for names in needs.values()):
+            parent[root(later)] = root(first)
+    for names in needs.values():
+        first, *rest = sorted(names) or [None]
+        for name in rest:
+            parent[root(name)] = root(first)
+    groups = {}
+    for item in items:
+        if needs[item.nodeid]:
+            group = root(next(iter(needs[item.nodeid])))
+            groups[item.nodeid] = group
+            item.add_marker(pytest.mark.xdist_group(group))
+    order = {root(name): rank for rank, name in enumerate(START_FIRST) if name in parent}
+    items.sort(key=lambda item: order.get(groups.get(item.nodeid), len(START_FIRST)))
+
+
 @pytest.fixture
 def bench():
     return lambda *args, **kw: run_tool("bench.py", *args, **kw)
