@@ -14,5 +14,7 @@ test-deps: deps
 bench: deps
 	$(PYTHON) bench.py $(ARGS)
 
+# Two workers (pytest-xdist): the valgrind counts keep both cores busy, most other tests one;
+# tests that read one expensive fixture run in one worker (tests/conftest.py says which).
 test: test-deps
-	$(PYTHON) -m pytest -q tests $(ARGS)
+	$(PYTHON) -m pytest -q -n 2 --dist loadgroup --no-loadscope-reorder tests $(ARGS)

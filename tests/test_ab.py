@@ -1,12 +1,12 @@
 """Paired A/B: real workers, real torch, a branch with a known injected cost."""
 
-import dataclasses
 import math
 import random
 import sys
 
 import pytest
 
+from conftest import run_tool
 from overrides import ab, cases, shimenv, stats
 from overrides.errors import UsageError
 from overrides.ops import DEFAULT_OP
@@ -16,60 +16,65 @@ AFFECTED = {"SubTensor", "SubWithTorchFunction"}  # the only cases that reach th
 
 
 @pytest.fixture(scope="module")
-def slow_branch(tmp_path_factory):
-    """A virtualenv over this interpreter's packages whose Tensor.__torch_function__ spins ~1 us."""
-    return shimenv.make_shim_env(sys.executable, str(tmp_path_factory.mktemp("env") / "slow"),
-                                 "sleep1us").python
+def slow_compare(tmp_path_factory, torch_python):
+    """One `bench.py --compare` against a virtualenv over the same packages whose
+    Tensor.__torch_function__ spins ~1 us: the four seed cases in four 1-s pairs, clock only.
+    Returns (the finished process, its JSON)."""
+    import json
+
+    folder = tmp_path_factory.mktemp("slow")
+    slow = shimenv.make_shim_env(torch_python, str(folder / "slow"), "sleep1us").python
+    path = folder / "cmp.json"
+    out = run_tool("bench.py", "--compare", torch_python, slow, "--pairs", str(QUICK.pairs),
+                   "--pair-seconds", str(QUICK.seconds_per_pair), "--json", str(path),
+                   "--no-instructions", timeout=600)
+    return out, json.loads(path.read_text()) if path.exists() else None
 
 
-def verdicts(outcome):
-    return {c.case: c.verdict for c in outcome.comparisons}
+def verdicts(comparisons):
+    return {c["case"]: c["verdict"] for c in comparisons}
 
 
-def test_a_a_flags_nothing():
+def test_a_a_flags_nothing(a_a_compare):
     # Four 1-s pairs leave a wide interval (t with 3 degrees of freedom); the false-positive
     # rate at the default threshold is measured by benchmarks/ab_validation.py, not here. What
     # must hold every time: the same interpreter on both sides is never called 2% slower.
-    config = dataclasses.replace(QUICK, threshold_pct=2.0)
-    outcome = ab.run_ab(sys.executable, sys.executable, cases.SEED_CASES, [DEFAULT_OP], config)
-    assert not {case for case, v in verdicts(outcome).items() if v in ("regression", "improvement")}
-    assert outcome.settings["pairs"] == 4
-    assert all(c.paired and c.ci95_ns is not None for c in outcome.comparisons)
+    _, out, data = a_a_compare
+    assert [c["case"] for c in data["comparisons"]] == [c.name for c in cases.SEED_CASES]
+    assert not {case for case, v in verdicts(data["comparisons"]).items() if v in ("regression", "improvement")}
+    assert out.returncode == 0, out.stderr
+    assert data["settings"]["pairs"] == 4 and data["settings"]["threshold_pct"] == 2.0
+    assert data["paired"] and all(c["paired"] and c["ci95_ns"] is not None for c in data["comparisons"])
 
 
-def test_a_large_injected_cost_flags_exactly_the_affected_cases(slow_branch):
-    outcome = ab.run_ab(sys.executable, slow_branch, cases.SEED_CASES, [DEFAULT_OP], QUICK)
-    flagged = {case for case, v in verdicts(outcome).items() if v == "regression"}
-    assert flagged == AFFECTED, verdicts(outcome)
-    by_case = {c.case: c for c in outcome.comparisons}
+def test_a_large_injected_cost_flags_exactly_the_affected_cases(slow_compare):
+    out, data = slow_compare
+    assert data is not None, out.stderr
+    flagged = {case for case, v in verdicts(data["comparisons"]).items() if v == "regression"}
+    assert flagged == AFFECTED, verdicts(data["comparisons"])
+    by_case = {c["case"]: c for c in data["comparisons"]}
     for name in AFFECTED:  # the spin is >= 1 us, plus the Python call around it
-        assert by_case[name].delta_ns > 800 and by_case[name].ci95_ns[0] > 0
-    # Both sides' pooled samples come back as ordinary results, for reports.
-    assert outcome.branch_run.results[1].per_call_ns > outcome.base_run.results[1].per_call_ns
+        assert by_case[name]["delta_ns"] > 800 and by_case[name]["ci95_ns"][0] > 0
+        # Both sides' pooled samples come back as ordinary figures, for reports.
+        assert by_case[name]["branch_ns"] > by_case[name]["base_ns"]
 
 
-def test_counts_made_first_end_the_clock_once_every_case_is_decided():
-    # Same interpreter on both sides: the counts are equal to the instruction, "no change" on
-    # every case, so the clock needs no more than its minimum of pairs, however generous the
+def test_counts_made_first_end_the_clock_once_every_case_is_decided(copies_counted_first):
+    # Two copies of one torch on both sides: the counts are equal to the instruction, "no change"
+    # on every case, so the clock needs no more than its minimum of pairs, however generous the
     # time cap. (The clock alone rarely says "no change", 99% sure, on SubTensor in five short
     # pairs.) Against a shim, Tensor's counts moved by layout alone (-5 [-40..+30] once), too
     # unsure to decide, so a test built on that would depend on layout luck.
-    config = ab.ABConfig(seconds_per_pair=0.3, max_seconds=120, instruction_seeds=(1, 2))
-    outcome = ab.run_ab(sys.executable, sys.executable, cases.SEED_CASES[:2], [DEFAULT_OP], config)
+    outcome = copies_counted_first
     assert outcome.settings["instructions"]["settled_by_counts"] == ["SubTensor torch.add", "Tensor torch.add"]
     assert outcome.settings["stopped"] == "decided" and outcome.settings["pairs"] == ab.MIN_PAIRS
-    assert not {case for case, v in verdicts(outcome).items() if v in ("regression", "improvement")}
+    assert not {c.case for c in outcome.comparisons if c.verdict in ("regression", "improvement")}
 
 
-def test_bench_compare_cli_exit_status_and_json(bench, slow_branch, tmp_path):
-    path = tmp_path / "cmp.json"
-    out = bench("--compare", sys.executable, slow_branch, "--cases", "Tensor", "SubTensor",
-                "--pairs", "3", "--pair-seconds", "0.7", "--json", str(path), "--no-instructions")
+def test_bench_compare_cli_exit_status_and_json(slow_compare):
+    out, data = slow_compare
     assert out.returncode == 1, out.stderr  # a regression gates CI
     assert "regression" in out.stdout and "paired A/B" in out.stdout
-    import json
-
-    data = json.loads(path.read_text())
     assert data["schema"] == "torch-function-overhead/comparison/1" and data["paired"] is True
     sub = next(c for c in data["comparisons"] if c["case"] == "SubTensor")
     assert sub["verdict"] == "regression" and len(sub["ci95_ns"]) == 2

@@ -186,11 +186,11 @@ def test_ctrl_c_keeps_what_was_measured_and_exits_130(tmp_path):
     assert saved.settings["stopped"] == "interrupted"
 
 
-def test_ctrl_c_in_compare_prints_the_partial_table_and_exits_130(tmp_path):
+def test_ctrl_c_in_compare_prints_the_partial_table_and_exits_130(tmp_path, torch_python):
     path = tmp_path / "comparison.json"
     # One pair done (the second starting) before Ctrl-C, so the table has figures to show.
     status, out, err = _interrupt_once(
-        ["--compare", sys.executable, sys.executable, "--no-instructions", "--cases", "Tensor",
+        ["--compare", torch_python, torch_python, "--no-instructions", "--cases", "Tensor",
          "--pair-seconds", "0.5", "--json", str(path)], "pair 2")
     assert status == 130, err
     assert "Traceback" not in err

@@ -11,20 +11,13 @@ import sys
 
 import pytest
 
-from conftest import ROOT
-
-NO_TORCH_PYTHON = "/usr/bin/python3"
+from conftest import NO_TORCH_PYTHON, ROOT, python_without_torch
 
 
 def _python_without_torch() -> str:
-    if not os.access(NO_TORCH_PYTHON, os.X_OK):
-        pytest.skip(f"{NO_TORCH_PYTHON} is missing: no interpreter without torch to run bench.py with")
-    has_torch = subprocess.run(
-        [NO_TORCH_PYTHON, "-c", "import importlib.util, sys; "
-                                "sys.exit(importlib.util.find_spec('torch') is not None)"],
-        capture_output=True, timeout=60)
-    if has_torch.returncode != 0:
-        pytest.skip(f"{NO_TORCH_PYTHON} has torch (or does not run): no interpreter without it")
+    if python_without_torch() is None:
+        pytest.skip(f"{NO_TORCH_PYTHON} is missing, has torch or does not run: no interpreter without torch "
+                    "to run bench.py with")
     return NO_TORCH_PYTHON
 
 
@@ -84,14 +77,14 @@ def test_the_compare_parent_imports_no_torch():
     assert done.returncode == 0, done.stderr
 
 
-def test_compare_runs_from_a_python_without_torch():
-    parent = _python_without_torch()
-    out = _bench(parent, "--compare", sys.executable, sys.executable, "--no-instructions",
-                 "--cases", "Tensor", "--pairs", "1", "--pair-seconds", "0.3", timeout=600)
-    assert out.returncode in (0, 1), out.stderr  # 1 would be a (one-pair) regression: not a crash
+def test_compare_runs_from_a_python_without_torch(a_a_compare, torch_python):
+    parent, out, _ = a_a_compare  # the A/A comparison tests/test_ab.py judges, run by this parent
+    if parent != NO_TORCH_PYTHON:
+        _python_without_torch()  # skips, saying why
+    assert out.returncode in (0, 1), out.stderr  # 1 would be a (false) regression: not a crash
     assert "Traceback" not in out.stderr
     assert out.stdout.startswith("case ") and "\nTensor " in out.stdout, out.stdout
-    assert f"base: {sys.executable}: torch " in out.stdout
+    assert f"base: {torch_python}: torch " in out.stdout
 
 
 def test_commands_that_need_torch_say_so_in_one_line():

@@ -2,15 +2,14 @@
 
 The end-to-end tests use real torch: a second install of this interpreter's torch package (a
 `cp -a` of its folder, as two installs of one wheel are), imported by a virtualenv through a
-`.pth` file, and real A/B workers whose memory maps are read from /proc.
+`.pth` file (tests/conftest.py's second_install), and real A/B workers whose memory maps are
+read from /proc.
 """
 
 import os
 import shutil
-import subprocess
 import tempfile
 import sys
-import venv
 
 import pytest
 
@@ -25,25 +24,6 @@ def _torch_dir() -> str:
     import torch
 
     return os.path.dirname(torch.__file__)
-
-
-@pytest.fixture(scope="module")
-def second_install(tmp_path_factory):
-    """(python, torch folder): a virtualenv importing a byte-identical copy of this torch."""
-    folder = tmp_path_factory.mktemp("install")
-    site = folder / "site"
-    site.mkdir()
-    subprocess.run(["cp", "-a", _torch_dir(), str(site / "torch")], check=True)
-    env = folder / "env"
-    venv.EnvBuilder(with_pip=False, symlinks=True).create(env)
-    python = env / "bin" / "python"
-    purelib = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                             capture_output=True, text=True, check=True).stdout.strip()
-    import site as site_module
-
-    with open(os.path.join(purelib, "zz_second_install.pth"), "w", encoding="utf-8") as pth:
-        pth.write("\n".join([str(site)] + site_module.getsitepackages()) + "\n")
-    return str(python), str(site / "torch")
 
 
 def test_plan_shares_identical_libraries_and_replaces_differing_ones(tmp_path):
@@ -113,9 +93,9 @@ def test_no_views_when_torch_cannot_be_located():
     assert not plan.active and "could not be found" in plan.summary()
 
 
-def test_two_installs_of_one_torch_map_the_same_library_pages(second_install):
+def test_two_installs_of_one_torch_map_the_same_library_pages(second_install, torch_python):
     python, torch_dir = second_install
-    outcome = ab.run_ab(sys.executable, python, cases.SEED_CASES[:1], [DEFAULT_OP], TINY)
+    outcome = ab.run_ab(torch_python, python, cases.SEED_CASES[:1], [DEFAULT_OP], TINY)
     record = outcome.settings["placement"]
     assert record["views"] and record["matched"], record
     assert record["replaced_per_pair"] == [] and record["shared_libraries"] >= 5
@@ -126,14 +106,14 @@ def test_two_installs_of_one_torch_map_the_same_library_pages(second_install):
     assert expected in outcome.branch_run.environment["torch_path"]
 
 
-def test_a_changed_library_is_copied_anew_for_every_pair(second_install, tmp_path):
+def test_a_changed_library_is_copied_anew_for_every_pair(second_install, torch_python):
     python, torch_dir = second_install
     changed = os.path.join(torch_dir, "lib", "libshm.so")
     original = open(changed, "rb").read()
     try:
         with open(changed, "ab") as library:
             library.write(b"\0" * 64)  # trailing bytes: the loader ignores them, the bytes differ
-        outcome = ab.run_ab(sys.executable, python, cases.SEED_CASES[:1], [DEFAULT_OP], TINY)
+        outcome = ab.run_ab(torch_python, python, cases.SEED_CASES[:1], [DEFAULT_OP], TINY)
     finally:
         with open(changed, "wb") as library:
             library.write(original)
@@ -170,17 +150,12 @@ def test_mapped_libraries_of_this_process_include_torch():
 
 
 @pytest.mark.skipif(shutil.which("valgrind") is None, reason="needs valgrind")
-def test_two_copies_of_one_torch_at_paths_of_different_lengths_count_the_same(second_install, tmp_path):
+def test_two_copies_of_one_torch_at_paths_of_different_lengths_count_the_same(copies_counted_first):
     """Kept copies sit at runs/base/kept and runs/branch/kept: different lengths. Through links
     to the Python files, an A/A of two such copies counted SubTensor -583 instructions a call on
     one seed; through the views' copies of the Python files it counts exactly the same."""
-    _, torch_dir = second_install
-    longer = tmp_path / "a-folder-with-a-much-longer-name"
-    longer.mkdir()
-    subprocess.run(["cp", "-al", torch_dir, str(longer / "torch")], check=True)  # hard links: quick
-    config = ab.ABConfig(pairs=2, seconds_per_pair=0.2, instruction_seeds=(1,))
-    outcome = ab.run_ab(ab.Build(sys.executable, os.path.dirname(torch_dir)),
-                        ab.Build(sys.executable, str(longer)), cases.SEED_CASES[:2], [DEFAULT_OP], config)
+    outcome = copies_counted_first  # conftest.py: the copies, counted under seeds 1 and 2
     assert outcome.settings["placement"]["matched"], outcome.settings["placement"]
+    assert outcome.settings["instructions"]["seeds"] == [1, 2]
     for c in outcome.comparisons:
         assert c.base_instructions and c.branch_instructions == c.base_instructions, c

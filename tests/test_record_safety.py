@@ -195,12 +195,12 @@ def interrupt(script: str, args, wait_for: str, target: str) -> tuple[int, list[
 
 
 @pytest.mark.skipif(not shutil.which("valgrind"), reason="needs valgrind")
-def test_ctrl_c_stops_report_sh_while_valgrind_counts(tmp_path):
+def test_ctrl_c_stops_report_sh_while_valgrind_counts(tmp_path, torch_python):
     """SIGINT to report.sh's own process while valgrind counts: the counts were waited for
     (~100 s, and queued seeds started); now they are killed and one line says so."""
     output = tmp_path / "report.zip"
     status, after, left = interrupt(
-        "report.sh", [sys.executable, sys.executable, "-o", str(output), "--runs-dir",
+        "report.sh", [torch_python, torch_python, "-o", str(output), "--runs-dir",
                       str(tmp_path / "runs"), "--cases", "Tensor"],
         "counting instructions first", "top")
     assert status == 130, after

@@ -3,24 +3,18 @@ that is really slower in the subclass path (a start-up hook wraps Tensor.__torch
 
 import json
 import os
-import subprocess
 import sys
 import zipfile
 
 import pytest
 
-from conftest import ROOT
+from conftest import script
 from overrides import results, shimenv
 
 SLOWED = {"SubTensor", "SubWithTorchFunction"}  # the only seed cases that reach the shim
 # The label workflow is unpaired: a bench run taken while another tenant loads this shared
 # machine reads everything slower and its comparisons come out inconclusive, as they should.
 RECORD_ATTEMPTS = 3
-
-
-def script(name, *args, env=None, timeout=600):
-    return subprocess.run(["bash", f"scripts/{name}", *args], cwd=ROOT, capture_output=True,
-                          text=True, timeout=timeout, env=dict(os.environ, **(env or {})))
 
 
 # This machine also has spells in which everything, even the fastest sample, runs ~65% slower
@@ -139,24 +133,8 @@ def test_bad_inputs_exit_2_with_a_clear_line(runs, tmp_path):
     assert out.returncode == 2 and "must be letters" in out.stderr
 
 
-@pytest.fixture(scope="module")
-def paired_report(tmp_path_factory):
-    """report.sh on two interpreters: paired timing, instruction counts with call paths (valgrind
-    is installed for the tests), flamegraphs of what regressed. The branch's shim on
-    Tensor.__torch_function__ runs a 40-turn Python loop: thousands of instructions a call, far
-    beyond what layout moves from seed to seed. (The bare shim, ~+400, was "inconclusive" on two
-    seeds once: +345 and +612 give t(1) = 12.7 an interval of +-1,700.)"""
-    folder = tmp_path_factory.mktemp("paired")
-    shim = shimenv.make_shim_env(sys.executable, str(folder / "loop40"), "loop40")
-    path = folder / "report.zip"
-    out = script("report.sh", sys.executable, shim.python, "-o", str(path), "--runs-dir",
-                 str(folder / "runs"), "--pairs", "3", "--pair-seconds", "0.5", "--seconds", "2",
-                 timeout=900)
-    return out, path
-
-
 def test_paired_report_counts_by_default_and_says_where_the_instructions_went(paired_report):
-    out, path = paired_report
+    out, path = paired_report  # conftest.py: two interpreters, the branch with a 40-turn shim
     assert out.returncode == 1, out.stderr  # the counts call the shim a regression
     with zipfile.ZipFile(path) as bundle:
         names = set(bundle.namelist())
