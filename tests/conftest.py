@@ -155,7 +155,7 @@ def paired_report(tmp_path_factory, torch_python):
     two seed cases would add is checked by test_ab's and test_report's label comparisons, which
     flag exactly the cases the shim reaches). Every valgrind process imports torch (12-24 s)
     and counts each case; WithTorchFunction's counts, moved by layout alone, often left it
-    undecided over the three drawn seeds, and three more were counted for it.
+    undecided for several rounds of seeds.
 
     Read by tests/test_report.py (the ZIP) and tests/test_callgrind.py (the instruction counts
     in its base.json and branch.json: each build under the same drawn hash seeds, with call

@@ -24,8 +24,7 @@ def counted(paired_report):
     """(base runs, branch runs): the instruction counts of conftest.py's paired report.sh, read
     from the bench outputs in its ZIP: this interpreter and a branch whose shim on
     Tensor.__torch_function__ runs a 40-turn Python loop, Tensor and SubTensor counted with call
-    paths under the same three drawn hash seeds (matched), and under up to three more for a
-    case those leave undecided. One valgrind run of both builds serves these tests and the
+    paths under the same drawn hash seeds (matched), in rounds until each case is decided. One valgrind run of both builds serves these tests and the
     report's."""
     out, path = paired_report
     assert os.path.exists(path), out.stderr
@@ -82,7 +81,8 @@ def test_a_shim_on_tensor_torch_function_shows_only_where_it_runs(counted):
     # beyond what layout moves (the bare shim's ~+400 was "inconclusive" on some seeds).
     per_seed = [b.get("SubTensor", "torch.add").per_call - a.get("SubTensor", "torch.add").per_call
                 for a, b in zip(base, branch) if a.get("SubTensor", "torch.add")]
-    assert len(per_seed) >= callgrind.COMPARE_SEED_COUNT and min(per_seed) > 1000, per_seed
+    # A change this size is decided on the first seed (beyond 1% of the count on one seed).
+    assert len(per_seed) >= 1 and min(per_seed) > 1000, per_seed
     assert verdicts["SubTensor"].verdict == "regression", verdicts["SubTensor"]
     # No path of plain tensors reaches Tensor.__torch_function__: layout luck at most, never a
     # verdict. (test_ab.py's comparison against a shim flags exactly the cases it reaches.)
@@ -156,7 +156,7 @@ def test_where_the_shims_instructions_went_adds_up_and_names_the_interpreter(cou
     base, branch = counted
     went = calltree.where_it_went(base, branch, "SubTensor", "torch.add")
     assert went.seeds == tuple(run.seed for run in base if run.get("SubTensor", "torch.add"))
-    assert len(went.seeds) >= callgrind.COMPARE_SEED_COUNT
+    assert len(went.seeds) >= 1
     by_function = {r.function.split(" [")[0]: r for r in went.rows}
     # A Python function call more per call: Callgrind sees the interpreter evaluating its frame.
     assert by_function["_PyEval_EvalFrameDefault"].delta_self > 100, went.rows
