@@ -1,7 +1,7 @@
 """Library placement: identical libraries loaded from one file, differing ones copied per pair.
 
-The end-to-end tests use real torch: a second install of this interpreter's torch package (a
-`cp -a` of its folder, as two installs of one wheel are), imported by a virtualenv through a
+The end-to-end tests use real torch: a second install of this interpreter's torch package (its
+libraries copied, as two installs of one wheel have them), imported by a virtualenv through a
 `.pth` file (tests/conftest.py's second_install), and real A/B workers whose memory maps are
 read from /proc.
 """
