@@ -62,7 +62,9 @@ def test_record_writes_the_readme_names_and_a_manifest(runs):
     assert {"base.json", "base.txt", "record.json"} <= files
     manifest = json.loads((runs / "base" / "record.json").read_text())
     assert manifest["schema"] == "torch-function-overhead/record/1" and manifest["complete"]
-    assert all(entry["samples"] > 100 for entry in manifest["flamegraphs"].values())
+    # 2 s at 200 Hz is ~400 samples a case; py-spy --native falls behind on a busy machine (under
+    # three heavy processes on 2 cores one case got fewer than 100), so: clearly sampled, no more.
+    assert all(entry["samples"] > 20 for entry in manifest["flamegraphs"].values())
 
 
 def _report(runs, tmp_path, *extra, env=None):
