@@ -46,7 +46,9 @@ def test_loop_cost_removal_makes_the_figure_independent_of_calls_per_sample():
     short_loop, long_loop = (statistics.median(removed[calls]) for calls in (50, 500))
     assert short_loop > 3 * long_loop, (short_loop, long_loop)  # the removal had work to do
     residual = stats.headline(samples[50]) - stats.headline(samples[500])
-    assert abs(residual) < (short_loop - long_loop) / 3, (residual, short_loop, long_loop)
+    # Half the difference: not removed, the residual is all of it. Beside a busy loop *and* the
+    # suite's other xdist worker (three CPU-heavy processes on 2 cores) it reached 37% once.
+    assert abs(residual) < (short_loop - long_loop) / 2, (residual, short_loop, long_loop)
 
 
 def test_an_empty_statement_costs_nothing_after_removal():
