@@ -874,7 +874,7 @@ def _count_first(base_py: str, branch_py: str, targets, config: ABConfig, say,
 
     started = time.monotonic()
     wanted = _countable(targets, base_py, import_paths[0])
-    first = len(config.instruction_seeds) if not config.add_seeds else callgrind.seeds_per_round()
+    first = callgrind.first_round(config.instruction_seeds, config.add_seeds)
     say(f"counting instructions first: {first} seed{'s' if first != 1 else ''} x 2 builds with Callgrind, "
         f"{min(2 * first, callgrind.count_jobs())} at once"
         + (f"; more seeds for cases left undecided, up to {callgrind.MAX_COMPARE_SEEDS}" if config.add_seeds else ""))

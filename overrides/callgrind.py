@@ -768,6 +768,12 @@ def seeds_per_round(builds: int = 2) -> int:
     return max(1, count_jobs() // builds)
 
 
+def first_round(seeds: Sequence[int], add_seeds: bool, per_round: int | None = None) -> int:
+    """How many seeds count_until_decided counts every case under first: the user's own seeds
+    all at once; drawn ones a round's worth (seeds_per_round())."""
+    return max(1, per_round or seeds_per_round()) if add_seeds else len(seeds)
+
+
 def count_until_decided(count_builds_: Callable[[list, Sequence[int]], list[list[CountRun]]],
                         targets: list, seeds: Sequence[int], add_seeds: bool,
                         say: Callable[[str], None] | None = None, per_round: int | None = None,
@@ -790,7 +796,7 @@ def count_until_decided(count_builds_: Callable[[list, Sequence[int]], list[list
     if not add_seeds:
         base_runs, branch_runs = count_builds_(list(targets), tuple(seeds))
         return base_runs, branch_runs, compare_counts(base_runs, branch_runs), tuple(seeds)
-    per_round = max(1, per_round or seeds_per_round())
+    per_round = first_round(seeds, add_seeds, per_round)
     pool = list(seeds)
     if len(pool) < per_round:
         pool += fresh_seeds(per_round - len(pool), taken=pool)

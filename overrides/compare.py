@@ -181,7 +181,7 @@ def with_counts(comparisons, count_comparisons, sure_clock: dict | None = None) 
         out.append(dataclasses.replace(
             c, base_instructions=counted.base, branch_instructions=counted.branch,
             instructions_ci95=counted.ci95, wall_verdict=c.verdict, counts_verdict=counted.verdict,
-            counts_exact=getattr(counted, "exact", False),
+            counts_exact=counted.exact,
             verdict=clock_and_counts(c.verdict, counted.verdict, (sure_clock or {}).get((c.case, c.op)))))
     return out
 

@@ -31,15 +31,16 @@ What it does, once per comparison:
   benchmark never executes them, and copying them would cost seconds per pair.
 - Python source files are hard-linked into the views (copied where the view is on another file
   system): real files, not symbolic links, in real folders, so every module's *real* path is the
-  view's path and has one length on both sides. While torch
-  imports, `inspect.getmodule` caches `os.path.realpath` of every loaded module's file; through
-  links those were the two installs' own paths, and their lengths moved allocations. Measured
+  view's path and has one length on both sides. While torch imports, `inspect.getmodule`
+  caches `os.path.realpath` of every loaded module's file; through symbolic links those were the
+  two installs' own paths, and their lengths moved allocations. Measured
   (Callgrind, nothing changed, two kept copies at runs/base/kept and runs/branch/kept): SubTensor
   +0.6, +11.8 and -582.9 instructions a call over three seeds and SubWithTorchFunction flagged
   +112 when the views linked the Python files; +0.0 on every case and seed with the files copied
   (and with links whose targets had paths of one length). Copying torch's ~2,400 files took
   well under a second, a whole site-packages (~14,000 files, ~180 MB) ~2 s a side quiet and
-  ~11 s for both beside a test suite; hard links take a fraction of that (benchmarks/README.md). Other files (headers, binaries, `__pycache__`) stay links: nothing resolves them.
+  ~11 s for both beside a test suite; hard links take a fraction of that. Other files
+  (headers, binaries, `__pycache__`) stay links: nothing resolves them.
 
 The two views' paths have the same length, so both sides' strings and stacks stay alike. Linux
 only: elsewhere (or when torch cannot be located without importing it) each side imports torch

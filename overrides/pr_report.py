@@ -388,7 +388,7 @@ class Report:
                     self.count_parts = [text.replace(image, instead) for text in self.count_parts]
         finally:
             self._shots = []
-            self._shooter.shutdown(wait=True, cancel_futures=True)
+            self.stop_screenshots()
 
     def _differential(self, comparison, folded: dict, stem: str, browser: str | None) -> list[str]:
         from overrides import calltree, flamegraph, pycalls

@@ -347,6 +347,11 @@ def _interval(ci, signed: bool = True) -> str:
     return "-" if ci is None else f"{fmt_ns(ci[0], signed)}..{fmt_ns(ci[1], signed)}"
 
 
+def _one_seed(c) -> bool:
+    """Counted under one seed only: no interval over seeds (SINGLE_LAYOUT_ALLOWANCE_PCT judged)."""
+    return c.instructions_ci95 is None and c.delta_instructions is not None
+
+
 def _counted(comparisons) -> bool:
     return any(c.delta_instructions is not None for c in comparisons)
 
@@ -362,8 +367,7 @@ def _comparison_rows(comparisons, multi_op: bool) -> list[list[str]]:
         if counted:
             instr_pct = ("-" if c.delta_instructions is None or not c.base_instructions
                          else f"{100 * c.delta_instructions / c.base_instructions:+.2f}%")
-            counts_ci = ("1 seed" if c.instructions_ci95 is None and c.delta_instructions is not None
-                         else _interval(c.instructions_ci95))
+            counts_ci = "1 seed" if _one_seed(c) else _interval(c.instructions_ci95)
             rows.append(wall + [pct, c.wall_verdict or c.verdict, fmt_ns(c.delta_instructions, True),
                                 counts_ci, instr_pct, verdict_cell(c)])
         else:
@@ -440,8 +444,8 @@ def comparison_notes(comparisons, settings: dict) -> list[str]:
             notes.append(f"exact: {', '.join(exact)} counted alike on both sides under every seed "
                          "(within 2 instructions a call, both started from one path): the same "
                          "instructions ran, so \"no change\" needs no more seeds.")
-        one_seed = [c.case for c in comparisons if c.delta_instructions is not None
-                    and c.instructions_ci95 is None and c.counts_verdict in ("regression", "improvement")]
+        one_seed = [c.case for c in comparisons
+                    if _one_seed(c) and c.counts_verdict in ("regression", "improvement")]
         if one_seed:
             notes.append(f"1 seed: {', '.join(one_seed)} moved by more than 1% of the count under the "
                          "first seed, more than layout alone moved a count over nine seeds (SubTensor: "
