@@ -25,6 +25,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 from overrides.ab import resolve_interpreter  # noqa: E402
+from overrides.argtypes import positive_int  # noqa: E402
+from overrides.errors import UsageError  # noqa: E402
 
 CASES = ("Tensor", "SubTensor", "WithTorchFunction", "SubWithTorchFunction")
 PROJECTED_CPUS = (8, 32)
@@ -56,15 +58,18 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("base")
     parser.add_argument("branch")
-    parser.add_argument("--seeds", type=int, default=3, help="seeds per build (jobs = 2 x seeds)")
-    parser.add_argument("--cpus", type=int, nargs="+", default=[1, 2])
+    parser.add_argument("--seeds", type=positive_int, default=3, help="seeds per build (jobs = 2 x seeds)")
+    parser.add_argument("--cpus", type=positive_int, nargs="+", default=[1, 2])
     args = parser.parse_args()
     if not shutil.which("taskset"):
-        sys.exit("count_scaling: taskset not found (util-linux)")
+        parser.error("taskset not found; install util-linux (apt-get install util-linux)")
     available = len(os.sched_getaffinity(0))
     if max(args.cpus) > available:
-        sys.exit(f"count_scaling: --cpus {max(args.cpus)} asked, this machine gives {available}")
-    pythons = [resolve_interpreter(args.base), resolve_interpreter(args.branch)]
+        parser.error(f"--cpus {max(args.cpus)} asked, this machine gives {available}; ask for at most that")
+    try:
+        pythons = [resolve_interpreter(args.base), resolve_interpreter(args.branch)]
+    except UsageError as error:
+        parser.error(str(error))
     seeds = list(range(101, 101 + args.seeds))
     jobs = 2 * len(seeds)
     print(f"counting {len(CASES)} cases, {len(pythons)} builds x {len(seeds)} seeds = {jobs} jobs", file=sys.stderr)
