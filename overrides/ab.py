@@ -781,7 +781,7 @@ def _finish(base: Interpreter, branch: Interpreter, pooled: _Pooled, config: ABC
 
         settings["instructions"] = {"seeds": list(counted.seeds),
                                     "threshold": callgrind.DEFAULT_THRESHOLD_INSTRUCTIONS,
-                                    "threshold_pct": callgrind.DEFAULT_THRESHOLD_INSTRUCTIONS_PCT,
+                                    "threshold_pct": config.threshold_pct,
                                     "seeds_added": list(counted.seeds_added),
                                     "counted_first_s": round(counted.seconds, 1),
                                     "settled_by_counts": sorted(f"{case} {op}" for case, op in counted.settled)}
@@ -885,7 +885,8 @@ def _count_first(base_py: str, branch_py: str, targets, config: ABConfig, say,
 
     try:
         base_counts, branch_counts, comparisons, seeds = callgrind.count_until_decided(
-            count, wanted, config.instruction_seeds, config.add_seeds, say)
+            count, wanted, config.instruction_seeds, config.add_seeds, say,
+            threshold_pct=config.threshold_pct)
     except UsageError as error:
         if not config.instructions_optional:
             raise

@@ -74,12 +74,10 @@ DEFAULT_SEEDS = (1,)
 # two each time.
 COMPARE_SEED_COUNT = 3
 # Seeds whose counts leave a case undecided get company, for those cases only, up to this many
-# in all, while more could decide them (more_seeds_could_decide). An untouched case whose counts
-# move by layout (the bare shim's WithTorchFunction: -21..+23 instructions over three seeds)
-# cannot be called "no change" on three: the 99% t-interval (t = 9.9 at 2 degrees of freedom) is
-# +-126 against a 50-instruction threshold; on five seeds (t = 4.6) about +-41, on six +-33. One
-# more seed costs ~15 s quiet, ~30 s busy (both builds at once; the imports under valgrind are
-# most of it).
+# in all, while more could decide them (more_seeds_could_decide). With layout's known spread
+# pooled in (LAYOUT_SPREAD_PCT) most cases are decided on one or two seeds; six is for a
+# comparison whose own spread is wider than that. One more seed costs ~15 s quiet, ~30 s busy
+# (both builds at once; the imports under valgrind are most of it).
 MAX_COMPARE_SEEDS = 6
 # Drawn seeds have six digits: PYTHONHASHSEED's value is in the environment, so every
 # comparison's environment then has one length.
@@ -111,11 +109,29 @@ CONTEXT_DEPTH = 80
 STACK_MIN_PER_CALL = 0.05  # call paths below this many instructions a call are not kept
 PAD_VARIABLE = "OVERRIDES_LAYOUT_PAD"
 # Verdicts on counts. Across 9 layouts SubTensor's per-call count ranged 0.83% (+-108 of 39k),
-# so a single layout cannot carry less than ~1%; over several matched seeds the t-interval of
-# the deltas decides, and the threshold is what is worth a reviewer's attention.
+# so a single layout cannot carry a change of less than ~1% (SINGLE_LAYOUT_ALLOWANCE_PCT).
+# The threshold is the clock's own fraction of the base (compare.DEFAULT_THRESHOLD_PCT, or the
+# user's --threshold-pct), so a verdict means one size of change in both views: at ~0.12 ns an
+# instruction 0.75% of a case's instructions is 0.75% of its time. It was 0.25% until the bare
+# shim's untouched WithTorchFunction, whose per-seed deltas move -94..+39 by layout (0.12% sd),
+# stayed undecided in 4 of 20 comparisons: a third of the clock's threshold no count could reach.
 DEFAULT_THRESHOLD_INSTRUCTIONS = 50.0
-DEFAULT_THRESHOLD_INSTRUCTIONS_PCT = 0.25
+DEFAULT_THRESHOLD_INSTRUCTIONS_PCT = 0.75
 SINGLE_LAYOUT_ALLOWANCE_PCT = 1.0  # one seed: no spread to measure, so this much is layout luck
+# How far layout moves a per-seed delta, known before a comparison starts: the standard deviation
+# of the bare shim's per-seed deltas over 26 comparisons (199 seeds) was 0.12% of the count on
+# Tensor and WithTorchFunction and 0.22% on SubTensor and SubWithTorchFunction. The interval of
+# a comparison's seeds pools this prior, weighted as LAYOUT_SPREAD_WEIGHT seeds, with their own
+# spread (the moderated t of empirical Bayes): two or three seeds alone give t-intervals of
+# +-12.7 and +-4.3 standard errors, so wide that the bare shim's SubTensor (+1.2%) read
+# "regression" on two seeds only 56% of the time and its untouched cases needed three to six.
+# With the prior both are decided on one or two seeds (replayed over the 199 seed deltas: 1.1
+# and 1.6 rounds on average, no wrong verdict). A comparison whose own spread exceeds the prior
+# LAYOUT_SPREAD_TRUSTED times is not the kind the prior was measured on: its own t-interval
+# alone judges it.
+LAYOUT_SPREAD_PCT = 0.25
+LAYOUT_SPREAD_WEIGHT = 4
+LAYOUT_SPREAD_TRUSTED = 2.0
 # Counts made from one path on both sides (overrides/samepath.py) are deterministic: two installs
 # or copies of one build counted 0.0 apart on every case and seed in every A/A comparison so far
 # (benchmarks/README.md, "One path for both sides"), while any change of code a case runs moved
@@ -124,11 +140,10 @@ SINGLE_LAYOUT_ALLOWANCE_PCT = 1.0  # one seed: no spread to measure, so this muc
 # its first seed on: the same instructions ran.
 EXACT_INSTRUCTIONS = 2.0
 # "no change" on counts: the 95% interval of the per-seed deltas inside the threshold, where the
-# clock asks 99% (compare.NO_CHANGE_CONFIDENCE). The clock's margin guards a 20 ns threshold
-# against a noisy sample; the counts' threshold is 50 instructions, ~6 ns of work at ~0.12 ns an
-# instruction, so a count "no change" wrong at its threshold 2.5% of the time misses a change
-# the clock could never have shown. At 99% the bare shim's untouched Tensor (-19..0 over seeds)
-# took five seeds, ~17 s each on two CPUs; at 95% it takes two or three.
+# clock asks 99% (compare.NO_CHANGE_CONFIDENCE). The clock's margin guards its threshold against
+# a sample whose noise is the machine's; the counts' noise is layout's, measured (above) and
+# pooled into the interval. At 99% the bare shim's untouched Tensor (-19..0 over seeds) took
+# five seeds, ~17 s each on two CPUs; at 95% it takes two or three.
 COUNTS_NO_CHANGE_CONFIDENCE = 0.95
 
 
@@ -700,8 +715,9 @@ def compare_counts(base_runs: Sequence[CountRun], branch_runs: Sequence[CountRun
                    threshold_pct: float = DEFAULT_THRESHOLD_INSTRUCTIONS_PCT) -> list[CountComparison]:
     """Per (case, op): mean delta over seeds present on both sides, its interval, a verdict.
 
-    Several seeds: a t-interval over the matched per-seed deltas. One seed: no spread to take an
-    interval from, so the change must also exceed SINGLE_LAYOUT_ALLOWANCE_PCT of the count.
+    The interval pools the matched per-seed deltas' own spread with layout's known one
+    (layout_interval). One seed: a change must also exceed SINGLE_LAYOUT_ALLOWANCE_PCT of the
+    count, while "no change" may rest on the known spread alone.
     From one path on both sides, a delta within EXACT_INSTRUCTIONS on every seed is "no change"
     however few the seeds. Runs that started from different paths (no private namespace:
     overrides/samepath.py) carry an offset no interval sees, so the threshold is at least
@@ -729,21 +745,49 @@ def compare_counts(base_runs: Sequence[CountRun], branch_runs: Sequence[CountRun
         delta = sum(diffs) / len(diffs)
         limit = max(threshold, threshold_pct / 100 * base)
         spread = stats.stdev(diffs) if len(diffs) >= 2 else None
-        if len(diffs) >= 2:
-            se = spread / math.sqrt(len(diffs))
-            half = stats.t95(len(diffs) - 1) * se
-            wide = stats.t_quantile(COUNTS_NO_CHANGE_CONFIDENCE, len(diffs) - 1) * se
-            ci, no_change_ci = (delta - half, delta + half), (delta - wide, delta + wide)
-        else:
-            allowance = SINGLE_LAYOUT_ALLOWANCE_PCT / 100 * base
-            ci = no_change_ci = (delta - allowance, delta + allowance)
-            limit = max(limit, allowance)
         exact = one_path and all(abs(d) <= EXACT_INSTRUCTIONS for d in diffs)
-        verdict = "no change" if exact else judge(delta, ci, limit, no_change_ci)
+        ci = layout_interval(diffs, base, 0.95)
+        no_change_ci = layout_interval(diffs, base, COUNTS_NO_CHANGE_CONFIDENCE)
+        if exact:
+            verdict = "no change"
+        elif len(diffs) == 1:
+            # a change on one seed must pass what one layout can move a count by; "no change"
+            # needs the delta inside the threshold by the prior's interval
+            allowance = SINGLE_LAYOUT_ALLOWANCE_PCT / 100 * base
+            verdict = judge(delta, (delta - allowance, delta + allowance), max(limit, allowance))
+            if verdict in ("regression", "improvement"):
+                limit = max(limit, allowance)
+            else:
+                low, high = no_change_ci
+                verdict = "no change" if -limit <= low and high <= limit else "inconclusive"
+        else:
+            verdict = judge(delta, ci, limit, no_change_ci)
         out.append(CountComparison(case, op, base, branch, delta,
                                    (min(diffs), max(diffs)) if exact else ci if len(diffs) >= 2 else None,
                                    verdict, len(diffs), spread, limit, exact))
     return out
+
+
+def layout_interval(diffs: Sequence[float], base: float, confidence: float) -> tuple[float, float]:
+    """The `confidence` interval of the mean of the per-seed deltas `diffs` of a case counting
+    `base` instructions a call (see LAYOUT_SPREAD_PCT)."""
+    mean = sum(diffs) / len(diffs)
+    half = _half_width(stats.stdev(diffs) if len(diffs) >= 2 else 0.0, len(diffs), base, confidence)
+    return mean - half, mean + half
+
+
+def _half_width(own: float, seeds: int, base: float, confidence: float) -> float:
+    """Half the interval of a mean over `seeds` per-seed deltas whose own standard deviation is
+    `own`: Student's t on a variance that pools layout's known spread (LAYOUT_SPREAD_PCT of
+    `base`, worth LAYOUT_SPREAD_WEIGHT seeds) with their own, or on their own alone once it is
+    beyond LAYOUT_SPREAD_TRUSTED times the known one."""
+    known = LAYOUT_SPREAD_PCT / 100 * abs(base)
+    if own <= LAYOUT_SPREAD_TRUSTED * known:
+        df = LAYOUT_SPREAD_WEIGHT + seeds - 1
+        variance = (LAYOUT_SPREAD_WEIGHT * known ** 2 + (seeds - 1) * own ** 2) / df
+    else:
+        df, variance = seeds - 1, own ** 2
+    return stats.t_quantile(confidence, df) * math.sqrt(variance / seeds)
 
 
 def more_seeds_could_decide(c: CountComparison, max_seeds: int = MAX_COMPARE_SEEDS) -> bool:
@@ -752,13 +796,12 @@ def more_seeds_could_decide(c: CountComparison, max_seeds: int = MAX_COMPARE_SEE
     is no spread yet to go on. A case more seeds cannot decide (its delta sits near the
     threshold, or moves too much by layout) is left to the clock rather than counted on: the
     bare shim's untouched WithTorchFunction, -20 +- 25 over seeds, once took six seeds (~17 s
-    each on two CPUs) to stay "inconclusive"."""
+    each on two CPUs) to stay "inconclusive" at a threshold of 0.25%."""
     if c.spread is None or c.limit is None or c.seeds >= max_seeds:
         return c.seeds < max_seeds
-    se = c.spread / math.sqrt(max_seeds)
     size = abs(c.delta)
-    no_change = size + stats.t_quantile(COUNTS_NO_CHANGE_CONFIDENCE, max_seeds - 1) * se <= c.limit
-    change = size >= c.limit and size - stats.t95(max_seeds - 1) * se > 0
+    no_change = size + _half_width(c.spread, max_seeds, c.base, COUNTS_NO_CHANGE_CONFIDENCE) <= c.limit
+    change = size >= c.limit and size - _half_width(c.spread, max_seeds, c.base, 0.95) > 0
     return no_change or change
 
 
@@ -777,6 +820,7 @@ def first_round(seeds: Sequence[int], add_seeds: bool, per_round: int | None = N
 def count_until_decided(count_builds_: Callable[[list, Sequence[int]], list[list[CountRun]]],
                         targets: list, seeds: Sequence[int], add_seeds: bool,
                         say: Callable[[str], None] | None = None, per_round: int | None = None,
+                        threshold_pct: float = DEFAULT_THRESHOLD_INSTRUCTIONS_PCT,
                         ) -> tuple[list[CountRun], list[CountRun], list[CountComparison], tuple[int, ...]]:
     """Base and branch counted by `count_builds_(targets, seeds)` and compared. Returns (base
     runs, branch runs, comparisons, every seed counted).
@@ -795,7 +839,7 @@ def count_until_decided(count_builds_: Callable[[list, Sequence[int]], list[list
 
     if not add_seeds:
         base_runs, branch_runs = count_builds_(list(targets), tuple(seeds))
-        return base_runs, branch_runs, compare_counts(base_runs, branch_runs), tuple(seeds)
+        return base_runs, branch_runs, compare_counts(base_runs, branch_runs, threshold_pct=threshold_pct), tuple(seeds)
     per_round = first_round(seeds, add_seeds, per_round)
     pool = list(seeds)
     if len(pool) < per_round:
@@ -803,7 +847,7 @@ def count_until_decided(count_builds_: Callable[[list, Sequence[int]], list[list
     counted = tuple(pool[:per_round])
     round_started = time.monotonic()
     base_runs, branch_runs = count_builds_(list(targets), counted)
-    comparisons = compare_counts(base_runs, branch_runs)
+    comparisons = compare_counts(base_runs, branch_runs, threshold_pct=threshold_pct)
     while len(counted) < MAX_COMPARE_SEEDS:
         open_ = [c for c in comparisons if c.verdict not in DECIDED]
         undecided = [(c.case, c.op) for c in open_ if more_seeds_could_decide(c)]
@@ -826,7 +870,7 @@ def count_until_decided(count_builds_: Callable[[list, Sequence[int]], list[list
         more_base, more_branch = count_builds_(undecided, new)
         base_runs, branch_runs = base_runs + more_base, branch_runs + more_branch
         counted += new
-        comparisons = compare_counts(base_runs, branch_runs)
+        comparisons = compare_counts(base_runs, branch_runs, threshold_pct=threshold_pct)
     return base_runs, branch_runs, comparisons, counted
 
 

@@ -243,13 +243,15 @@ class Report:
                     "threshold_pct": ab_config.threshold_pct}
         count_files = [recorded[role].instructions_path() for role in ROLES]
         if all(count_files):
-            comparisons, runs = self._judge_on_counts(comparisons, runs, count_files, settings)
+            comparisons, runs = self._judge_on_counts(comparisons, runs, count_files, settings,
+                                                      ab_config.threshold_pct)
         elif any(count_files):
             self.notes.append("Only one side has instruction counts (record both with "
                               "`record.sh --instructions`), so the verdicts rest on wall time.")
         return comparisons, runs, settings
 
-    def _judge_on_counts(self, comparisons, runs: dict, count_files, settings: dict):
+    def _judge_on_counts(self, comparisons, runs: dict, count_files, settings: dict,
+                         threshold_pct: float):
         from overrides import callgrind
 
         counts = []
@@ -264,10 +266,10 @@ class Report:
             return comparisons, runs
         settings["instructions"] = {"seeds": seeds,
                                     "threshold": callgrind.DEFAULT_THRESHOLD_INSTRUCTIONS,
-                                    "threshold_pct": callgrind.DEFAULT_THRESHOLD_INSTRUCTIONS_PCT}
+                                    "threshold_pct": threshold_pct}
         runs = {role: dataclasses.replace(runs[role], instructions=callgrind.to_dict(c))
                 for role, c in zip(ROLES, counts)}
-        return compare.with_counts(comparisons, callgrind.compare_counts(*counts)), runs
+        return compare.with_counts(comparisons, callgrind.compare_counts(*counts, threshold_pct=threshold_pct)), runs
 
     # -- flamegraphs -----------------------------------------------------------------------
 

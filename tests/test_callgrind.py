@@ -248,29 +248,37 @@ def _synthetic_counter(deltas_by_case: dict[str, list[float]], base: float = 10_
 
 def test_undecided_counts_get_more_seeds_until_decided():
     # Steady: the same count under every layout, so exact from its first seed. Wobbly: moved
-    # +-20 by layout, the bare shim's untouched WithTorchFunction: undecided on 1 to 3 seeds; on
-    # 4 its 95% interval (+-37) lies inside the 50-instruction threshold: "no change".
-    counter, asked = _synthetic_counter({"Steady": [0.0] * 6, "Wobbly": [20, -20] * 3})
+    # +-40 by layout (0.4% of 10,000), twice layout's known spread: undecided on 1 seed (the known
+    # spread alone, +-69) and 2 (their own spread, 57, is beyond 2x the known one, so their own
+    # t-interval, +-508); on 3 the spread is back within and the pooled interval (+-48 around
+    # +13) lies inside the 75-instruction threshold: "no change".
+    counter, asked = _synthetic_counter({"Steady": [0.0] * 6, "Wobbly": [40, -40] * 3})
     targets = [("Steady", "op"), ("Wobbly", "op")]
     said = []
     base, branch, comparisons, seeds = callgrind.count_until_decided(counter, targets, (11, 12, 13), True,
                                                                      said.append, per_round=1)
     verdicts = {c.case: (c.verdict, c.seeds) for c in comparisons}
-    assert verdicts == {"Steady": ("no change", 1), "Wobbly": ("no change", 4)}
+    assert verdicts == {"Steady": ("no change", 1), "Wobbly": ("no change", 3)}
     assert {c.case: c.exact for c in comparisons} == {"Steady": True, "Wobbly": False}
-    assert seeds[:3] == (11, 12, 13) and len(set(seeds)) == len(seeds) == 4
+    assert seeds == (11, 12, 13)
     assert asked[0] == (["Steady", "Wobbly"], (11,))
-    assert [cases for cases, _ in asked[1:]] == [["Wobbly"]] * 3
-    assert len(base) == len(branch) == 4
-    # Two seeds a round (four CPUs): the same verdicts in two rounds instead of four.
-    counter, asked = _synthetic_counter({"Steady": [0.0] * 6, "Wobbly": [20, -20] * 3})
+    assert [cases for cases, _ in asked[1:]] == [["Wobbly"]] * 2
+    assert len(base) == len(branch) == 3
+    # Two seeds a round (four CPUs): the same verdicts in two rounds instead of three.
+    counter, asked = _synthetic_counter({"Steady": [0.0] * 6, "Wobbly": [40, -40] * 3})
     *_, comparisons, seeds = callgrind.count_until_decided(counter, targets, (11, 12, 13), True, per_round=2)
     assert [len(s) for _, s in asked] == [2, 2] and len(seeds) == 4 and seeds[:3] == (11, 12, 13)
     assert {c.case: c.verdict for c in comparisons} == {"Steady": "no change", "Wobbly": "no change"}
-    # A change right at the threshold: counted on until decided.
-    counter, _ = _synthetic_counter({"Near": [-40, -60, -50, -45, -55, -50]})
+    # A change just inside the threshold (-70 against 75): six seeds would still leave its
+    # interval (+-18 projected) across the threshold, so after two the clock judges it.
+    counter, _ = _synthetic_counter({"Near": [-60, -80, -70, -65, -75, -70]})
     *_, near, _ = callgrind.count_until_decided(counter, [("Near", "op")], (1, 2, 3), True, per_round=1)
-    assert near[0].seeds >= 3
+    assert (near[0].seeds, near[0].verdict) == (2, "inconclusive")
+    assert not callgrind.more_seeds_could_decide(near[0])
+    # Just outside it (-80 against 75) more seeds could: counted on.
+    counter, _ = _synthetic_counter({"Near": [-90, -70, -85, -75, -80, -80]})
+    *_, near, _ = callgrind.count_until_decided(counter, [("Near", "op")], (1, 2, 3), True, per_round=1)
+    assert (near[0].seeds, near[0].verdict) == (2, "improvement")
     # The verdict note names the added seeds as covering only what the first ones left open.
     from overrides import compare, report
     clock = [compare.Comparison(c.case, c.op, 1000.0, 1000.0, 0.0, (-5.0, 5.0), "no change", paired=True)
@@ -302,7 +310,7 @@ def test_exact_counts_need_one_path():
 
 
 def test_seeds_stop_where_more_could_not_decide_and_users_seeds_are_kept_as_given():
-    # +-300 by layout against a 100-instruction threshold: six seeds could not decide it
+    # +-300 by layout against a 300-instruction threshold: six seeds could not decide it
     # either, so after two (the first spread seen) the clock is left to judge.
     wild = {"Wild": [300, -300] * 3}
     counter, asked = _synthetic_counter(wild, base=40_000.0)
@@ -313,11 +321,11 @@ def test_seeds_stop_where_more_could_not_decide_and_users_seeds_are_kept_as_give
     assert not callgrind.more_seeds_could_decide(comparisons[0])
     assert any("counts cannot decide Wild with more seeds: the clock judges" in s for s in said)
     # A clear change one layout cannot carry (0.8% against the 1% a single seed needs) is
-    # counted on: two seeds show the spread, three decide it.
+    # counted on: the second seed decides it (+100 [+53..+147] against the 75 threshold).
     counter, asked = _synthetic_counter({"Clear": [80, 120, 100, 90]})
     *_, comparisons, seeds = callgrind.count_until_decided(counter, [("Clear", "op")], (1, 2, 3), True,
                                                            per_round=1)
-    assert comparisons[0].verdict == "regression" and len(seeds) == 3
+    assert comparisons[0].verdict == "regression" and len(seeds) == 2
     counter, asked = _synthetic_counter(wild, base=40_000.0)
     *_, comparisons, seeds = callgrind.count_until_decided(counter, [("Wild", "op")], (1, 2, 3), False)
     assert seeds == (1, 2, 3) and len(asked) == 1 and comparisons[0].verdict == "inconclusive"
@@ -326,3 +334,18 @@ def test_seeds_stop_where_more_could_not_decide_and_users_seeds_are_kept_as_give
 def test_fresh_seeds_avoid_the_ones_taken(monkeypatch):
     monkeypatch.setattr(callgrind, "FRESH_SEED_RANGE", (1, 10))
     assert set(callgrind.fresh_seeds(3, taken=range(1, 8))) == {8, 9, 10}
+
+
+def test_the_counts_threshold_is_the_clocks_fraction_of_the_base():
+    # One threshold in both views: the counts' default fraction is the clock's, and a user's
+    # --threshold-pct moves it. +150 a call on a 10,000-instruction case (1.5%) over three
+    # seeds that agree is a regression at 0.75%, "no change" at 2%.
+    from overrides import compare
+
+    assert callgrind.DEFAULT_THRESHOLD_INSTRUCTIONS_PCT == compare.DEFAULT_THRESHOLD_PCT
+    counter, _ = _synthetic_counter({"Case": [150, 155, 145]})
+    base, branch = counter([("Case", "op")], (1, 2, 3))
+    default, = callgrind.compare_counts(base, branch)
+    wide, = callgrind.compare_counts(base, branch, threshold_pct=2.0)
+    assert (default.verdict, default.limit) == ("regression", 75.0)
+    assert (wide.verdict, wide.limit) == ("no change", 200.0)
