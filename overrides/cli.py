@@ -75,6 +75,9 @@ def build_parser() -> argparse.ArgumentParser:
     ab.add_argument("--compare", nargs=2, metavar=("BASE_PY", "BRANCH_PY"),
                     help="measure two interpreters or virtualenvs side by side and judge each case")
     add_ab_arguments(ab)
+    from overrides import history
+
+    history.add_arguments(parser)
     return parser
 
 
@@ -116,6 +119,11 @@ def run(argv: list[str]) -> int:
         return 0
     if args.instructions and args.no_instructions:
         raise UsageError("--instructions and --no-instructions contradict each other; keep one")
+    from overrides import history
+
+    if args.history:
+        return history.run_history(args, stderr_progress(args.quiet))
+    history.refuse_stray_flags(args)
     if args.compare:
         return run_compare(args)
     if args.no_instructions:
