@@ -214,7 +214,8 @@ def resolve_builds(specs: Sequence[str], *, index_url: str | None = None, cache:
 def _check_builds(builds: Sequence[HistoryBuild], any_order: bool) -> None:
     seen: dict[tuple, HistoryBuild] = {}
     for build in builds:
-        identity = (build.python, build.torch_root, build.torch_dir)
+        # the interpreter's real file: a virtualenv named by its folder, bin/python or bin/python3
+        identity = (os.path.realpath(build.python), build.torch_root, build.torch_dir)
         if identity in seen:
             raise UsageError(f"{build.spec} and {seen[identity].spec} are one build (torch at "
                              f"{build.torch_dir}); list each build once")

@@ -42,7 +42,7 @@ def script(name, *args, env=None, timeout=600):
 # (`--no-loadscope-reorder` keeps this order), so the short tests fill the other worker
 # meanwhile and both end together. Without xdist none of this changes anything.
 SHARED_BUT_CHEAP = {"torch_python", "tmp_path_factory", "worker_id", "testrun_uid"}
-START_FIRST = ("paired_report", "copies_counted_first", "ahead_and_fresh")
+START_FIRST = ("paired_report", "copies_counted_first", "ahead_and_fresh", "history_measured")
 # test_report's label recordings (unpaired bench runs and py-spy) run after the paired report,
 # in its worker, not beside a valgrind group: beside one (load 6 on 2 cores, with another
 # tenant's work) py-spy once took no sample inside a hot loop and record.sh failed.
