@@ -207,11 +207,12 @@ def resolve_builds(specs: Sequence[str], *, index_url: str | None = None, cache:
         builds.append(HistoryBuild(spec, _short_name(spec, kind, probed.torch_version), kind,
                                    probed.executable, target.torch_root, probed.torch_dir,
                                    probed.torch_version))
-    _check_builds(builds, any_order)
-    return builds
+    return _checked(builds, any_order)
 
 
-def _check_builds(builds: Sequence[HistoryBuild], any_order: bool) -> None:
+def _checked(builds: list[HistoryBuild], any_order: bool) -> list[HistoryBuild]:
+    """`builds` refused if one is listed twice or (unless `any_order`) their torch versions go
+    backwards; names made unique (`main#1`, `main#2`) where two folders share one."""
     seen: dict[tuple, HistoryBuild] = {}
     for build in builds:
         # the interpreter's real file: a virtualenv named by its folder, bin/python or bin/python3
@@ -220,20 +221,20 @@ def _check_builds(builds: Sequence[HistoryBuild], any_order: bool) -> None:
             raise UsageError(f"{build.spec} and {seen[identity].spec} are one build (torch at "
                              f"{build.torch_dir}); list each build once")
         seen[identity] = build
+    if not any_order:
+        for earlier, later in zip(builds, builds[1:]):
+            a, b = version_key(earlier.torch_version), version_key(later.torch_version)
+            if a is not None and b is not None and b < a:
+                raise UsageError(f"builds out of order: {earlier.spec} (torch {earlier.torch_version}) "
+                                 f"comes before {later.spec} (torch {later.torch_version}); list them "
+                                 "oldest first, or pass --any-order")
     names = [build.name for build in builds]
+    unique = []
     for i, build in enumerate(builds):
         if names.count(build.name) > 1:
-            builds_named = [b for b in builds if b.name == build.name]
-            for k, b in enumerate(builds_named):
-                object.__setattr__(b, "name", f"{b.name}#{k + 1}")
-    if any_order:
-        return
-    for earlier, later in zip(builds, builds[1:]):
-        a, b = version_key(earlier.torch_version), version_key(later.torch_version)
-        if a is not None and b is not None and b < a:
-            raise UsageError(f"builds out of order: {earlier.spec} (torch {earlier.torch_version}) "
-                             f"comes before {later.spec} (torch {later.torch_version}); list them "
-                             "oldest first, or pass --any-order")
+            build = dataclasses.replace(build, name=f"{build.name}#{names[:i + 1].count(build.name)}")
+        unique.append(build)
+    return unique
 
 
 # ---------------------------------------------------------------------------------------------
@@ -444,7 +445,8 @@ def table(builds, steps, figures) -> str:
                 row += [f"{step.counts.delta:+,.1f}", f"{step.delta_pct:+.2f}%", _mark(step.verdict) + exact]
             if timed:
                 k = step.clock if step else None
-                row.append("" if k is None else f"{k.delta_ns:+,.0f} ns")
+                ci = f" [{k.ci95_ns[0]:+,.0f}..{k.ci95_ns[1]:+,.0f}]" if k is not None and k.ci95_ns else ""
+                row.append("" if k is None else f"{k.delta_ns:+,.0f} ns{ci}")
             rows.append(row)
         widths = [max(len(r[i]) for r in rows if i < len(r)) for i in range(len(head))]
         right = {2, 3, 4, 6}
