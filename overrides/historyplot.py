@@ -2,7 +2,7 @@
 
 Drawn as a plain SVG (no script, no plotting library: the flamegraphs are made the same way, and
 Chromium turns either into the PNG a PR or a release note carries; overrides/screenshot.py).
-Readable at a glance: builds left to right, oldest first; each build's count with its interval
+Readable at a glance: builds left to right, oldest first; each build's count with its range
 over seeds; each step coloured by its verdict (red: regression, green: improvement, grey: no
 change, amber dashed: undecided) and labelled with its change and share. The y axis of a panel
 spans that case's own counts (a 1% step must be visible), and says so. Every mark carries
@@ -65,8 +65,8 @@ def render(builds: Sequence, figures: dict, steps: Sequence, title: str, subtitl
         out.append(f"<text x='{legend_x + 42}' y='87' font-size='14' {FONT}>{verdict}</text>")
         legend_x += 170
     out.append(f"<circle cx='{legend_x + 8}' cy='82' r='6' fill='{POINT}'/>"
-               f"<text x='{legend_x + 22}' y='87' font-size='14' {FONT}>a build's count, bar: its 95% "
-               "interval over seeds</text>")
+               f"<text x='{legend_x + 22}' y='87' font-size='14' {FONT}>a build's count (mean over its "
+               "seeds), bar: their range</text>")
     by_step = {(s.case, s.op, s.before, s.after): s for s in steps}
     for p, target in enumerate(targets):
         case, op = target
@@ -107,7 +107,9 @@ def render(builds: Sequence, figures: dict, steps: Sequence, title: str, subtitl
             out.append(f"<line x1='{x1:.1f}' y1='{y1:.1f}' x2='{x2:.1f}' y2='{y2:.1f}' stroke='{colour}' "
                        f"stroke-width='{5 if changed else 3}'{dash} data-step='{escape(before)}->{escape(after)}' "
                        f"data-verdict='{verdict}' data-delta='{step.counts.delta:.2f}'/>")
-            label = f"{step.counts.delta:+,.0f} ({step.delta_pct:+.1f}%)"
+            exact = getattr(step.counts, "exact", False)
+            label = (f"{step.counts.delta:+,.0f} (exact)" if exact else
+                     f"{step.counts.delta:+,.0f} ({step.delta_pct:+.{2 if abs(step.delta_pct) < 0.1 else 1}f}%)")
             mid_x, mid_y = (x1 + x2) / 2, min(y1, y2) - 10
             weight = "bold" if changed else "normal"
             out.append(f"<text x='{mid_x:.1f}' y='{max(mid_y, plot_top + 16):.1f}' font-size='15' "
