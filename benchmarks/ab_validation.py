@@ -1,11 +1,11 @@
 """Can the verdicts be trusted? Paired A/B against unpaired runs, on changes of known cost.
 
 1. Builds "branch" environments that share this interpreter's packages and wrap
-   `torch.Tensor.__torch_function__` in a shim at start-up (overrides/shimenv.py), one per size.
+   `torch.Tensor.__torch_function__` in a shim at start-up (overrides/ab/shimenv.py), one per size.
 2. Measures each shim's true cost without A/B: the shimmed case's twin class timed side by side
    with the case in one process (`shimenv.shim_truth_ns`), averaged over 24 processes (layouts).
 3. Runs N A/A comparisons (base against base) and N A/B comparisons per size, each both ways:
-   paired (`overrides.ab.run_ab`, what `bench.py --compare` does) and unpaired (two separate
+   paired (`overrides.ab.paired.run_ab`, what `bench.py --compare` does) and unpaired (two separate
    `bench.py --json` runs compared with `overrides.compare.compare_runs`).
 4. Prints the false-positive rate, detection rate per size and case, the estimate's error
    against the truth, how often the interval holds the truth, and wall time per comparison.
@@ -30,8 +30,10 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from overrides import ab, cases, compare, results, shimenv  # noqa: E402
-from overrides.ops import DEFAULT_OP  # noqa: E402
+from overrides.ab import paired as ab, shimenv
+from overrides.cases import seedcases as cases
+from overrides import compare, results  # noqa: E402
+from overrides.cases.ops import DEFAULT_OP  # noqa: E402
 
 FLAGS = ("regression", "improvement")
 

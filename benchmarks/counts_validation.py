@@ -2,7 +2,7 @@
 
 Each comparison counts both builds under three hash seeds (matched between the builds; a new
 set of seeds per comparison, so every comparison sees new layouts) and judges every seed case
-with `overrides.callgrind.compare_counts`, as `report.sh --instructions` does. Printed: how
+with `overrides.counts.callgrind.compare_counts`, as `report.sh --instructions` does. Printed: how
 often each case is flagged, the deltas, and the wall time per comparison.
 
 Usage: python benchmarks/counts_validation.py [-n 5] [--size bare] [--save PATH]
@@ -21,7 +21,8 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from overrides import callgrind, shimenv  # noqa: E402
+from overrides.counts import callgrind
+from overrides.ab import shimenv  # noqa: E402
 from overrides.files import write_json_atomic  # noqa: E402
 
 CASES = ("Tensor", "SubTensor", "WithTorchFunction", "SubWithTorchFunction")

@@ -3,7 +3,7 @@ placing their shared libraries, interleaved round by round.
 
     python benchmarks/gap_probe.py BASE BRANCH [-n ROUNDS] [--setups tmpfs disk inplace noviews]
 
-Set-ups (overrides/placement.py):
+Set-ups (overrides/builds/placement.py):
 - `tmpfs`: the views, with the differing libraries copied anew for every pair onto tmpfs
   (/dev/shm), as `--compare` did before this probe;
 - `disk`: the same, the copies on a disk's file system (`--compare` now: placement.copies_parent);
@@ -24,10 +24,11 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from overrides import ab, placement  # noqa: E402
-from overrides.casenames import SEED  # noqa: E402
-from overrides.cases import resolve_cases  # noqa: E402
-from overrides.ops import resolve_ops  # noqa: E402
+from overrides.ab import paired as ab
+from overrides.builds import placement  # noqa: E402
+from overrides.cases.casenames import SEED  # noqa: E402
+from overrides.cases.seedcases import resolve_cases  # noqa: E402
+from overrides.cases.ops import resolve_ops  # noqa: E402
 
 SETUPS = ("tmpfs", "disk", "inplace", "noviews")
 

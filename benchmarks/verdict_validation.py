@@ -9,7 +9,7 @@ The kinds (built under --setup DIR from the torch version this interpreter has, 
   its torch (made once beside ENV), as report.sh runs a recorded label;
 - `bare`: the first virtualenv against a shim environment sharing its packages whose start-up
   hook wraps `torch.Tensor.__torch_function__` in a Python function that only calls the
-  original (overrides/shimenv.py): a real ~1-1.5% cost on the subclass cases, none elsewhere.
+  original (overrides/ab/shimenv.py): a real ~1-1.5% cost on the subclass cases, none elsewhere.
 
 The kinds run interleaved (one comparison of each in turn), so the machine's mood lands on all
 alike. Every comparison is appended to a JSON-lines log as it finishes (`--log`); an
@@ -37,8 +37,10 @@ import venv
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from overrides import ab, callgrind, cases, shimenv  # noqa: E402
-from overrides.ops import DEFAULT_OP  # noqa: E402
+from overrides.ab import paired as ab, shimenv
+from overrides.counts import callgrind
+from overrides.cases import seedcases as cases  # noqa: E402
+from overrides.cases.ops import DEFAULT_OP  # noqa: E402
 
 # Every verdict that claims something moved; "clock only" too: a claim, even if not a regression.
 FLAGS = ("regression", "improvement", "clock only", "disagree")
@@ -69,7 +71,7 @@ def setup(folder: str) -> dict[str, tuple[str, str]]:
         subprocess.run(["cp", "-a", env_a, env_c], check=True)
     bare = os.path.join(folder, "bare")
     if not os.path.exists(os.path.join(bare, "bin", "python")):
-        subprocess.run([os.path.join(env_a, "bin", "python"), "-m", "overrides.shimenv", bare, "bare"],
+        subprocess.run([os.path.join(env_a, "bin", "python"), "-m", "overrides.ab.shimenv", bare, "bare"],
                        check=True, cwd=ROOT, env=dict(os.environ, PYTHONPATH=ROOT))
     return {"aa-same": (env_a, env_a), "aa-venvs": (env_a, env_b), "aa-copy": (env_a, env_c),
             "bare": (env_a, bare)}
@@ -77,10 +79,10 @@ def setup(folder: str) -> dict[str, tuple[str, str]]:
 
 def _side(spec: str) -> "str | ab.Build":
     """`kept:ENV`: ENV's interpreter with a record.sh-style kept copy of its torch (made once,
-    beside ENV, by overrides/keep.py), as report.sh runs a recorded label; else the spec itself."""
+    beside ENV, by overrides/builds/keep.py), as report.sh runs a recorded label; else the spec itself."""
     if not spec.startswith("kept:"):
         return spec
-    from overrides import keep
+    from overrides.builds import keep
 
     env = spec[len("kept:"):]
     interpreter = ab.probe_interpreter(env)

@@ -11,4 +11,9 @@ Modules, one concern each:
 - `cli`: `bench.py`'s argument parsing, a thin layer over the above.
 """
 
+import os
+
 __version__ = "0.1.0"
+# This checkout: bench.py, pyspybench.py and the folder holding this package (what worker
+# processes put first on PYTHONPATH).
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

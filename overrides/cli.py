@@ -13,17 +13,17 @@ import dataclasses
 import importlib.util
 import sys
 
-from overrides import casenames
-from overrides import ops as ops_mod
+from overrides.cases import casenames
+from overrides.cases import ops as ops_mod
 from overrides import environment, report, results
 from overrides.argtypes import OneLineParser, positive_float, positive_int
 from overrides.errors import INTERRUPTED_EXIT_STATUS, UsageError, run_command
 from overrides.files import write_json_atomic
-from overrides.layout import RANDOM_LAYOUT_FLAG  # bench.py's re-exec reads it from argv first
+from overrides.clock.layout import RANDOM_LAYOUT_FLAG  # bench.py's re-exec reads it from argv first
 from overrides.progress import stderr_progress
-from overrides.ab import add_arguments as add_ab_arguments
+from overrides.ab.paired import add_arguments as add_ab_arguments
 from overrides.measure import DEFAULT_RUN_BUDGET_S
-from overrides.timer import DEFAULT_MAX_TIME_S, DEFAULT_PRECISION, STOP_FLOOR_S, TimerConfig
+from overrides.clock.timer import DEFAULT_MAX_TIME_S, DEFAULT_PRECISION, STOP_FLOOR_S, TimerConfig
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -59,7 +59,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
     parser.add_argument(RANDOM_LAYOUT_FLAG, action="store_true",
                         help="keep address-space and hash randomisation on (default: off, so two "
-                             "runs of one build lay out alike; see overrides/layout.py)")
+                             "runs of one build lay out alike; see overrides/clock/layout.py)")
     counts = parser.add_argument_group("instruction counts (Callgrind)")
     counts.add_argument("--instructions", action="store_true",
                         help="count instructions per call with Callgrind instead of timing "
@@ -104,7 +104,7 @@ def _cases_and_ops(args, what: str) -> tuple[tuple, tuple]:
     casenames.resolve(args.cases)
     selected_ops = ops_mod.resolve_ops(args.op)
     require_torch(what)
-    from overrides import cases as cases_mod
+    from overrides.cases import seedcases as cases_mod
 
     return cases_mod.resolve_cases(args.cases), selected_ops
 
@@ -125,7 +125,7 @@ def run(argv: list[str]) -> int:
             raise UsageError("--load prints a saved file; drop --cases/--op/-n/-m/--json, or drop --load to measure")
         run_result = results.load(args.load)
     elif args.instructions:
-        from overrides.callgrind import DEFAULT_SEEDS
+        from overrides.counts.callgrind import DEFAULT_SEEDS
         from overrides.measure import count_benchmark
 
         if args.nreps or args.nrepreps or args.min_time:
@@ -166,13 +166,14 @@ def run_compare(args) -> int:
     """`--compare BASE_PY BRANCH_PY`: paired A/B, table on stdout, exit 1 on a regression.
     This process never imports torch: the cases are passed on by name, and each side's worker
     builds them (a user's `pkg.module:factory` is checked there)."""
-    from overrides import ab, compare
+    from overrides.ab import paired as ab
+    from overrides import compare
 
     if args.load or args.nreps or args.nrepreps:
         raise UsageError("--compare calibrates its own samples; drop --load/-n/-m")
     selected = casenames.resolve(args.cases)
     selected_ops = ops_mod.resolve_ops(args.op)
-    from overrides.callgrind import counting_plan
+    from overrides.counts.callgrind import counting_plan
 
     seeds, skipped = counting_plan(args.instructions, args.no_instructions, args.seeds)
     config = dataclasses.replace(ab.config_from_arguments(args, seeds, threads=args.threads),

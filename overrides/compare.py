@@ -9,7 +9,7 @@ variation that differs between the two sides. Two kinds of comparison exist:
   `UNPAIRED_PROCESS_CV` of the figure per side, measured here as the spread of the headline
   across separate invocations of the same build (benchmarks/headline_stats.py). That term is
   what makes unpaired verdicts cautious: it cannot be measured from one run per side.
-- Paired (`overrides/ab.py`): both builds measured alternately in one run, the interval taken
+- Paired (`overrides/ab/paired.py`): both builds measured alternately in one run, the interval taken
   from the spread between independent worker pairs. It resolves far smaller changes.
 
 Verdict rules, with threshold T = max(threshold_ns, threshold_pct% of base):
@@ -42,7 +42,7 @@ from __future__ import annotations
 import dataclasses
 import math
 
-from overrides import stats
+from overrides.clock import stats
 from overrides.results import CaseResult, RunResult
 
 COMPARISON_SCHEMA = "torch-function-overhead/comparison/1"

@@ -10,11 +10,12 @@ from __future__ import annotations
 import dataclasses
 from typing import Callable, Sequence
 
-from overrides import environment, stats
-from overrides.casenames import Case
-from overrides.ops import Op, run_statement
+from overrides import environment
+from overrides.clock import stats
+from overrides.cases.casenames import Case
+from overrides.cases.ops import Op, run_statement
 from overrides.results import CaseResult, RunResult
-from overrides.timer import MIN_SAMPLES, TARGET_SAMPLE_NS, Target, TimerConfig, time_targets
+from overrides.clock.timer import MIN_SAMPLES, TARGET_SAMPLE_NS, Target, TimerConfig, time_targets
 
 # Whole-run time budget when the user did not pick --min-time: the default 3 s per target is
 # kept up to 20 targets (the seed's four cases take 12 s); a matrix (`--cases all --op all`, ~40
@@ -128,7 +129,7 @@ def count_benchmark(cases: Sequence[Case], ops: Sequence[Op], seeds: Sequence[in
     process per hash seed), and record it as a results file with no timings."""
     import sys
 
-    from overrides import callgrind
+    from overrides.counts import callgrind
 
     pairs = [(case, op) for op in ops for case in cases]
     reasons = [not_applicable_reason(case, op) for case, op in pairs]

@@ -8,8 +8,9 @@ from __future__ import annotations
 import math
 from typing import Sequence
 
-from overrides import environment, stats
-from overrides.casenames import BASELINE_CASE
+from overrides import environment
+from overrides.clock import stats
+from overrides.cases.casenames import BASELINE_CASE
 from overrides.results import CaseResult, RunResult
 
 FORMATS = ("table", "legacy", "markdown")
@@ -141,7 +142,7 @@ def _catalog_notes(run: RunResult) -> list[str]:
 
 
 def _op_stmts() -> dict[str, str]:
-    from overrides.ops import all_ops
+    from overrides.cases.ops import all_ops
 
     return {op.name: op.stmt for op in all_ops()}
 
@@ -250,7 +251,7 @@ INSTRUCTION_HEADER = ("case", "instructions/call", "range over seeds", "repeat s
 
 
 def _instruction_rows(run: RunResult) -> list[list[str]]:
-    from overrides import callgrind
+    from overrides.counts import callgrind
 
     count_runs = callgrind.from_dict(run.instructions)
     per_case = callgrind.per_call_by_case(count_runs)
@@ -477,7 +478,7 @@ def _stopped(settings: dict) -> str:
 
 
 def _placement_note(record: dict) -> str:
-    """What was done about where the libraries sit in memory (overrides/placement.py)."""
+    """What was done about where the libraries sit in memory (overrides/builds/placement.py)."""
     if not record.get("views"):
         return (f"library placement: not matched ({record.get('reason')}); two installs of one "
                 "build can then differ by up to ~2% for no reason in the code.")

@@ -7,9 +7,11 @@ import sys
 import pytest
 
 from conftest import run_tool
-from overrides import ab, cases, shimenv, stats
+from overrides.ab import paired as ab, shimenv
+from overrides.cases import seedcases as cases
+from overrides.clock import stats
 from overrides.errors import UsageError
-from overrides.ops import DEFAULT_OP
+from overrides.cases.ops import DEFAULT_OP
 
 QUICK = ab.ABConfig(pairs=4, seconds_per_pair=1.0)  # behaviour, not precision
 AFFECTED = {"SubTensor", "SubWithTorchFunction"}  # the only cases that reach the shim

@@ -12,7 +12,8 @@ import zipfile
 import pytest
 
 from conftest import ROOT
-from overrides import callgrind, samepath
+from overrides.counts import callgrind
+from overrides.builds import samepath
 from overrides.errors import UsageError
 
 SEED_TARGETS = [(name, "torch.add") for name in
@@ -151,7 +152,7 @@ def test_the_head_start_guess_starts_only_what_will_be_used():
 
 
 def test_where_the_shims_instructions_went_adds_up_and_names_the_interpreter(counted):
-    from overrides import calltree
+    from overrides.counts import calltree
 
     base, branch = counted
     went = calltree.where_it_went(base, branch, "SubTensor", "torch.add")

@@ -5,8 +5,8 @@ import xml.etree.ElementTree as ElementTree
 
 import pytest
 
-from overrides import calltree
-from overrides.callgrind import CaseCounts, CountRun
+from overrides.counts import calltree
+from overrides.counts.callgrind import CaseCounts, CountRun
 
 LOOP = "PyObject_Vectorcall"  # where Callgrind's view of the stack begins
 
@@ -86,7 +86,7 @@ def test_no_call_paths_no_table():
 def test_a_report_of_unchanged_counts_says_so_in_one_line(tmp_path):
     from types import SimpleNamespace
 
-    from overrides.pr_report import Report
+    from overrides.review.pr_report import Report
 
     def named(runs):  # the report names its files after a real case
         return [CountRun(r.seed, tuple(dataclasses.replace(c, case="SubTensor", op="torch.add") for c in r.cases),

@@ -6,9 +6,10 @@ import torch
 from torch.overrides import _get_current_function_mode
 from torch.utils._python_dispatch import _get_current_dispatch_mode
 
-from overrides import cases, catalog, measure, ops
+from overrides.cases import seedcases as cases, catalog, ops
+from overrides import measure
 from overrides.errors import UsageError
-from overrides.timer import Target, TimerConfig, time_targets
+from overrides.clock.timer import Target, TimerConfig, time_targets
 
 PAIRS = [(case, op) for case in cases.all_cases() for op in ops.all_ops()]
 

@@ -65,7 +65,10 @@ def test_the_compare_parent_imports_no_torch():
     # starting workers; torch is importable here, and must still not be imported.
     code = (
         "import sys\n"
-        "from overrides import ab, callgrind, casenames, cli, compare, environment, ops, report\n"
+        "from overrides import cli, compare, environment, report\n"
+        "from overrides.ab import paired as ab\n"
+        "from overrides.cases import casenames, ops\n"
+        "from overrides.counts import callgrind\n"
         "args = cli.build_parser().parse_args(['--compare', 'a', 'b', '--cases', 'all', 'm:f'])\n"
         "selected = casenames.resolve(args.cases)\n"
         "assert selected[-1].name == 'm:f' and selected[0].name == 'Tensor', selected\n"
@@ -102,7 +105,8 @@ def test_commands_that_need_torch_say_so_in_one_line():
 def test_the_compare_parent_asks_an_interpreter_which_ops_a_user_case_takes(tmp_path, monkeypatch):
     # The parent cannot try a user case's operands (no torch); it must still leave out of the
     # counts an op the case has no form for, and refuse a bad spec with the reason.
-    from overrides import ab, casenames, ops
+    from overrides.ab import paired as ab
+    from overrides.cases import casenames, ops
     from overrides.errors import UsageError
 
     (tmp_path / "likes.py").write_text(

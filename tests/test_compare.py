@@ -65,7 +65,7 @@ def test_no_change_needs_the_wider_interval_inside_the_threshold():
 
 
 def test_clock_only_needs_the_clock_as_sure_as_the_counts():
-    from overrides.callgrind import CountComparison
+    from overrides.counts.callgrind import CountComparison
 
     clock = compare.Comparison("WithTorchFunction", "torch.add", 2500.0, 2540.0, 40.0, (5.0, 75.0),
                                "regression", paired=True)
@@ -83,7 +83,7 @@ def test_clock_only_needs_the_clock_as_sure_as_the_counts():
 
 
 def test_counts_that_cannot_decide_leave_the_verdict_to_the_clock():
-    from overrides.callgrind import CountComparison
+    from overrides.counts.callgrind import CountComparison
 
     clock = compare.Comparison("SubTensor", "torch.add", 4000.0, 4040.0, 40.0, (8.0, 72.0),
                                "regression", paired=True)
@@ -95,7 +95,8 @@ def test_counts_that_cannot_decide_leave_the_verdict_to_the_clock():
 
 
 def test_a_change_decided_on_one_seed_says_so_in_the_table_and_the_notes():
-    from overrides import callgrind, report
+    from overrides.counts import callgrind
+    from overrides import report
     from overrides.compare import Comparison, with_counts
 
     runs = [[callgrind.CountRun(7, (callgrind.CaseCounts("SubTensor", "torch.add", per_call, (per_call,), {}),),

@@ -8,7 +8,7 @@ import xml.etree.ElementTree as ElementTree
 import pytest
 
 from conftest import ROOT, run_tool
-from overrides import flamegraph, flamesvg
+from overrides.flame import flamegraph, flamesvg
 from overrides.errors import UsageError
 
 
@@ -40,8 +40,8 @@ def test_a_short_record_gives_an_svg_titled_with_what_it_shows(recording):
     assert root.find("{http://www.w3.org/2000/svg}title").text == "SubWithTorchFunction · torch.add"
     assert ".partial" not in svg and "--output" not in svg  # not py-spy's command line
     assert "hot_loop_SubWithTorchFunction" in svg
-    # the case's own __torch_function__ (overrides/cases.py) and torch's, under it
-    assert "__torch_function__ (overrides/cases.py" in svg
+    # the case's own __torch_function__ (overrides/cases/seedcases.py, named by its last folder) and torch's, under it
+    assert "__torch_function__ (cases/seedcases.py" in svg
     assert "torch/_tensor.py" in svg
 
 
@@ -55,7 +55,7 @@ def test_the_raw_stacks_cover_the_hot_loop(recording):
     assert all(stack[0] == "hot_loop_SubWithTorchFunction (<hot loop: torch.add(x, y)>)" for stack in loop)
     inclusive, _ = flamegraph.frame_samples(loop)
     # raw stacks carry qualified names
-    assert "SubWithTorchFunction.__torch_function__ (overrides/cases.py)" in inclusive
+    assert "SubWithTorchFunction.__torch_function__ (cases/seedcases.py)" in inclusive
     assert "Tensor.__torch_function__ (torch/_tensor.py)" in inclusive
     assert not any(":" in f.rsplit("(", 1)[-1] for f in inclusive)  # line numbers are cleaned away
 

@@ -13,7 +13,8 @@ import zipfile
 import pytest
 
 from conftest import ROOT
-from overrides import keep, record
+from overrides.builds import keep
+from overrides.review import record
 
 
 def script(name, *args, env=None, timeout=600):

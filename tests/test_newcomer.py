@@ -2,7 +2,8 @@
 delta is, what the base and branch columns are, progress that says what comes next, a busy run
 flagged, and a system interpreter refused with what to do instead."""
 
-from overrides import ab, report
+from overrides.ab import paired as ab
+from overrides import report
 from overrides.compare import Comparison
 
 
@@ -31,7 +32,7 @@ def test_progress_says_what_the_clock_does_next():
 
 
 def test_a_run_whose_median_is_many_times_its_figure_is_flagged():
-    from overrides import stats
+    from overrides.clock import stats
     from overrides.results import CaseResult, RunResult
 
     floor = [1_150.0 + i % 7 for i in range(60)]  # a narrow fast floor: the old flags stay quiet

@@ -13,8 +13,10 @@ import sys
 
 import pytest
 
-from overrides import samepath, ab, cases, placement
-from overrides.ops import DEFAULT_OP
+from overrides.builds import samepath, placement
+from overrides.ab import paired as ab
+from overrides.cases import seedcases as cases
+from overrides.cases.ops import DEFAULT_OP
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="views are Linux-only")
 TINY = ab.ABConfig(pairs=2, seconds_per_pair=0.3)  # behaviour, not precision

@@ -6,7 +6,8 @@ import textwrap
 
 import pytest
 
-from overrides import pycalls, shimenv
+from overrides.counts import pycalls
+from overrides.ab import shimenv
 
 SEED_TARGETS = [("SubTensor", "torch.add"), ("SubWithTorchFunction", "torch.add"),
                 ("Tensor", "torch.add")]
@@ -121,7 +122,7 @@ def test_file_keys_do_not_depend_on_where_the_build_is_installed():
 
 def test_the_report_section_lists_changed_cases_new_rows_first_and_fills_differential_json(tmp_path):
     from overrides import compare
-    from overrides.pr_report import Report
+    from overrides.review.pr_report import Report
 
     base = [_calls({"f (torch/a.py)": (1, 40), "builtins.isinstance [C]": (3, 0)}),
             pycalls.CaseCalls("Tensor", "torch.add", 100, {})]
@@ -147,7 +148,7 @@ def test_the_report_section_lists_changed_cases_new_rows_first_and_fills_differe
     assert entry["functions"][0]["change"] == "new" and entry["branch"]["calls"] == 2
     assert report.differentials["Tensor [torch.add]"]["python_calls"]["functions"] == []
     # a side that cannot run (an unpaired label) costs the section, with a note
-    from overrides.pr_report import Side
+    from overrides.review.pr_report import Side
 
     quiet = Report(str(tmp_path), str(tmp_path), lambda message: None)
     quiet.count_python_calls([Side("base", "base", label="base", unpaired_reason="no copy kept"),

@@ -19,7 +19,8 @@ import zipfile
 import pytest
 
 from conftest import ROOT
-from overrides import pr_report, record, results
+from overrides.review import pr_report, record
+from overrides import results
 
 # Generous: the machine is shared with heavy jobs; these bound a hang, they time nothing.
 SCRIPT_TIMEOUT_S = 300
@@ -256,7 +257,7 @@ def test_record_says_first_which_interpreter_and_torch_it_measures(recorded):
 
 
 def test_without_python_the_first_line_says_it_is_the_default_and_how_to_choose():
-    from overrides import ab
+    from overrides.ab import paired as ab
 
     version, folder = _torch_of_this_interpreter()
     line = record.interpreter_line(ab.Interpreter(sys.executable, folder), "python3")
@@ -321,7 +322,7 @@ def test_the_report_title_names_the_two_labels(tmp_path, capsys):
 
 
 def test_the_report_title_names_environments_by_their_folder(tmp_path):
-    from overrides.pr_report import Side, title
+    from overrides.review.pr_report import Side, title
 
     for name in ("base-env", "branch-env"):
         (tmp_path / name / "bin").mkdir(parents=True)

@@ -9,7 +9,8 @@ import sys
 import pytest
 
 from conftest import ROOT
-from overrides import callgrind, samepath
+from overrides.counts import callgrind
+from overrides.builds import samepath
 from overrides.compare import Comparison
 
 _SHOW = ("import json, os, sys; print(json.dumps({'executable': sys.executable, 'prefix': sys.prefix, "
@@ -121,7 +122,7 @@ def test_a_clock_change_the_instructions_cannot_explain_is_named():
 
 
 def test_the_reports_verdict_line_names_a_clock_change_the_instructions_cannot_explain(tmp_path):
-    from overrides import pr_report
+    from overrides.review import pr_report
     from overrides.results import RunResult
 
     c = Comparison("SubTensor", "torch.add", 5_400.0, 4_856.0, -544.0, (-595.0, -492.0), "improvement",

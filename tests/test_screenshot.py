@@ -5,7 +5,7 @@ import zlib
 
 import pytest
 
-from overrides import screenshot
+from overrides.flame import screenshot
 
 FLAMEGRAPH_LIKE = """<svg xmlns="http://www.w3.org/2000/svg" width="1200" height="{height}">
 <rect x="0" y="0" width="1200" height="{height}" fill="white"/>
@@ -67,7 +67,7 @@ def test_a_failing_browser_is_an_error_with_its_reason_and_leaves_no_png(tmp_pat
 def test_report_screenshots_run_beside_the_report_and_a_failed_one_is_named(tmp_path, browser):
     """The report's screenshots are taken on a thread while it goes on; one that fails leaves
     no figure, its SVG named in the markdown instead, and a note with the reason."""
-    from overrides.pr_report import Report
+    from overrides.review.pr_report import Report
 
     said = []
     report = Report(str(tmp_path), str(tmp_path), said.append)

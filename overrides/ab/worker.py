@@ -1,6 +1,6 @@
 """A timing worker: one persistent process per environment, driven by the A/B parent over a pipe.
 
-Started as `PY -m overrides.worker` with this checkout on PYTHONPATH, so any interpreter that
+Started as `PY -m overrides.ab.worker` with this checkout on PYTHONPATH, so any interpreter that
 has torch can be measured without installing anything into it. It speaks JSON lines: one
 request on stdin, one reply on stdout. The protocol's stdout is kept private; `sys.stdout` is
 pointed at stderr so a stray print from user code cannot corrupt it.
@@ -30,10 +30,10 @@ def _serve(protocol_out) -> None:
     import torch
 
     from overrides import environment
-    from overrides.cases import resolve_cases
-    from overrides.ops import get_op
+    from overrides.cases.seedcases import resolve_cases
+    from overrides.cases.ops import get_op
     from overrides.measure import target_for
-    from overrides.timer import TimerConfig, _Slot
+    from overrides.clock.timer import TimerConfig, _Slot
 
     def reply(payload: dict) -> None:
         protocol_out.write(json.dumps(payload) + "\n")

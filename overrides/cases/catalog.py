@@ -4,8 +4,8 @@ Real overhead comes from more than `torch.add` on the seed classes: `TorchFuncti
 `TorchDispatchMode`, `__torch_dispatch__` wrapper subclasses (how FakeTensor, DTensor and many
 libraries work), subclasses that switch `__torch_function__` off, calls where only some operands
 override, and calls with many overloaded operands. Each case here registers itself into the one
-registry in `overrides/cases.py`, so `--cases NAME` and `--cases all` find it everywhere. Its
-name and description are declared in `overrides/casenames.py` (readable without torch); here
+registry in `overrides/cases/seedcases.py`, so `--cases NAME` and `--cases all` find it everywhere. Its
+name and description are declared in `overrides/cases/casenames.py` (readable without torch); here
 it gets its operands.
 
 Operand classes and modes live at module level so that they pickle and so that a flamegraph
@@ -19,9 +19,8 @@ import torch.utils._pytree as pytree
 from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from overrides.casenames import MANY_OPERANDS
-from overrides.cases import (Case, SubWithTorchFunction, Y_VALUE, X_VALUE, _subclass_operands,
-                             plain_operands, register, with_operands)
+from overrides.cases.casenames import MANY_OPERANDS
+from overrides.cases.seedcases import Case, SubWithTorchFunction, Y_VALUE, X_VALUE, _subclass_operands, plain_operands, register, with_operands
 
 
 class ForwardingFunctionMode(TorchFunctionMode):

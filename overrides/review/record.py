@@ -8,7 +8,7 @@ recorded run is a folder:
     runs/LABEL/LABEL.json, .txt     bench.py's results file and table
     runs/LABEL/LABEL-NAME.svg       py-spy's flamegraph of the case's hot loop
     runs/LABEL/LABEL-NAME.folded    py-spy's raw collapsed stacks of the same loop
-    runs/LABEL/kept/torch/          a copy of the build measured (`overrides/keep.py`), so that
+    runs/LABEL/kept/torch/          a copy of the build measured (`overrides/builds/keep.py`), so that
                                     report.sh can run it beside the branch, paired
 
 NAME is the original README's: tensor, subtensor, overridden, suboverridden for the seed
@@ -34,10 +34,10 @@ import sys
 import time
 from typing import Callable, Sequence
 
+from overrides import ROOT
 from overrides.errors import UsageError
 from overrides.files import TEMP_PREFIX, write_json_atomic, write_text_atomic
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEFAULT_RUNS_DIR = os.path.join(ROOT, "runs")
 RUNS_DIR_VARIABLE = "OVERRIDES_RUNS_DIR"  # where runs/ lives, when not in this checkout
 MANIFEST = "record.json"
@@ -149,12 +149,12 @@ class RecordedRun:
     @property
     def kept_root(self) -> str | None:
         """The kept copy's folder (import torch from there), if it is on disk."""
-        from overrides import keep
+        from overrides.builds import keep
 
         return keep.kept_root(self.directory, self.manifest)
 
     def why_not_kept(self) -> str:
-        from overrides import keep
+        from overrides.builds import keep
 
         return keep.why_not_kept(self.directory, self.manifest)
 
@@ -204,8 +204,8 @@ def load_label(directory: str, label: str) -> RecordedRun:
 
 def file_stem(case_name: str, op_name: str | None) -> str:
     """NAME in LABEL-NAME.svg: the case's flamegraph name, with the op when it is not the default."""
-    from overrides.cases import get_case
-    from overrides.ops import DEFAULT_OP
+    from overrides.cases.seedcases import get_case
+    from overrides.cases.ops import DEFAULT_OP
 
     stem = get_case(case_name).stem
     if op_name and op_name != DEFAULT_OP.name:
@@ -256,7 +256,7 @@ class Recorder:
         self.save()
 
     def flamegraphs(self, python: str, seconds: float) -> None:
-        from overrides import flamegraph
+        from overrides.flame import flamegraph
 
         pyspy = flamegraph.find_pyspy(python)
         names = self.manifest["cases"]
@@ -282,7 +282,8 @@ class Recorder:
 
     def instructions(self, python: str, seeds: Sequence[int] | None) -> None:
         """Callgrind's counts for every case, into LABEL-instructions.json."""
-        from overrides import callgrind, cases as cases_mod, ops as ops_mod
+        from overrides.counts import callgrind
+        from overrides.cases import seedcases as cases_mod, ops as ops_mod
         from overrides.measure import not_applicable_reason
 
         op = ops_mod.get_op(self.manifest["op"]) if self.manifest["op"] else ops_mod.DEFAULT_OP
@@ -298,7 +299,7 @@ class Recorder:
     def keep(self, torch_dir: str | None) -> None:
         """A copy of the build just measured, for report.sh's paired comparison; a disk too
         full for it costs a warning, not the recording."""
-        from overrides import keep
+        from overrides.builds import keep
 
         if not torch_dir:
             self.manifest["kept"] = {"skipped": "torch's folder could not be found"}
@@ -335,7 +336,9 @@ def record(label: str, python_spec: str, cases: Sequence[str] | None = None, *,
     """Measure `python_spec`'s build and record its flamegraphs into `directory/label/`, and
     (with `keep_build`) keep a copy of that build for a paired report later. A label already
     recorded is refused before anything runs, unless `force`: then it is replaced whole."""
-    from overrides import ab, cases as cases_mod, flamegraph, hotloop
+    from overrides.ab import paired as ab
+    from overrides.cases import seedcases as cases_mod
+    from overrides.flame import flamegraph, hotloop
 
     say = progress or (lambda message: None)
     check_label(label)
@@ -346,7 +349,7 @@ def record(label: str, python_spec: str, cases: Sequence[str] | None = None, *,
     if flamegraphs:
         flamegraph.find_pyspy(python)  # before anything is measured: say now if it is missing
     if instructions:
-        from overrides import callgrind
+        from overrides.counts import callgrind
 
         callgrind.find_valgrind()
     names = [case.name for case in cases_mod.resolve_cases(list(cases) if cases else None)]
@@ -406,7 +409,7 @@ def check_new_label(directory: str, label: str, force: bool) -> None:
 
 def _recorded_parts(run: RecordedRun) -> list[str]:
     """What a recorded label holds, in words, for the message that refuses to replace it."""
-    from overrides import keep
+    from overrides.builds import keep
 
     parts = []
     if run.manifest.get("results"):
@@ -423,7 +426,7 @@ def _recorded_parts(run: RecordedRun) -> list[str]:
 
 def kept_line(run: RecordedRun, directory: str) -> str:
     """What record.sh says about the copy it kept (or did not)."""
-    from overrides import keep
+    from overrides.builds import keep
 
     entry = run.manifest.get("kept") or {}
     if not run.kept_root:
@@ -455,7 +458,7 @@ def listing(directory: str) -> str:
     """`record.sh --list`: every recorded label, aligned, with its kept copy's size; an
     interrupted recording is marked incomplete (what it misses said below the table) and its
     half-written files are removed; the last line names the copy whose deletion frees most."""
-    from overrides import keep
+    from overrides.builds import keep
 
     labels = recorded_labels(directory)
     if not labels:
@@ -501,7 +504,7 @@ def _torch_version_of(run: RecordedRun) -> str:
 
 def clean(directory: str, labels: Sequence[str]) -> list[str]:
     """`record.sh --clean`: delete kept copies (results stay); one line per label."""
-    from overrides import keep
+    from overrides.builds import keep
 
     known = recorded_labels(directory)
     chosen = known if list(labels) == ["all"] else list(labels)
@@ -525,7 +528,7 @@ def clean(directory: str, labels: Sequence[str]) -> list[str]:
 
 def build_parser():
     from overrides.argtypes import OneLineParser, positive_float, positive_int
-    from overrides.hotloop import DEFAULT_SECONDS
+    from overrides.flame.hotloop import DEFAULT_SECONDS
 
     parser = OneLineParser(
         prog="scripts/record.sh",

@@ -1,7 +1,7 @@
 """Paired, interleaved A/B: two environments measured side by side, with intervals you can trust.
 
 Why each piece is there (figures measured on the 2-core VM this was built on):
-- One persistent worker process per environment (`overrides/worker.py`); the parent asks for
+- One persistent worker process per environment (`overrides/ab/worker.py`); the parent asks for
   one ~1 ms sample at a time, alternating base and branch for each case (and which goes first
   alternates every round), so only one worker runs at a time and both see the same machine.
   The machine's slow spells last seconds, so neighbouring samples see the same spell.
@@ -28,10 +28,10 @@ Why each piece is there (figures measured on the 2-core VM this was built on):
   alternates, and the 95% interval is a t-interval over the per-pair estimates: as wide as
   process-to-process luck really is.
 - glibc malloc's heap-top state alone moved plain `torch.add` by ~4% between a virtualenv and
-  its base interpreter, the same in every pair; each worker pins it (`overrides/allocator.py`).
+  its base interpreter, the same in every pair; each worker pins it (`overrides/clock/allocator.py`).
 - Calls per sample are calibrated once (first pair, base side) and used by both sides in every
   pair, so each case's samples are alike and pool into one result per side.
-- Each side imports torch through a view (`overrides/placement.py`): libraries identical on
+- Each side imports torch through a view (`overrides/builds/placement.py`): libraries identical on
   both sides are mapped from one file, differing ones from fresh copies every pair. Two installs
   of one wheel otherwise differed by up to ~2% through where their pages sat in memory.
 - Pairs are added until every case has a verdict or the time cap (`_why_stop`), and every
@@ -61,17 +61,18 @@ import subprocess
 import time
 from typing import Callable, Sequence
 
-from overrides import placement, samepath, stats
-from overrides.allocator import MALLOC_ENV
-from overrides.casenames import USER_DIR_VARIABLE, Case
+from overrides import ROOT
+from overrides.builds import placement, samepath
+from overrides.clock import stats
+from overrides.clock.allocator import MALLOC_ENV
+from overrides.cases.casenames import USER_DIR_VARIABLE, Case
 from overrides.compare import (DECIDED, DEFAULT_THRESHOLD_NS, DEFAULT_THRESHOLD_PCT,
                                NO_CHANGE_CONFIDENCE, Comparison, clock_and_counts, judge,
                                threshold_for)
 from overrides.errors import UsageError
-from overrides.ops import Op
+from overrides.cases.ops import Op
 from overrides.results import CaseResult, RunResult
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEFAULT_SECONDS_PER_PAIR = 2.5  # a pair is ~2.5 s of start-up and this much sampling
 # Pairs are added until every case has a verdict or the cap is reached: a clear change stops
 # early, an unclear one gets all the time there is. 60 s is ~12 pairs of the four seed cases.
@@ -114,7 +115,7 @@ class ABConfig:
     threshold_pct: float = DEFAULT_THRESHOLD_PCT
     fix_layout: bool = True  # setarch -R + per-pair hash seed; off only to show why it is on
     # Load identical shared libraries from one file and copy differing ones per pair
-    # (overrides/placement.py); off only to show why it is on.
+    # (overrides/builds/placement.py); off only to show why it is on.
     match_placement: bool = True
     # Hash seeds to count instructions under (Callgrind), before the timing; empty: no counts.
     instruction_seeds: tuple[int, ...] = ()
@@ -122,7 +123,7 @@ class ABConfig:
     # more drawn seeds, up to callgrind.MAX_COMPARE_SEEDS. A user's own seeds are kept as given.
     add_seeds: bool = False
     hash_seed_base: int | None = None  # None: drawn at random per comparison
-    call_paths: bool = False  # count with Callgrind's call paths (overrides/calltree.py)
+    call_paths: bool = False  # count with Callgrind's call paths (overrides/counts/calltree.py)
     # Counts asked for by default rather than by the user: when counting fails (a torch built
     # without valgrind support), keep the clock's verdicts and say why instead of failing.
     instructions_optional: bool = False
@@ -174,7 +175,7 @@ def _interpreter_path(spec: str) -> str:
 @dataclasses.dataclass(frozen=True)
 class Build:
     """What one side of a comparison runs: an interpreter (a spec: a path, a virtualenv, a name
-    on PATH) and, for a build kept by record.sh (`overrides/keep.py`), the folder to import
+    on PATH) and, for a build kept by record.sh (`overrides/builds/keep.py`), the folder to import
     torch from first instead of the interpreter's own."""
 
     python: str
@@ -293,7 +294,7 @@ class _Worker:
     def __init__(self, label: str, where: samepath.Placement, env: dict, config: ABConfig):
         self.label = label
         self.python = where.python
-        command = [where.python, "-m", "overrides.worker"]
+        command = [where.python, "-m", "overrides.ab.worker"]
         setarch = shutil.which("setarch")
         if config.fix_layout and setarch:
             command = [setarch, platform.machine(), "-R"] + command
@@ -341,7 +342,7 @@ class _Worker:
 def _worker_env(config: ABConfig, pair: int, extra_pad: int, where: samepath.Placement) -> dict:
     """The environment of one worker: the same on both sides of a pair but for `extra_pad`,
     which makes up for a shorter interpreter path so both stacks start at the same place, and
-    the side's import path (its view, overrides/placement.py, or else its Build.torch_root),
+    the side's import path (its view, overrides/builds/placement.py, or else its Build.torch_root),
     which comes before anything else torch could be imported from; all as `where` says the
     worker sees them."""
     env = dict(os.environ)
@@ -777,7 +778,8 @@ def _finish(base: Interpreter, branch: Interpreter, pooled: _Pooled, config: ABC
     if counted is not None and counted.skipped:
         settings["instructions_skipped"] = counted.skipped
     elif counted is not None:
-        from overrides import callgrind, compare
+        from overrides.counts import callgrind
+        from overrides import compare
 
         settings["instructions"] = {"seeds": list(counted.seeds),
                                     "threshold": callgrind.DEFAULT_THRESHOLD_INSTRUCTIONS,
@@ -800,9 +802,9 @@ _NOT_APPLICABLE_PROBE = (
     "import json, sys\n"
     "from overrides.errors import UsageError\n"
     "try:\n"
-    "    from overrides.cases import get_case\n"
+    "    from overrides.cases.seedcases import get_case\n"
     "    from overrides.measure import not_applicable_reason\n"
-    "    from overrides.ops import get_op\n"
+    "    from overrides.cases.ops import get_op\n"
     "    answer = [not_applicable_reason(get_case(c), get_op(o)) for c, o in json.loads(sys.argv[1])]\n"
     "except UsageError as error:\n"
     "    answer = {'error': str(error)}\n"
@@ -870,7 +872,7 @@ def _count_first(base_py: str, branch_py: str, targets, config: ABConfig, say,
     counts judge (see compare), so a case they decide needs no more than MIN_PAIRS of the clock:
     a clear change, or none at all between two copies of one build, ends the timing early.
     Counted through the views, like the workers: both sides' import paths have one length."""
-    from overrides import callgrind
+    from overrides.counts import callgrind
 
     started = time.monotonic()
     wanted = _countable(targets, base_py, import_paths[0])

@@ -4,7 +4,7 @@ An op is a Python statement over the names `x`, `y` (a case's operands), `torch`
 (`torch.nn.functional`). The Timer core pastes the statement, unrolled, into a generated
 function, so what is timed is exactly the statement and not a wrapper call around it. The ops
 are plain text: this module imports torch only to run one (`statement_namespace`), so names
-are checked and listed without torch (see `overrides/casenames.py` for why that matters).
+are checked and listed without torch (see `overrides/cases/casenames.py` for why that matters).
 """
 
 from __future__ import annotations

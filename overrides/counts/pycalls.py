@@ -29,9 +29,9 @@ import subprocess
 import sys
 from typing import Callable, Mapping, Sequence
 
+from overrides import ROOT
 from overrides.errors import UsageError
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCHEMA = "torch-function-overhead/pycalls/1"
 # Calls counted per case: counts are exact, so more calls only divide out; 1000 keeps a call made
 # once in a thousand visible as 0.001 and costs ~0.5 s a case under both hooks (SubTensor here).
@@ -140,7 +140,7 @@ class Counter:
 def count_case(case, op, calls: int = CALLS, warmup_calls: int = WARMUP_CALLS) -> dict:
     """One case's counts in this process: {"case", "op", "calls", "functions": {key: [calls,
     bytecodes, line]}} in totals over `calls` calls of the case's statement."""
-    from overrides.timer import compile_hot_loop
+    from overrides.clock.timer import compile_hot_loop
 
     loop = compile_hot_loop(case.stmt_for(op), "counted_loop", unroll=1)
     operands = tuple(case.make_operands())
@@ -153,7 +153,7 @@ def count_case(case, op, calls: int = CALLS, warmup_calls: int = WARMUP_CALLS) -
     return {"case": case.name, "op": op.name, "calls": calls, "functions": functions}
 
 
-_WORKER_CODE = "import sys; from overrides.pycalls import _worker_main; _worker_main(sys.argv[1])"
+_WORKER_CODE = "import sys; from overrides.counts.pycalls import _worker_main; _worker_main(sys.argv[1])"
 
 
 def _worker_main(spec_json: str) -> None:
@@ -161,7 +161,7 @@ def _worker_main(spec_json: str) -> None:
     spec = json.loads(spec_json)
     import torch
 
-    from overrides import cases, ops
+    from overrides.cases import seedcases as cases, ops
     from overrides.measure import not_applicable_reason
 
     torch.set_num_threads(1)
@@ -218,7 +218,7 @@ def count_build(python: str, targets: Sequence[tuple[str, str]], *, import_path:
     """Count every (case, op) in one process of `python` (with `import_path` first on its
     path: a kept copy of a build), this checkout on PYTHONPATH, from the caller's working
     directory (for user cases). A process that fails is a UsageError with its last line."""
-    from overrides.ab import with_import_path
+    from overrides.ab.paired import with_import_path
 
     env = with_import_path(dict(os.environ, PYTHONHASHSEED=HASH_SEED, PYTHONDONTWRITEBYTECODE="1"),
                            ROOT, import_path)

@@ -16,7 +16,7 @@ import dataclasses
 import hashlib
 from typing import Callable, Mapping
 
-SVG_WIDTH = 1600  # the screenshot window's width (overrides/screenshot.py): no margin left unused
+SVG_WIDTH = 1600  # the screenshot window's width (overrides/flame/screenshot.py): no margin left unused
 ROW_HEIGHT = 17
 FONT_SIZE = 11
 CHAR_WIDTH = 6.2  # average width of a FONT_SIZE character, to cut labels that would not fit

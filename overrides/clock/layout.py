@@ -4,7 +4,7 @@ Where objects and code land decides how caches and branch predictors treat the h
 that moves a torch call by a few percent from process to process. `bench.py` re-executes itself
 once, before torch is imported, with:
 
-- glibc's heap-top behaviour pinned (`MALLOC_ENV`, see `overrides/allocator.py`);
+- glibc's heap-top behaviour pinned (`MALLOC_ENV`, see `overrides/clock/allocator.py`);
 - address-space randomisation off (`personality(ADDR_NO_RANDOMIZE)`, what `setarch -R` does);
 - the string hash seed fixed (`PYTHONHASHSEED=0`, unless the user set one).
 
@@ -21,7 +21,7 @@ from __future__ import annotations
 import os
 import sys
 
-from overrides.allocator import MALLOC_ENV
+from overrides.clock.allocator import MALLOC_ENV
 
 HASH_SEED = "0"  # any fixed value would do; 0 also switches string-hash randomisation off
 ADDR_NO_RANDOMIZE = 0x0040000  # from <sys/personality.h>

@@ -1,6 +1,6 @@
 """Enter a private mount namespace, mount a side's folders at one fixed path, exec the command.
 
-Run as `python -I samepath_enter.py SPEC_JSON COMMAND...` by `overrides/samepath.py`; standalone
+Run as `python -I samepath_enter.py SPEC_JSON COMMAND...` by `overrides/builds/samepath.py`; standalone
 (no imports from this package: it runs isolated, before anything of the side is on a path).
 SPEC_JSON: {"root": FIXED_ROOT, "binds": [[source folder, name under root], ...], "cwd": folder
 or absent} (the working directory to change to once the mounts are made).

@@ -59,7 +59,7 @@ import threading
 import time
 from typing import Iterable
 
-from overrides.keep import SIBLINGS
+from overrides.builds.keep import SIBLINGS
 
 SIDES = ("base", "branch")
 _VIEW_NAMES = {"base": "a", "branch": "b"}  # same length: the two import paths stay alike

@@ -3,11 +3,11 @@
 A case is a named factory for the operands `(x, y)` of the op being timed. The four seed cases
 are those of PyTorch's original overrides benchmark; they sit in `SEED_CASES` and are what
 `python bench.py` runs with no flags. The rest of the catalog (modes, dispatch subclasses,
-mixed and many operands) lives in `overrides/catalog.py` and registers itself here; a user's
-own class or factory is named `pkg.module:factory` (`overrides/usercases.py`). Every tool
+mixed and many operands) lives in `overrides/cases/catalog.py` and registers itself here; a user's
+own class or factory is named `pkg.module:factory` (`overrides/cases/usercases.py`). Every tool
 (bench.py, pyspybench.py, record.sh, report.sh) resolves names through `get_case` /
 `resolve_cases`, so a name means the same thing everywhere. What each built-in case is called
-and means is declared without torch in `overrides/casenames.py`; this module and the catalog
+and means is declared without torch in `overrides/cases/casenames.py`; this module and the catalog
 give each its operands.
 
 The operand classes live at module level so that they pickle and so that a flamegraph shows
@@ -21,8 +21,8 @@ from typing import Any, Callable, ContextManager
 
 import torch
 
-from overrides import casenames
-from overrides.casenames import BASELINE_CASE, Case  # noqa: F401 (re-exported: every tool's names)
+from overrides.cases import casenames
+from overrides.cases.casenames import BASELINE_CASE, Case  # noqa: F401 (re-exported: every tool's names)
 
 # The seed benchmark's operands: 1-element float tensors holding 1.0 and 2.0. One element keeps
 # the kernel itself negligible, so what is measured is the dispatch around it.
@@ -90,7 +90,7 @@ def unwrap(value: Any) -> Any:
 
 def with_operands(name: str, make_operands: Callable[[], tuple],
                   context: Callable[[], ContextManager] | None = None) -> Case:
-    """The built-in case `name` (`overrides/casenames.py` says what it is) with its operands
+    """The built-in case `name` (`overrides/cases/casenames.py` says what it is) with its operands
     and, for a mode, the context to hold active."""
     return dataclasses.replace(casenames.described(name), make_operands=make_operands,
                                context=context)
@@ -120,7 +120,7 @@ _REGISTRY: dict[str, Case] = {case.name: case for case in SEED_CASES}
 
 
 def register(case: Case) -> Case:
-    """Add a case to the catalog (overrides/catalog.py does this for its cases on import)."""
+    """Add a case to the catalog (overrides/cases/catalog.py does this for its cases on import)."""
     if case.name in _REGISTRY and _REGISTRY[case.name] is not case:
         raise ValueError(f"case {case.name!r} is registered twice")
     _REGISTRY[case.name] = case
@@ -130,7 +130,7 @@ def register(case: Case) -> Case:
 def _load_catalog() -> None:
     # Imported here, not at the top: catalog.py imports this module for Case and the seed
     # operand classes, so either module can be imported first.
-    import overrides.catalog  # noqa: F401
+    import overrides.cases.catalog  # noqa: F401
 
 
 def all_cases() -> tuple[Case, ...]:
@@ -146,7 +146,7 @@ def case_names() -> list[str]:
 def get_case(name: str) -> Case:
     """The case called `name`, or a user case `pkg.module:factory`; a UsageError if neither."""
     if casenames.is_user_spec(name):
-        from overrides.usercases import case_from_spec
+        from overrides.cases.usercases import case_from_spec
 
         return case_from_spec(name)
     casenames.described(name)  # an unknown name: the same message, with or without torch

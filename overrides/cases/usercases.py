@@ -24,8 +24,8 @@ from typing import Any, Callable
 
 import torch
 
-from overrides.casenames import SPEC_FORM, USER_DIR_VARIABLE, split_user_spec, user_stem
-from overrides.cases import Case, plain_operands
+from overrides.cases.casenames import SPEC_FORM, USER_DIR_VARIABLE, split_user_spec, user_stem
+from overrides.cases.seedcases import Case, plain_operands
 from overrides.errors import UsageError
 
 

@@ -26,7 +26,7 @@ SHIM_HOOK_MODULE = "_overrides_shim_hook"
 # itself. A first version imported torch from the .pth line; that changed import order and heap
 # layout against the base so much that WithTorchFunction, which the shim cannot reach, read
 # +42 and +65 ns in paired A/B (flagged once), and SubTensor read ~100 ns above its truth.
-_HOOK_SOURCE = '''"""Start-up hook written by overrides.shimenv: shim torch once torch is imported."""
+_HOOK_SOURCE = '''"""Start-up hook written by overrides.ab.shimenv: shim torch once torch is imported."""
 import sys
 
 
@@ -80,7 +80,7 @@ SHIM_WORK = {
     "sleep5us": "_t = _clock() + 5000\n    while _clock() < _t: pass",
 }
 
-_SHIM_SOURCE = '''"""Start-up shim written by overrides.shimenv: wraps torch.Tensor.__torch_function__."""
+_SHIM_SOURCE = '''"""Start-up shim written by overrides.ab.shimenv: wraps torch.Tensor.__torch_function__."""
 import time
 import torch
 
@@ -109,7 +109,7 @@ class ShimEnv:
     work: str
 
 
-_PARTIAL_SOURCE = '''"""Start-up shim written by overrides.shimenv: functools.partial around __torch_function__."""
+_PARTIAL_SOURCE = '''"""Start-up shim written by overrides.ab.shimenv: functools.partial around __torch_function__."""
 import functools
 import torch
 
@@ -206,8 +206,9 @@ def shim_truth_ns(work: str, seconds: float = TRUTH_SECONDS) -> dict[str, float]
     """
     import math
 
-    from overrides import cases, stats
-    from overrides.timer import Target, TimerConfig, time_targets
+    from overrides.cases import seedcases as cases
+    from overrides.clock import stats
+    from overrides.clock.timer import Target, TimerConfig, time_targets
 
     twins = shim_twins(work)
     targets = []
@@ -245,10 +246,10 @@ def truth_across_processes(work: str, processes: int = TRUTH_PROCESSES,
     One process carries its layout's luck (~+-100 ns on SubTensor here); the mean over
     TRUTH_PROCESSES is as free of it as the A/B estimate it checks, within ~20 ns.
     """
-    from overrides.allocator import MALLOC_ENV
+    from overrides.clock.allocator import MALLOC_ENV
 
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    script = ("import json, sys; from overrides import shimenv; "
+    from overrides import ROOT as root
+    script = ("import json, sys; from overrides.ab import shimenv; "
               "print(json.dumps(shimenv.shim_truth_ns(sys.argv[1])))")
     per_process = []
     for index in range(processes):
@@ -263,6 +264,6 @@ def truth_across_processes(work: str, processes: int = TRUTH_PROCESSES,
     return Truth(work, mean, tuple(per_process))
 
 
-if __name__ == "__main__":  # python -m overrides.shimenv DEST WORK: make one by hand
+if __name__ == "__main__":  # python -m overrides.ab.shimenv DEST WORK: make one by hand
     env = make_shim_env(sys.executable, sys.argv[1], sys.argv[2] if len(sys.argv) > 2 else None)
     print(env.python)

@@ -2,7 +2,7 @@
 
 `record_case` runs `py-spy record --native` on `pyspybench.py CASE` for its raw collapsed
 stacks, which the differential view reads, and draws the SVG a person looks at from the same
-samples (overrides/flamesvg.py): the hot loop as the root, titled with what it shows. (The
+samples (overrides/flame/flamesvg.py): the hot loop as the root, titled with what it shows. (The
 first version ran py-spy twice at once, once per format: two loops on two cores, and a title
 that was py-spy's command line with a temp path.)
 
@@ -32,12 +32,12 @@ import subprocess
 import sys
 from typing import Collection, Mapping, Sequence
 
-from overrides import children, flamesvg
+from overrides import ROOT, children
+from overrides.flame import flamesvg
 from overrides.errors import UsageError
 from overrides.files import write_text_atomic
-from overrides.hotloop import DEFAULT_SECONDS, frame_name
+from overrides.flame.hotloop import DEFAULT_SECONDS, frame_name
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PYSPYBENCH = os.path.join(ROOT, "pyspybench.py")
 # Samples a second: py-spy --native keeps up at this rate here, and DEFAULT_SECONDS of hot
 # loop give 1000+ samples (the default 100/s would need twice as long per case).
@@ -106,7 +106,7 @@ def title(case: str, op: str | None, who: str, python: str, import_path: str | N
 @functools.lru_cache(maxsize=None)
 def _torch_version(python: str, import_path: str | None = None) -> str:
     """Asked once per build (a subprocess), not once per case and side."""
-    from overrides.ab import Build, probe_interpreter
+    from overrides.ab.paired import Build, probe_interpreter
 
     return probe_interpreter(Build(python, import_path)).torch_version
 
@@ -161,7 +161,7 @@ def _record_folded(python: str, case: str, folded_path: str, *, op: str | None, 
                    rate_hz: int, pyspy: str, import_path: str | None) -> dict[tuple[str, ...], int]:
     """One py-spy process on the case's hot loop, its raw stacks into `folded_path` (whole or
     not at all); returns them, cleaned."""
-    from overrides.ab import with_import_path
+    from overrides.ab.paired import with_import_path
 
     env = with_import_path(dict(os.environ), ROOT, import_path)
     os.makedirs(os.path.dirname(os.path.abspath(folded_path)), exist_ok=True)
@@ -428,7 +428,7 @@ def top_changes(deltas: Sequence[FrameDelta], count: int = 12) -> tuple[list[Fra
 
 
 # ---------------------------------------------------------------------------------------------
-# Pictures (overrides/flamesvg.py draws them)
+# Pictures (overrides/flame/flamesvg.py draws them)
 
 def flamegraph_svg(stacks: Mapping[tuple[str, ...], int], title: str, rate_hz: int = PYSPY_RATE_HZ) -> str:
     """One build's hot loop as a flamegraph: the loop is the root, one box per call path."""

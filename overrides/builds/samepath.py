@@ -47,11 +47,11 @@ import subprocess
 import sys
 import time
 
+from overrides import ROOT
 from overrides.errors import UsageError
 
 FIXED_ROOT = "/tmp/overrides-same-path"
 ENTER_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "samepath_enter.py")
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # What a comparison between environments whose paths differ must allow its counts (a floor under
 # the threshold, which the mean over seeds must pass): without the fixed path, two installs of
 # one wheel and a `cp -a` copy at a longer path read means over three seeds of up to +104
@@ -64,8 +64,8 @@ VENV_CONFIG_PER_FOLDER = ("command",)  # keys whose value names the virtualenv's
 PRIME_TIMEOUT_S = 600  # compiling a torch's modules from nothing on a busy machine
 # What every counting process and timing worker imports before it measures: run natively once per
 # side so that each of these modules' bytecode sits in the side's cache, compiled at the fixed path.
-PRIME_CODE = ("import torch, overrides.worker, overrides.callgrind, overrides.cases, overrides.catalog, "
-              "overrides.ops, overrides.timer, overrides.measure")
+PRIME_CODE = ("import torch, overrides.ab.worker, overrides.counts.callgrind, overrides.cases.seedcases, overrides.cases.catalog, "
+              "overrides.cases.ops, overrides.clock.timer, overrides.measure")
 # `OVERRIDES_SAME_PATH=off` starts every side from its own paths, as before this module: for the
 # validation benchmarks that measure what the fixed path buys (benchmarks/samepath_validation.py).
 SWITCH_VARIABLE = "OVERRIDES_SAME_PATH"

@@ -9,7 +9,7 @@ start-up) the same pair read +7 ns (-2..+16). Setting the same value with `mallo
 start-up was not enough: the base-vs-venv A/A still showed -248 ns on SubTensor and +154 ns on
 WithTorchFunction, against -51 and -2 ns with the variable, run back to back. So every process
 that times is started with `MALLOC_ENV`: the A/B workers and the Callgrind worker by their
-parent, `bench.py` by re-executing itself once before importing torch (`overrides/layout.py`).
+parent, `bench.py` by re-executing itself once before importing torch (`overrides/clock/layout.py`).
 """
 
 from __future__ import annotations

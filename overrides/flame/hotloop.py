@@ -86,7 +86,7 @@ class HotLoop:
     def chunks(self) -> Iterator[int]:
         """Turns to run per call of the loop: exactly `nreps` calls (rounded up to whole turns),
         or chunks of ~CHUNK_S until `seconds` have passed. The clock is read between chunks."""
-        from overrides.timer import UNROLL
+        from overrides.clock.timer import UNROLL
 
         if self.nreps is not None:
             yield -(-self.nreps // UNROLL)
@@ -114,9 +114,9 @@ class HotLoop:
 def prepare(case_name: str, op_name: str | None, nreps: int | None, seconds: float,
             record: Callable[[int], None] | None = None) -> HotLoop:
     """The hot loop of a case and op; a UsageError when the op does not apply."""
-    from overrides import cases, ops
+    from overrides.cases import seedcases as cases, ops
     from overrides.measure import not_applicable_reason
-    from overrides.timer import compile_hot_loop
+    from overrides.clock.timer import compile_hot_loop
 
     case = cases.get_case(case_name)
     op = ops.get_op(op_name) if op_name else ops.DEFAULT_OP
@@ -130,7 +130,7 @@ def prepare(case_name: str, op_name: str | None, nreps: int | None, seconds: flo
 def run(case_name: str, op_name: str | None, nreps: int | None, seconds: float | None) -> int:
     """Run the hot loop in this process (for tests and callers other than pyspybench.py);
     returns the number of calls made."""
-    from overrides.timer import UNROLL
+    from overrides.clock.timer import UNROLL
 
     job = prepare(case_name, op_name, nreps, seconds if seconds is not None else DEFAULT_SECONDS)
     turns = 0
@@ -173,7 +173,7 @@ def from_command_line(argv: list[str] | None = None) -> HotLoop:
         record = None
         seconds = args.seconds
         if args.record:
-            from overrides import flamegraph
+            from overrides.flame import flamegraph
 
             if args.nreps:
                 raise UsageError("--record runs for --seconds; drop --nreps")

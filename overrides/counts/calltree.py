@@ -3,7 +3,7 @@
 Why it exists. The wall-clock differential (py-spy) prices functions by their share of ~1000
 samples, so on a real pair of builds it named nothing, or one function at six times the whole
 call's change. Instruction counts are deterministic: under a given hash seed the same build
-counts the same to the instruction. With `--separate-callers` (overrides/callgrind.py,
+counts the same to the instruction. With `--separate-callers` (overrides/counts/callgrind.py,
 `tree=True`) Callgrind names every function by its chain of callers, so the last repeat of a
 case's loop is a call tree with exact self counts per path. From base's and branch's trees,
 over the matched hash seeds:
@@ -29,7 +29,8 @@ import dataclasses
 import math
 from typing import Sequence
 
-from overrides import flamesvg, stats
+from overrides.flame import flamesvg
+from overrides.clock import stats
 
 FUNCTION_FLOOR = 5.0  # instructions a call: below this no function's change is worth a row
 ROWS = 15  # listed functions per case, largest change first

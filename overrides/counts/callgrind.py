@@ -20,7 +20,7 @@ CPU machine this was built on):
   start-up then overlaps it.
 - Repeats of a loop were bimodal (9.98M or 10.28M for 1000 plain calls): glibc's
   `malloc_consolidate`, reached from torch's allocator about every 1,650 calls.
-  `MALLOC_TOP_PAD_` (set in every timing process anyway, `overrides/allocator.py`) makes it
+  `MALLOC_TOP_PAD_` (set in every timing process anyway, `overrides/clock/allocator.py`) makes it
   rare. The first repeat of each case runs 0.4-1.8k per call high once, so it is run and
   dropped. Noise in counts only adds, as in wall time: a consolidation, pymalloc's arena
   bookkeeping, or a streak of cache misses in the interpreter (in some layouts SubTensor's
@@ -56,13 +56,14 @@ import tempfile
 import time
 from typing import Callable, Sequence
 
-from overrides import children, samepath, stats
-from overrides.allocator import MALLOC_ENV
+from overrides import ROOT, children
+from overrides.builds import samepath
+from overrides.clock import stats
+from overrides.clock.allocator import MALLOC_ENV
 from overrides.errors import UsageError
 
 # No torch at module level: bench.py imports this before torch to give valgrind a head start.
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCHEMA = "torch-function-overhead/instructions/1"
 INSTALL_HINT = "install it with `apt-get install valgrind` (Debian/Ubuntu) or your system's package manager"
 DEFAULT_SEEDS = (1,)
@@ -132,7 +133,7 @@ SINGLE_LAYOUT_ALLOWANCE_PCT = 1.0  # one seed: no spread to measure, so this muc
 LAYOUT_SPREAD_PCT = 0.25
 LAYOUT_SPREAD_WEIGHT = 4
 LAYOUT_SPREAD_TRUSTED = 2.0
-# Counts made from one path on both sides (overrides/samepath.py) are deterministic: two installs
+# Counts made from one path on both sides (overrides/builds/samepath.py) are deterministic: two installs
 # or copies of one build counted 0.0 apart on every case and seed in every A/A comparison so far
 # (benchmarks/README.md, "One path for both sides"), while any change of code a case runs moved
 # its count at every seed (the bare shim's untouched Tensor: 0 on some seeds, -4..-19 on others).
@@ -235,7 +236,7 @@ def valgrind_version(valgrind: str) -> str:
 # bimodal (+500 instructions a call in some of them), spreading the bare shim's per-seed deltas
 # over 142..924 where argv gave 515..714. So a head start must guess the whole spec instead.
 
-_WORKER_CODE = "import sys; from overrides.callgrind import _worker_main; _worker_main(sys.argv[1])"
+_WORKER_CODE = "import sys; from overrides.counts.callgrind import _worker_main; _worker_main(sys.argv[1])"
 
 
 def _worker_main(spec_json: str) -> None:
@@ -243,8 +244,8 @@ def _worker_main(spec_json: str) -> None:
     spec = json.loads(spec_json)
     import torch
 
-    from overrides import cases, ops
-    from overrides.timer import UNROLL, compile_hot_loop
+    from overrides.cases import seedcases as cases, ops
+    from overrides.clock.timer import UNROLL, compile_hot_loop
 
     torch.set_num_threads(1)
     targets = []
@@ -391,7 +392,7 @@ def _environment(seed: int, pad: int, where: samepath.Placement) -> dict:
         PAD_VARIABLE: "p" * pad,
     }
     if where.user_dir:
-        from overrides.casenames import USER_DIR_VARIABLE
+        from overrides.cases.casenames import USER_DIR_VARIABLE
 
         env[USER_DIR_VARIABLE] = where.user_dir
     return env
@@ -448,7 +449,7 @@ def _launch(python: str, seed: int, pad: int, user_dir: str | None, spec: str,
 # import of torch under valgrind (20-28 s) then overlaps the parent's own start-up (~3 s).
 _HEAD_STARTS: dict[tuple, _Launch] = {}
 # What `bench.py --instructions` counts by default: the seed cases under torch.add. Named here
-# because the head start must not import torch (overrides.cases does); if the defaults change
+# because the head start must not import torch (overrides.cases.seedcases does); if the defaults change
 # and this does not, the guess misses and counting merely starts later
 # (tests/test_callgrind.py checks that the default command line is started ahead).
 GUESS_DEFAULT_CASES = ("Tensor", "SubTensor", "WithTorchFunction", "SubWithTorchFunction")
@@ -478,8 +479,8 @@ def head_start_for_command_line(argv: Sequence[str], python: str) -> None:
     import argparse
     import importlib.util
 
-    from overrides.casenames import case_names
-    from overrides.ops import all_ops
+    from overrides.cases.casenames import case_names
+    from overrides.cases.ops import all_ops
 
     guess = argparse.ArgumentParser(add_help=False)
     guess.add_argument("--instructions", action="store_true")
@@ -720,7 +721,7 @@ def compare_counts(base_runs: Sequence[CountRun], branch_runs: Sequence[CountRun
     count, while "no change" may rest on the known spread alone.
     From one path on both sides, a delta within EXACT_INSTRUCTIONS on every seed is "no change"
     however few the seeds. Runs that started from different paths (no private namespace:
-    overrides/samepath.py) carry an offset no interval sees, so the threshold is at least
+    overrides/builds/samepath.py) carry an offset no interval sees, so the threshold is at least
     PATH_ALLOWANCE_INSTRUCTIONS then."""
     from overrides.compare import judge
 

@@ -2,12 +2,12 @@
 
 BASE and BRANCH are each a label recorded earlier by `scripts/record.sh` (one checkout rebuilt
 between the two) or an interpreter / virtualenv, measured on the spot. Both are measured live,
-side by side (`overrides/ab.py`, paired: the sharpest verdicts) whenever both can run: an
+side by side (`overrides/ab/paired.py`, paired: the sharpest verdicts) whenever both can run: an
 interpreter always can, a label through the copy of its build that record.sh kept
-(`overrides/keep.py`). A label without a usable copy is compared from the two separate runs
+(`overrides/builds/keep.py`). A label without a usable copy is compared from the two separate runs
 (`overrides/compare.py`, unpaired), and the report says why and what that costs. Then each
 build's Python calls per call of every case, counted in its own interpreter
-(`overrides/pycalls.py`: which Python functions the branch runs that base does not, exactly),
+(`overrides/counts/pycalls.py`: which Python functions the branch runs that base does not, exactly),
 and for every case that regressed (every case with --all), both builds' py-spy
 flamegraphs, their screenshots, and a differential view of where the branch's extra time went.
 
@@ -69,7 +69,8 @@ def classify(spec: str, role: str, runs: str, allow_incomplete: bool = False) ->
     """A recorded label if runs/SPEC exists, else an interpreter or virtualenv, else exit 2. An
     incomplete (interrupted) label is refused unless `allow_incomplete`; a results file is named
     as what it is, not "no interpreter"."""
-    from overrides import ab, record
+    from overrides.ab import paired as ab
+    from overrides.review import record
 
     if os.sep not in spec and spec in record.recorded_labels(runs):
         recorded = record.load_label(runs, spec)
@@ -132,7 +133,7 @@ def _environment_name(spec: str) -> str:
 def _results_file_label(spec: str, runs: str) -> str | None:
     """None unless `spec` names a results file (bench.py --json, or a label's LABEL.json): then
     a hint naming the label it belongs to ("" when it belongs to none)."""
-    from overrides import record
+    from overrides.review import record
 
     if not (spec.endswith(".json") or _starts_like_json(spec)):
         return None
@@ -182,7 +183,9 @@ class Report:
     def measure(self, sides: Sequence[Side], case_names: Sequence[str] | None, op: str | None,
                 ab_config) -> tuple[list, dict, dict]:
         """(comparisons, RunResult per role, settings)."""
-        from overrides import ab, cases as cases_mod, ops as ops_mod, record
+        from overrides.ab import paired as ab
+        from overrides.cases import seedcases as cases_mod, ops as ops_mod
+        from overrides.review import record
 
         selected = cases_mod.resolve_cases(list(case_names) if case_names else None)
         names = [case.name for case in selected]
@@ -192,7 +195,7 @@ class Report:
                                 keep_interrupted=False)  # Ctrl-C: no ZIP, so nothing to keep
             runs = {"base": outcome.base_run, "branch": outcome.branch_run}
             if all(run.instructions for run in runs.values()):
-                from overrides import callgrind
+                from overrides.counts import callgrind
 
                 self.counts = [callgrind.from_dict(runs[role].instructions) for role in ROLES]
             kept = [side for side in sides if side.label]
@@ -252,7 +255,7 @@ class Report:
 
     def _judge_on_counts(self, comparisons, runs: dict, count_files, settings: dict,
                          threshold_pct: float):
-        from overrides import callgrind
+        from overrides.counts import callgrind
 
         counts = []
         for path in count_files:
@@ -275,7 +278,8 @@ class Report:
 
     def flamegraphs(self, sides: Sequence[Side], comparisons, seconds: float | None,
                     op: str | None) -> None:
-        from overrides import hotloop, record, screenshot
+        from overrides.flame import hotloop, screenshot
+        from overrides.review import record
 
         browser = screenshot.find_browser()
         if browser is None:
@@ -313,7 +317,8 @@ class Report:
         """(svg, the recordings' collapsed stacks) of one side: recorded now, RECORDINGS
         processes of seconds / RECORDINGS each, wherever the side's build can run; a label's
         own single recording only when it cannot (its spread between processes then unknown)."""
-        from overrides import flamegraph, record
+        from overrides.flame import flamegraph
+        from overrides.review import record
 
         recorded = self.recorded.get(side.role) or record.load_label(self.runs, side.label or side.role)
         label = recorded.label
@@ -356,7 +361,7 @@ class Report:
     def _shoot(self, svg: str, png_name: str, browser: str) -> bool:
         """Start a screenshot of `svg` as `png_name`; the PNG is counted on (its Figure listed,
         the markdown pointing at it) until finish_screenshots() finds it failed."""
-        from overrides import screenshot
+        from overrides.flame import screenshot
 
         png = os.path.join(self.workdir, png_name)
 
@@ -375,7 +380,7 @@ class Report:
     def finish_screenshots(self) -> None:
         """Wait for every screenshot; a failed one leaves its figure out, its SVG named instead
         in the markdown, and a note saying why."""
-        from overrides import screenshot
+        from overrides.flame import screenshot
 
         try:
             for future, png_name in self._shots:
@@ -393,7 +398,8 @@ class Report:
             self.stop_screenshots()
 
     def _differential(self, comparison, folded: dict, stem: str, browser: str | None) -> list[str]:
-        from overrides import calltree, flamegraph, pycalls
+        from overrides.counts import calltree, pycalls
+        from overrides.flame import flamegraph
 
         base_runs = [flamegraph.read_folded(path) for path in folded["base"]]
         branch_runs = [flamegraph.read_folded(path) for path in folded["branch"]]
@@ -517,7 +523,7 @@ class Report:
     def _same_python_work(self, comparison) -> set[str]:
         """py-spy frame names of the Python functions that ran as often, with as many
         bytecodes, on both sides of this case (by the Python-call counts)."""
-        from overrides import pycalls
+        from overrides.counts import pycalls
 
         if not self.python_calls:
             return set()
@@ -531,7 +537,7 @@ class Report:
     def _counted_frames(self, comparison) -> dict:
         """py-spy frame name -> the Python-call counts' row, for the Python functions the counts
         found new or called a different number of times in this case (in the counts' order)."""
-        from overrides import pycalls
+        from overrides.counts import pycalls
 
         if not self.python_calls:
             return {}
@@ -545,7 +551,7 @@ class Report:
         """Each py-spy frame -> its function's own instruction change per call in this case's
         counted call paths (None where they do not name it: Python code, an unresolved `?`, a
         function only one tool saw); empty where there are no call paths to set py-spy against."""
-        from overrides import calltree
+        from overrides.counts import calltree
 
         deltas = (calltree.own_deltas(self.counts[0], self.counts[1], comparison.case, comparison.op)
                   if self.counts else None)
@@ -614,9 +620,9 @@ class Report:
     # -- Python calls ----------------------------------------------------------------------
 
     def count_python_calls(self, sides: Sequence[Side], comparisons) -> None:
-        """Both sides' Python calls per call of every compared case (overrides/pycalls.py), one
+        """Both sides' Python calls per call of every compared case (overrides/counts/pycalls.py), one
         process per side, both at once: counts do not care what else runs."""
-        from overrides import pycalls
+        from overrides.counts import pycalls
 
         cannot = [side for side in sides if side.build is None]
         if cannot:
@@ -636,7 +642,7 @@ class Report:
     def python_call_sections(self, comparisons, all_cases: bool) -> list[str]:
         """Per case whose Python calls changed (and every changed or --all case, in a line when
         they did not): which Python functions run more, less, or for the first time."""
-        from overrides import pycalls
+        from overrides.counts import pycalls
 
         if not self.python_calls:
             return []
@@ -684,9 +690,10 @@ class Report:
     def count_sections(self, comparisons, all_cases: bool, browser: str | None) -> list[str]:
         """Per regressed case (every case with --all; every case whose counts changed): where
         the instructions went, by function and as a differential flamegraph of the call tree
-        (overrides/calltree.py). Counts recorded without call paths get the older per-function
+        (overrides/counts/calltree.py). Counts recorded without call paths get the older per-function
         table of one seed."""
-        from overrides import calltree, record
+        from overrides.counts import calltree
+        from overrides.review import record
 
         chosen = [c for c in comparisons
                   if all_cases or c.verdict in ("regression", "improvement", "disagree")]
@@ -736,7 +743,7 @@ class Report:
         return (intro if explained else intro[:2]) + parts  # nothing listed: the line alone
 
     def _count_section_without_paths(self, c) -> list[str]:
-        from overrides import callgrind
+        from overrides.counts import callgrind
 
         rows = callgrind.function_deltas(self.counts[0], self.counts[1], c.case, c.op)
         parts = [f"### {c.case}: {_signed(c.delta_instructions)} instructions per call", "",
@@ -759,7 +766,7 @@ class Report:
 def _live_folder(runs: str, role: str, labels: Sequence[str | None]) -> str:
     """Where an interpreter side's run is written: runs/ROLE, unless that folder is one of the
     labels compared or a record.sh recording of its own (never overwrite those)."""
-    from overrides import record
+    from overrides.review import record
 
     name = role
     while name in labels or (name in record.recorded_labels(runs) and
@@ -784,7 +791,7 @@ def _recordings_of(recorded, case: str) -> tuple[str, list[str]] | None:
 def _same_instructions(instructions: float | None) -> bool:
     """The counts name the function and its own instructions moved by less than a listed row's
     floor: whatever its time did, its work did not change."""
-    from overrides import calltree
+    from overrides.counts import calltree
 
     return instructions is not None and abs(instructions) < calltree.FUNCTION_FLOOR
 
@@ -817,7 +824,9 @@ def build(base_spec: str, branch_spec: str, *, output: str = DEFAULT_OUTPUT,
     """Write the report ZIP; returns (its path, the comparisons, the comparison's settings).
     An existing ZIP is refused before anything is measured unless `force`, an incomplete
     label unless `allow_incomplete`."""
-    from overrides import ab, flamegraph, record
+    from overrides.ab import paired as ab
+    from overrides.flame import flamegraph
+    from overrides.review import record
 
     say = progress or (lambda message: None)
     started = time.monotonic()
@@ -848,7 +857,7 @@ def build(base_spec: str, branch_spec: str, *, output: str = DEFAULT_OUTPUT,
             the_report.count_python_calls(sides, comparisons)
             the_report.python_call_parts = the_report.python_call_sections(comparisons, all_cases)
             if the_report.counts:
-                from overrides import screenshot
+                from overrides.flame import screenshot
 
                 the_report.count_parts = the_report.count_sections(comparisons, all_cases,
                                                                    screenshot.find_browser())
@@ -889,10 +898,10 @@ def build(base_spec: str, branch_spec: str, *, output: str = DEFAULT_OUTPUT,
 
 
 def build_parser():
-    from overrides import ab
+    from overrides.ab import paired as ab
     from overrides.argtypes import OneLineParser, positive_float, positive_int
-    from overrides.hotloop import DEFAULT_SECONDS
-    from overrides.record import RUNS_DIR_VARIABLE
+    from overrides.flame.hotloop import DEFAULT_SECONDS
+    from overrides.review.record import RUNS_DIR_VARIABLE
 
     parser = OneLineParser(
         prog="scripts/report.sh",
@@ -929,13 +938,13 @@ def build_parser():
 
 
 def main(argv: list[str] | None = None) -> int:
-    from overrides import ab
+    from overrides.ab import paired as ab
     from overrides.errors import run_command
     from overrides.progress import stderr_progress
 
     def body() -> int:
         args = build_parser().parse_args(sys.argv[1:] if argv is None else argv)
-        from overrides import callgrind
+        from overrides.counts import callgrind
 
         seeds, skipped = callgrind.counting_plan(args.instructions, args.no_instructions, args.seeds)
         if skipped:
