@@ -34,6 +34,7 @@ from overrides.ab import paired as ab, shimenv
 from overrides.cases import seedcases as cases
 from overrides import compare, results  # noqa: E402
 from overrides.cases.ops import DEFAULT_OP  # noqa: E402
+from overrides.verdicts import DEFAULT_THRESHOLD_NS  # noqa: E402
 
 FLAGS = ("regression", "improvement")
 
@@ -152,7 +153,7 @@ def summarise(log_path: str) -> None:
             for name in case_names:
                 rows = [next(c for c in e["comparisons"] if c["case"] == name)
                         for e in mine if e["kind"] == "A/B" and e["size"] == size]
-                real = truth[size][name] >= compare.DEFAULT_THRESHOLD_NS  # a change to detect
+                real = truth[size][name] >= DEFAULT_THRESHOLD_NS  # a change to detect
                 if real and rows and sum(r["verdict"] == "regression" for r in rows) >= 0.9 * len(rows):
                     detected.append((truth[size][name], size, name))
         if detected:

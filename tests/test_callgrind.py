@@ -341,9 +341,9 @@ def test_the_counts_threshold_is_the_clocks_fraction_of_the_base():
     # One threshold in both views: the counts' default fraction is the clock's, and a user's
     # --threshold-pct moves it. +150 a call on a 10,000-instruction case (1.5%) over three
     # seeds that agree is a regression at 0.75%, "no change" at 2%.
-    from overrides import compare
+    from overrides.verdicts import DEFAULT_THRESHOLD_PCT
 
-    assert callgrind.DEFAULT_THRESHOLD_INSTRUCTIONS_PCT == compare.DEFAULT_THRESHOLD_PCT
+    assert callgrind.DEFAULT_THRESHOLD_INSTRUCTIONS_PCT == DEFAULT_THRESHOLD_PCT
     counter, _ = _synthetic_counter({"Case": [150, 155, 145]})
     base, branch = counter([("Case", "op")], (1, 2, 3))
     default, = callgrind.compare_counts(base, branch)

@@ -2,18 +2,18 @@
 
 import math
 
-from overrides import compare
+from overrides import compare, verdicts
 from overrides.results import CaseResult, RunResult
 
 
 def test_verdict_rules():
-    assert compare.judge(100, (50, 150), 20) == "regression"
-    assert compare.judge(10, (5, 15), 20) == "no change"  # real but below the threshold
-    assert compare.judge(-100, (-150, -50), 20) == "improvement"
-    assert compare.judge(30, (-10, 70), 20) == "inconclusive"  # interval crosses 0
-    assert compare.judge(15, (1, 40), 20) == "inconclusive"  # above 0 but may or may not matter
-    assert compare.judge(0, None, 20) == "inconclusive"
-    assert compare.judge(math.nan, (1, 2), 20) == "inconclusive"
+    assert verdicts.judge(100, (50, 150), 20) == "regression"
+    assert verdicts.judge(10, (5, 15), 20) == "no change"  # real but below the threshold
+    assert verdicts.judge(-100, (-150, -50), 20) == "improvement"
+    assert verdicts.judge(30, (-10, 70), 20) == "inconclusive"  # interval crosses 0
+    assert verdicts.judge(15, (1, 40), 20) == "inconclusive"  # above 0 but may or may not matter
+    assert verdicts.judge(0, None, 20) == "inconclusive"
+    assert verdicts.judge(math.nan, (1, 2), 20) == "inconclusive"
 
 
 def _run(samples, case="SubTensor"):
@@ -50,18 +50,18 @@ def test_payload_is_versioned():
 
 
 def test_clock_and_counts_combined():
-    assert compare.clock_and_counts("regression", "no change") == "clock only"
-    assert compare.clock_and_counts("regression", "improvement") == "disagree"
-    assert compare.clock_and_counts("improvement", "regression") == "disagree"
-    assert compare.clock_and_counts("inconclusive", "regression") == "regression"
-    assert compare.clock_and_counts("regression", "inconclusive") == "regression"  # the clock decides
-    assert compare.clock_and_counts("inconclusive", "inconclusive") == "inconclusive"
-    assert compare.clock_and_counts("no change", "inconclusive") == "no change"
+    assert verdicts.clock_and_counts("regression", "no change") == "clock only"
+    assert verdicts.clock_and_counts("regression", "improvement") == "disagree"
+    assert verdicts.clock_and_counts("improvement", "regression") == "disagree"
+    assert verdicts.clock_and_counts("inconclusive", "regression") == "regression"
+    assert verdicts.clock_and_counts("regression", "inconclusive") == "regression"  # the clock decides
+    assert verdicts.clock_and_counts("inconclusive", "inconclusive") == "inconclusive"
+    assert verdicts.clock_and_counts("no change", "inconclusive") == "no change"
 
 
 def test_no_change_needs_the_wider_interval_inside_the_threshold():
-    assert compare.judge(2, (-8, 12), 20, (-15, 19)) == "no change"
-    assert compare.judge(2, (-8, 12), 20, (-22, 26)) == "inconclusive"
+    assert verdicts.judge(2, (-8, 12), 20, (-15, 19)) == "no change"
+    assert verdicts.judge(2, (-8, 12), 20, (-22, 26)) == "inconclusive"
 
 
 def test_clock_only_needs_the_clock_as_sure_as_the_counts():

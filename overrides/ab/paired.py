@@ -66,12 +66,12 @@ from overrides.builds import placement, samepath
 from overrides.clock import stats
 from overrides.clock.allocator import MALLOC_ENV
 from overrides.cases.casenames import USER_DIR_VARIABLE, Case
-from overrides.compare import (DECIDED, DEFAULT_THRESHOLD_NS, DEFAULT_THRESHOLD_PCT,
-                               NO_CHANGE_CONFIDENCE, Comparison, clock_and_counts, judge,
-                               threshold_for)
+from overrides.compare import Comparison
 from overrides.errors import UsageError
 from overrides.cases.ops import Op
 from overrides.results import CaseResult, RunResult
+from overrides.verdicts import (DECIDED, DEFAULT_THRESHOLD_NS, DEFAULT_THRESHOLD_PCT, NO_CHANGE_CONFIDENCE,
+                                clock_and_counts, judge, threshold_for)
 
 DEFAULT_SECONDS_PER_PAIR = 2.5  # a pair is ~2.5 s of start-up and this much sampling
 # Pairs are added until every case has a verdict or the cap is reached: a clear change stops
@@ -790,7 +790,7 @@ def _finish(base: Interpreter, branch: Interpreter, pooled: _Pooled, config: ABC
         runs = {side: dataclasses.replace(run, instructions=callgrind.to_dict(counts))
                 for (side, run), counts in zip(runs.items(), counted.runs)}
         sure_clock = {(c.case, c.op): c.verdict
-                      for c in _comparisons(pooled, config, compare.NO_CHANGE_CONFIDENCE)}
+                      for c in _comparisons(pooled, config, NO_CHANGE_CONFIDENCE)}
         comparisons = compare.with_counts(comparisons, counted.comparisons, sure_clock)
     return ABResult(tuple(comparisons), runs["base"], runs["branch"], tuple(pooled.estimates),
                     settings, time.monotonic() - started, interrupted)

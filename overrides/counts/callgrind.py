@@ -111,7 +111,7 @@ STACK_MIN_PER_CALL = 0.05  # call paths below this many instructions a call are 
 PAD_VARIABLE = "OVERRIDES_LAYOUT_PAD"
 # Verdicts on counts. Across 9 layouts SubTensor's per-call count ranged 0.83% (+-108 of 39k),
 # so a single layout cannot carry a change of less than ~1% (SINGLE_LAYOUT_ALLOWANCE_PCT).
-# The threshold is the clock's own fraction of the base (compare.DEFAULT_THRESHOLD_PCT, or the
+# The threshold is the clock's own fraction of the base (verdicts.DEFAULT_THRESHOLD_PCT, or the
 # user's --threshold-pct), so a verdict means one size of change in both views: at ~0.12 ns an
 # instruction 0.75% of a case's instructions is 0.75% of its time. It was 0.25% until the bare
 # shim's untouched WithTorchFunction, whose per-seed deltas move -94..+39 by layout (0.12% sd),
@@ -141,7 +141,7 @@ LAYOUT_SPREAD_TRUSTED = 2.0
 # its first seed on: the same instructions ran.
 EXACT_INSTRUCTIONS = 2.0
 # "no change" on counts: the 95% interval of the per-seed deltas inside the threshold, where the
-# clock asks 99% (compare.NO_CHANGE_CONFIDENCE). The clock's margin guards its threshold against
+# clock asks 99% (verdicts.NO_CHANGE_CONFIDENCE). The clock's margin guards its threshold against
 # a sample whose noise is the machine's; the counts' noise is layout's, measured (above) and
 # pooled into the interval. At 99% the bare shim's untouched Tensor (-19..0 over seeds) took
 # five seeds, ~17 s each on two CPUs; at 95% it takes two or three.
@@ -723,7 +723,7 @@ def compare_counts(base_runs: Sequence[CountRun], branch_runs: Sequence[CountRun
     however few the seeds. Runs that started from different paths (no private namespace:
     overrides/builds/samepath.py) carry an offset no interval sees, so the threshold is at least
     PATH_ALLOWANCE_INSTRUCTIONS then."""
-    from overrides.compare import judge
+    from overrides.verdicts import judge
 
     branch_by_seed = {run.seed: run for run in branch_runs}
     one_path = not samepath.paths_differ([run.settings for run in (*base_runs, *branch_runs)])
@@ -836,7 +836,7 @@ def count_until_decided(count_builds_: Callable[[list, Sequence[int]], list[list
     Stopping once the cases are decided looks at the data after every round; that cannot make a
     "regression" of an untouched case whose layouts spread by tens of instructions, as the
     estimate itself must pass the threshold (DEFAULT_THRESHOLD_INSTRUCTIONS)."""
-    from overrides.compare import DECIDED
+    from overrides.verdicts import DECIDED
 
     if not add_seeds:
         base_runs, branch_runs = count_builds_(list(targets), tuple(seeds))
