@@ -71,7 +71,7 @@ def main() -> int:
     parser.add_argument("--sim", nargs="+", choices=sorted(OPTIONS), default=["bus"])
     args = parser.parse_args()
     callgrind._launch = _with([o for sim in args.sim for o in OPTIONS[sim]], callgrind._launch)
-    callgrind.read_dump = _reading_events(callgrind.read_dump)
+    callgrind.read_dump = _reading_events(callgrind.read_dump)  # the name count_once calls
     targets = [(case, "torch.add") for case in args.cases]
     rows = []
     for env in args.envs:

@@ -38,7 +38,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 from overrides.ab import paired as ab, shimenv
-from overrides.counts import callgrind
+from overrides.counts import records, rounds
 from overrides.cases import seedcases as cases  # noqa: E402
 from overrides.cases.ops import DEFAULT_OP  # noqa: E402
 
@@ -98,7 +98,7 @@ def _seed_deltas(outcome) -> dict:
     """Per case, branch minus base instructions per call on every seed counted on both sides."""
     if not outcome.base_run.instructions or not outcome.branch_run.instructions:
         return {}
-    sides = [callgrind.from_dict(run.instructions) for run in (outcome.base_run, outcome.branch_run)]
+    sides = [records.from_dict(run.instructions) for run in (outcome.base_run, outcome.branch_run)]
     branch_by_seed = {run.seed: run for run in sides[1]}
     out: dict[str, list] = {}
     for run in sides[0]:
@@ -116,7 +116,7 @@ def measure(kinds: dict[str, tuple[str, str]], n: int, log: str, config: ab.ABCo
             say(f"round {round_ + 1}/{n}: {kind}")
             started = time.monotonic()
             if config.instruction_seeds:  # as bench.py --compare: each comparison its own seeds
-                config = dataclasses.replace(config, instruction_seeds=callgrind.fresh_seeds())
+                config = dataclasses.replace(config, instruction_seeds=rounds.fresh_seeds())
             outcome = ab.run_ab(_side(base), _side(branch), cases.SEED_CASES, [DEFAULT_OP], config)
             entry = {"kind": kind, "wall_s": time.monotonic() - started,
                      "counted": "instructions" in outcome.settings,
@@ -196,7 +196,7 @@ def main() -> None:
         parser.error("give --setup DIR or --kind NAME=BASE,BRANCH")
     log = args.log or f"verdicts-{time.strftime('%Y%m%d-%H%M%S')}.jsonl"
     say(f"logging to {log}")
-    seeds, _ = callgrind.counting_plan(False, args.no_instructions, None)
+    seeds, _ = rounds.counting_plan(False, args.no_instructions, None)
     config = ab.ABConfig(match_placement=not args.no_placement, instruction_seeds=seeds, add_seeds=True,
                          instructions_optional=True)
     try:

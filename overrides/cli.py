@@ -173,7 +173,7 @@ def run_compare(args) -> int:
         raise UsageError("--compare calibrates its own samples; drop --load/-n/-m")
     selected = casenames.resolve(args.cases)
     selected_ops = ops_mod.resolve_ops(args.op)
-    from overrides.counts.callgrind import counting_plan
+    from overrides.counts.rounds import counting_plan
 
     seeds, skipped = counting_plan(args.instructions, args.no_instructions, args.seeds)
     config = dataclasses.replace(ab.config_from_arguments(args, seeds, threads=args.threads),

@@ -55,7 +55,7 @@ class Comparison:
     instructions_ci95: tuple[float, float] | None = None
     wall_verdict: str | None = None
     counts_verdict: str | None = None  # the counts' own verdict; "inconclusive": the clock judged
-    counts_exact: bool = False  # counted alike on every seed from one path (callgrind.EXACT_INSTRUCTIONS)
+    counts_exact: bool = False  # counted alike on every seed from one path (counts.judge.EXACT_INSTRUCTIONS)
 
     @property
     def delta_pct(self) -> float:

@@ -129,7 +129,7 @@ def count_benchmark(cases: Sequence[Case], ops: Sequence[Op], seeds: Sequence[in
     process per hash seed), and record it as a results file with no timings."""
     import sys
 
-    from overrides.counts import callgrind
+    from overrides.counts import callgrind, records
 
     pairs = [(case, op) for op in ops for case in cases]
     reasons = [not_applicable_reason(case, op) for case, op in pairs]
@@ -142,4 +142,4 @@ def count_benchmark(cases: Sequence[Case], ops: Sequence[Op], seeds: Sequence[in
                     for (case, op), reason in zip(pairs, reasons))
     settings = {"method": "instruction counts (Callgrind)", "seeds": list(seeds)}
     return RunResult(environment.collect(1), settings, results,
-                     wall_s=sum(run.wall_s for run in runs), instructions=callgrind.to_dict(runs))
+                     wall_s=sum(run.wall_s for run in runs), instructions=records.to_dict(runs))

@@ -10,6 +10,7 @@ from typing import Sequence
 
 from overrides import environment
 from overrides.clock import stats
+from overrides.counts import records
 from overrides.cases.casenames import BASELINE_CASE
 from overrides.results import CaseResult, RunResult
 
@@ -251,10 +252,8 @@ INSTRUCTION_HEADER = ("case", "instructions/call", "range over seeds", "repeat s
 
 
 def _instruction_rows(run: RunResult) -> list[list[str]]:
-    from overrides.counts import callgrind
-
-    count_runs = callgrind.from_dict(run.instructions)
-    per_case = callgrind.per_call_by_case(count_runs)
+    count_runs = records.from_dict(run.instructions)
+    per_case = records.per_call_by_case(count_runs)
     spreads: dict[tuple[str, str], float] = {}
     for count_run in count_runs:
         for c in count_run.cases:

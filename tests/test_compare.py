@@ -65,7 +65,7 @@ def test_no_change_needs_the_wider_interval_inside_the_threshold():
 
 
 def test_clock_only_needs_the_clock_as_sure_as_the_counts():
-    from overrides.counts.callgrind import CountComparison
+    from overrides.counts.judge import CountComparison
 
     clock = compare.Comparison("WithTorchFunction", "torch.add", 2500.0, 2540.0, 40.0, (5.0, 75.0),
                                "regression", paired=True)
@@ -83,7 +83,7 @@ def test_clock_only_needs_the_clock_as_sure_as_the_counts():
 
 
 def test_counts_that_cannot_decide_leave_the_verdict_to_the_clock():
-    from overrides.counts.callgrind import CountComparison
+    from overrides.counts.judge import CountComparison
 
     clock = compare.Comparison("SubTensor", "torch.add", 4000.0, 4040.0, 40.0, (8.0, 72.0),
                                "regression", paired=True)
@@ -95,13 +95,13 @@ def test_counts_that_cannot_decide_leave_the_verdict_to_the_clock():
 
 
 def test_a_change_decided_on_one_seed_says_so_in_the_table_and_the_notes():
-    from overrides.counts import callgrind
+    from overrides.counts import judge, records
     from overrides import report
     from overrides.compare import Comparison, with_counts
 
-    runs = [[callgrind.CountRun(7, (callgrind.CaseCounts("SubTensor", "torch.add", per_call, (per_call,), {}),),
+    runs = [[records.CountRun(7, (records.CaseCounts("SubTensor", "torch.add", per_call, (per_call,), {}),),
                                 {"same_path": True}, 1.0)] for per_call in (39_800.0, 40_250.0)]
-    counted, = callgrind.compare_counts(*runs)
+    counted, = judge.compare_counts(*runs)
     assert counted.verdict == "regression" and counted.seeds == 1 and counted.ci95 is None
     clock = [Comparison("SubTensor", "torch.add", 4800.0, 4850.0, 50.0, (10.0, 90.0), "regression", paired=True)]
     judged = with_counts(clock, [counted])

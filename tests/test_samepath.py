@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from conftest import ROOT
-from overrides.counts import callgrind
+from overrides.counts import judge, records
 from overrides.builds import samepath
 from overrides.compare import Comparison
 
@@ -74,8 +74,8 @@ def test_switched_off_each_side_keeps_its_own_path_and_says_what_it_costs(two_en
     assert f"{samepath.PATH_ALLOWANCE_INSTRUCTIONS:.0f} instructions" in said["summary"]
 
 
-def _runs(python: str, per_call: list[float], same_path: bool) -> list[callgrind.CountRun]:
-    return [callgrind.CountRun(seed, (callgrind.CaseCounts("SubTensor", "torch.add", value, (value,) * 3, {}),),
+def _runs(python: str, per_call: list[float], same_path: bool) -> list[records.CountRun]:
+    return [records.CountRun(seed, (records.CaseCounts("SubTensor", "torch.add", value, (value,) * 3, {}),),
                                {"python": python, "import_path": None, "same_path": same_path}, 1.0)
             for seed, value in enumerate(per_call)]
 
@@ -85,12 +85,12 @@ def test_counts_from_different_paths_get_the_path_allowance():
     # the 150 that paths of their own may move a count by.
     base = _runs("/a/bin/python", [10_000, 10_010, 10_005], same_path=False)
     branch = _runs("/longer/bin/python", [10_110, 10_115, 10_112], same_path=False)
-    assert callgrind.compare_counts(base, branch)[0].verdict == "no change"
-    fixed = callgrind.compare_counts(_runs("/f/bin/python", [10_000, 10_010, 10_005], True),
+    assert judge.compare_counts(base, branch)[0].verdict == "no change"
+    fixed = judge.compare_counts(_runs("/f/bin/python", [10_000, 10_010, 10_005], True),
                                      _runs("/f/bin/python", [10_110, 10_115, 10_112], True))
     assert fixed[0].verdict == "regression"
     # One environment on both sides needs no allowance, fixed path or not.
-    same = callgrind.compare_counts(_runs("/a/bin/python", [10_000, 10_010, 10_005], False),
+    same = judge.compare_counts(_runs("/a/bin/python", [10_000, 10_010, 10_005], False),
                                     _runs("/a/bin/python", [10_110, 10_115, 10_112], False))
     assert same[0].verdict == "regression"
 

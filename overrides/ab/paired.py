@@ -41,7 +41,7 @@ Why each piece is there (figures measured on the 2-core VM this was built on):
   whose counts are decided needs only MIN_PAIRS of the clock. Counted after the pairs (the first
   version), A/A comparisons ran the clock to its 60 s cap in 19 of 24 and then counted for ~50 s
   more, although the counts said "no change" to the instruction. Cases whose counts spread too
-  far over the drawn seeds are counted under more (`callgrind.count_until_decided`); counts
+  far over the drawn seeds are counted under more (`rounds.count_until_decided`); counts
   still too spread settle nothing: the clock goes on for those cases, and judges them.
   Nor do counts settle a case whose clock goes against them (`_decided`): it is sampled on to
   the cap before it may be called `clock only`.
@@ -120,7 +120,7 @@ class ABConfig:
     # Hash seeds to count instructions under (Callgrind), before the timing; empty: no counts.
     instruction_seeds: tuple[int, ...] = ()
     # The seeds were drawn (no --seeds): cases their counts leave undecided are counted under
-    # more drawn seeds, up to callgrind.MAX_COMPARE_SEEDS. A user's own seeds are kept as given.
+    # more drawn seeds, up to rounds.MAX_COMPARE_SEEDS. A user's own seeds are kept as given.
     add_seeds: bool = False
     hash_seed_base: int | None = None  # None: drawn at random per comparison
     call_paths: bool = False  # count with Callgrind's call paths (overrides/counts/calltree.py)
@@ -778,16 +778,17 @@ def _finish(base: Interpreter, branch: Interpreter, pooled: _Pooled, config: ABC
     if counted is not None and counted.skipped:
         settings["instructions_skipped"] = counted.skipped
     elif counted is not None:
-        from overrides.counts import callgrind
         from overrides import compare
+        from overrides.counts import records
+        from overrides.counts.judge import DEFAULT_THRESHOLD_INSTRUCTIONS
 
         settings["instructions"] = {"seeds": list(counted.seeds),
-                                    "threshold": callgrind.DEFAULT_THRESHOLD_INSTRUCTIONS,
+                                    "threshold": DEFAULT_THRESHOLD_INSTRUCTIONS,
                                     "threshold_pct": config.threshold_pct,
                                     "seeds_added": list(counted.seeds_added),
                                     "counted_first_s": round(counted.seconds, 1),
                                     "settled_by_counts": sorted(f"{case} {op}" for case, op in counted.settled)}
-        runs = {side: dataclasses.replace(run, instructions=callgrind.to_dict(counts))
+        runs = {side: dataclasses.replace(run, instructions=records.to_dict(counts))
                 for (side, run), counts in zip(runs.items(), counted.runs)}
         sure_clock = {(c.case, c.op): c.verdict
                       for c in _comparisons(pooled, config, NO_CHANGE_CONFIDENCE)}
@@ -854,7 +855,7 @@ class _Counted:
     """Both builds' instruction counts, made before the timed pairs."""
 
     runs: tuple = ()  # (base CountRuns, branch CountRuns)
-    comparisons: tuple = ()  # callgrind.CountComparison per counted target
+    comparisons: tuple = ()  # judge.CountComparison per counted target
     seconds: float = 0.0
     skipped: str | None = None  # why there are no counts (optional counting that failed)
     seeds: tuple[int, ...] = ()  # every seed counted under, the added ones last
@@ -872,21 +873,21 @@ def _count_first(base_py: str, branch_py: str, targets, config: ABConfig, say,
     counts judge (see compare), so a case they decide needs no more than MIN_PAIRS of the clock:
     a clear change, or none at all between two copies of one build, ends the timing early.
     Counted through the views, like the workers: both sides' import paths have one length."""
-    from overrides.counts import callgrind
+    from overrides.counts import callgrind, rounds
 
     started = time.monotonic()
     wanted = _countable(targets, base_py, import_paths[0])
-    first = callgrind.first_round(config.instruction_seeds, config.add_seeds)
+    first = rounds.first_round(config.instruction_seeds, config.add_seeds)
     say(f"counting instructions first: {first} seed{'s' if first != 1 else ''} x 2 builds with Callgrind, "
         f"{min(2 * first, callgrind.count_jobs())} at once"
-        + (f"; more seeds for cases left undecided, up to {callgrind.MAX_COMPARE_SEEDS}" if config.add_seeds else ""))
+        + (f"; more seeds for cases left undecided, up to {rounds.MAX_COMPARE_SEEDS}" if config.add_seeds else ""))
 
     def count(targets_: list, seeds_: Sequence[int]) -> list[list]:
         return callgrind.count_builds([base_py, branch_py], targets_, seeds_, say=say,
                                       tree=config.call_paths, import_paths=import_paths, sources=sources)
 
     try:
-        base_counts, branch_counts, comparisons, seeds = callgrind.count_until_decided(
+        base_counts, branch_counts, comparisons, seeds = rounds.count_until_decided(
             count, wanted, config.instruction_seeds, config.add_seeds, say,
             threshold_pct=config.threshold_pct)
     except UsageError as error:

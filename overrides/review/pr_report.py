@@ -195,9 +195,9 @@ class Report:
                                 keep_interrupted=False)  # Ctrl-C: no ZIP, so nothing to keep
             runs = {"base": outcome.base_run, "branch": outcome.branch_run}
             if all(run.instructions for run in runs.values()):
-                from overrides.counts import callgrind
+                from overrides.counts import records
 
-                self.counts = [callgrind.from_dict(runs[role].instructions) for role in ROLES]
+                self.counts = [records.from_dict(runs[role].instructions) for role in ROLES]
             kept = [side for side in sides if side.label]
             if kept:
                 self.notes.append(
@@ -255,12 +255,12 @@ class Report:
 
     def _judge_on_counts(self, comparisons, runs: dict, count_files, settings: dict,
                          threshold_pct: float):
-        from overrides.counts import callgrind
+        from overrides.counts import judge, records
 
         counts = []
         for path in count_files:
             with open(path, encoding="utf-8") as src:
-                counts.append(callgrind.from_dict(json.load(src), source=path))
+                counts.append(records.from_dict(json.load(src), source=path))
         self.counts = counts
         seeds = sorted({run.seed for run in counts[0]} & {run.seed for run in counts[1]})
         if not seeds:
@@ -268,11 +268,11 @@ class Report:
                               "with the same --seeds), so the verdicts rest on wall time.")
             return comparisons, runs
         settings["instructions"] = {"seeds": seeds,
-                                    "threshold": callgrind.DEFAULT_THRESHOLD_INSTRUCTIONS,
+                                    "threshold": judge.DEFAULT_THRESHOLD_INSTRUCTIONS,
                                     "threshold_pct": threshold_pct}
-        runs = {role: dataclasses.replace(runs[role], instructions=callgrind.to_dict(c))
+        runs = {role: dataclasses.replace(runs[role], instructions=records.to_dict(c))
                 for role, c in zip(ROLES, counts)}
-        return compare.with_counts(comparisons, callgrind.compare_counts(*counts, threshold_pct=threshold_pct)), runs
+        return compare.with_counts(comparisons, judge.compare_counts(*counts, threshold_pct=threshold_pct)), runs
 
     # -- flamegraphs -----------------------------------------------------------------------
 
@@ -743,9 +743,9 @@ class Report:
         return (intro if explained else intro[:2]) + parts  # nothing listed: the line alone
 
     def _count_section_without_paths(self, c) -> list[str]:
-        from overrides.counts import callgrind
+        from overrides.counts import judge
 
-        rows = callgrind.function_deltas(self.counts[0], self.counts[1], c.case, c.op)
+        rows = judge.function_deltas(self.counts[0], self.counts[1], c.case, c.op)
         parts = [f"### {c.case}: {_signed(c.delta_instructions)} instructions per call", "",
                  "Counted without call paths (`record.sh --instructions` of an older version): self "
                  "instructions per call by function, first shared hash seed.", ""]
@@ -944,9 +944,9 @@ def main(argv: list[str] | None = None) -> int:
 
     def body() -> int:
         args = build_parser().parse_args(sys.argv[1:] if argv is None else argv)
-        from overrides.counts import callgrind
+        from overrides.counts import rounds
 
-        seeds, skipped = callgrind.counting_plan(args.instructions, args.no_instructions, args.seeds)
+        seeds, skipped = rounds.counting_plan(args.instructions, args.no_instructions, args.seeds)
         if skipped:
             skipped = f"Instruction counts were skipped: {skipped}, then run the report again."
         config = dataclasses.replace(ab.config_from_arguments(args, seeds), call_paths=bool(seeds),

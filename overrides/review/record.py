@@ -282,7 +282,7 @@ class Recorder:
 
     def instructions(self, python: str, seeds: Sequence[int] | None) -> None:
         """Callgrind's counts for every case, into LABEL-instructions.json."""
-        from overrides.counts import callgrind
+        from overrides.counts import callgrind, records
         from overrides.cases import seedcases as cases_mod, ops as ops_mod
         from overrides.measure import not_applicable_reason
 
@@ -292,7 +292,7 @@ class Recorder:
         self.say(f"record {self.label}: counting instructions with Callgrind")
         runs = callgrind.count(python, targets, seeds or callgrind.DEFAULT_SEEDS, say=self.say)
         name = f"{self.label}-instructions.json"
-        write_json_atomic(self.path(name), callgrind.to_dict(runs))
+        write_json_atomic(self.path(name), records.to_dict(runs))
         self.manifest["instructions"] = name
         self.save()
 
