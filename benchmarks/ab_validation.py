@@ -31,7 +31,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 from overrides.ab import paired as ab, shimenv
-from overrides.cases import seedcases as cases
+from overrides.cases import seedcases
 from overrides import compare, results  # noqa: E402
 from overrides.cases.ops import DEFAULT_OP  # noqa: E402
 from overrides.verdicts import DEFAULT_THRESHOLD_NS  # noqa: E402
@@ -45,7 +45,7 @@ def say(message: str) -> None:
 
 def paired(base_py: str, branch_py: str, config: ab.ABConfig) -> tuple[list, float]:
     started = time.monotonic()
-    outcome = ab.run_ab(base_py, branch_py, cases.SEED_CASES, [DEFAULT_OP], config)
+    outcome = ab.run_ab(base_py, branch_py, seedcases.SEED_CASES, [DEFAULT_OP], config)
     return [c.to_dict() for c in outcome.comparisons], time.monotonic() - started
 
 
@@ -102,7 +102,7 @@ def summarise(log_path: str) -> None:
     entries = [json.loads(line) for line in open(log_path, encoding="utf-8") if line.strip()]
     truth = {e["size"]: e["truth_ns"] for e in entries if e["kind"] == "truth"}
     runs = [e for e in entries if e["kind"] != "truth"]
-    case_names = [c.name for c in cases.SEED_CASES]
+    case_names = [c.name for c in seedcases.SEED_CASES]
     print("Paired A/B vs unpaired runs, seed cases, shims on torch.Tensor.__torch_function__")
     print("\nTrue shim cost per case, ns: the case and its shimmed twin side by side in one process,"
           " mean over processes (range across processes in brackets; 0: the shim cannot reach it):")

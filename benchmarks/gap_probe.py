@@ -27,7 +27,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from overrides.ab import paired as ab
 from overrides.builds import placement  # noqa: E402
 from overrides.cases.casenames import SEED  # noqa: E402
-from overrides.cases.seedcases import resolve_cases  # noqa: E402
+from overrides.cases.registry import resolve_cases  # noqa: E402
 from overrides.cases.ops import resolve_ops  # noqa: E402
 
 SETUPS = ("tmpfs", "disk", "inplace", "noviews")

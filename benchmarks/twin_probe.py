@@ -51,7 +51,7 @@ def worker(case_name: str, cpu: int, start_ns: int, seconds: float) -> None:
     os.sched_setaffinity(0, {cpu})
     import torch
 
-    from overrides.cases.seedcases import get_case
+    from overrides.cases.registry import get_case
     from overrides.cases.ops import resolve_ops
     from overrides.clock.timer import UNROLL, calibrate_calls, compile_loop
 
@@ -134,7 +134,7 @@ def main() -> None:
     cpus = sorted(os.sched_getaffinity(0))
     if len(cpus) < 2:
         parser.error("two CPUs are needed: one per process")
-    from overrides.cases.seedcases import get_case
+    from overrides.cases.registry import get_case
     from overrides.errors import UsageError
 
     try:

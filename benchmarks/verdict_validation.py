@@ -39,7 +39,7 @@ sys.path.insert(0, ROOT)
 
 from overrides.ab import paired as ab, shimenv
 from overrides.counts import records, rounds
-from overrides.cases import seedcases as cases  # noqa: E402
+from overrides.cases import seedcases  # noqa: E402
 from overrides.cases.ops import DEFAULT_OP  # noqa: E402
 
 # Every verdict that claims something moved; "clock only" too: a claim, even if not a regression.
@@ -117,7 +117,7 @@ def measure(kinds: dict[str, tuple[str, str]], n: int, log: str, config: ab.ABCo
             started = time.monotonic()
             if config.instruction_seeds:  # as bench.py --compare: each comparison its own seeds
                 config = dataclasses.replace(config, instruction_seeds=rounds.fresh_seeds())
-            outcome = ab.run_ab(_side(base), _side(branch), cases.SEED_CASES, [DEFAULT_OP], config)
+            outcome = ab.run_ab(_side(base), _side(branch), seedcases.SEED_CASES, [DEFAULT_OP], config)
             entry = {"kind": kind, "wall_s": time.monotonic() - started,
                      "counted": "instructions" in outcome.settings,
                      "pairs": outcome.settings["pairs"], "stopped": outcome.settings["stopped"],
@@ -160,7 +160,7 @@ def summarise(log: str) -> None:
                   f"{max(per_seed):.1f}; started from one path in "
                   f"{sum(bool(r.get('same_path')) for r in runs)}/{len(runs)}")
         print(f"  {'case':<22}{'verdicts':<52}{'CI holds 0':>11}{'delta med':>11}{'CI width med':>14}")
-        for case in cases.SEED_CASES:
+        for case in seedcases.SEED_CASES:
             rows = [c for r in runs for c in r["comparisons"] if c["case"] == case.name]
             counts = collections.Counter(c["verdict"] for c in rows)
             holds = sum(c["ci95_ns"] is not None and c["ci95_ns"][0] <= 0 <= c["ci95_ns"][1] for c in rows)

@@ -104,9 +104,9 @@ def _cases_and_ops(args, what: str) -> tuple[tuple, tuple]:
     casenames.resolve(args.cases)
     selected_ops = ops_mod.resolve_ops(args.op)
     require_torch(what)
-    from overrides.cases import seedcases as cases_mod
+    from overrides.cases import registry
 
-    return cases_mod.resolve_cases(args.cases), selected_ops
+    return registry.resolve_cases(args.cases), selected_ops
 
 
 def run(argv: list[str]) -> int:

@@ -1,8 +1,9 @@
 """Glue from the catalog to the Timer core: time cases x ops, and return a `RunResult`.
 
-Kept apart from the CLI so that tests, pyspybench and the A/B workers build runs the same way:
-`target_for` is the one place a (case, op) becomes a Timer target (the case's own statement,
-its mode), and `not_applicable_reason` decides before timing whether an op makes sense at all.
+Kept apart from the CLI so that tests and the A/B workers build runs the same way: `target_for`
+is the one place a (case, op) becomes a Timer target (the case's own statement, its mode).
+Whether an op makes sense for a case at all is decided before timing, by
+`overrides/cases/ops.py`'s `not_applicable_reason` (pyspybench and the counts ask it too).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from typing import Callable, Sequence
 from overrides import environment
 from overrides.clock import stats
 from overrides.cases.casenames import Case
-from overrides.cases.ops import Op, run_statement
+from overrides.cases.ops import Op, not_applicable_reason
 from overrides.results import CaseResult, RunResult
 from overrides.clock.timer import MIN_SAMPLES, TARGET_SAMPLE_NS, Target, TimerConfig, time_targets
 
@@ -28,32 +29,6 @@ MIN_SCALED_TIME_S = max(0.5, 2 * MIN_SAMPLES * TARGET_SAMPLE_NS / 1e9)
 def target_for(case: Case, op: Op) -> Target:
     """The Timer target for `op` on `case`: the case's own statement if it has one, its mode."""
     return Target(f"{case.name} [{op.name}]", case.stmt_for(op), case.make_operands, case.context)
-
-
-def not_applicable_reason(case: Case, op: Op) -> str | None:
-    """Why `op` makes no sense for `case` (shown as n/a, not a failure), or None if it does.
-
-    The case's own declaration first. Otherwise (a user's case) the op is tried once on fresh
-    operands: an operand lacking the attribute or operator the statement uses means the op does
-    not apply. Any other error is left for the Timer core to record as a failure.
-    """
-    declared = case.not_applicable_to(op)
-    if declared:
-        return declared
-    try:
-        operands = tuple(case.make_operands())
-        with case.active():
-            run_statement(case.stmt_for(op), *operands)
-    except AttributeError as exc:
-        owner = getattr(exc, "obj", None)
-        if any(owner is operand for operand in operands):
-            return f"{type(owner).__name__} has no .{exc.name}"
-    except TypeError as exc:
-        if str(exc).startswith("unsupported operand type"):
-            return f"no operator: {exc}"
-    except Exception:  # a real failure: the Timer core records it with the others
-        pass
-    return None
 
 
 def scaled_min_time_s(targets: int, per_target_s: float,

@@ -232,7 +232,7 @@ def copies_counted_first(tmp_path_factory, second_install):
     Read by tests/test_placement.py (the copies count exactly the same) and tests/test_ab.py
     (counts that decide every case end the clock at its minimum of pairs)."""
     from overrides.ab import paired as ab
-    from overrides.cases import seedcases as cases
+    from overrides.cases import seedcases
     from overrides.cases.ops import DEFAULT_OP
 
     _, torch_dir = second_install
@@ -240,4 +240,4 @@ def copies_counted_first(tmp_path_factory, second_install):
     subprocess.run(["cp", "-al", torch_dir, str(longer / "torch")], check=True)  # hard links: quick
     config = ab.ABConfig(seconds_per_pair=0.3, max_seconds=120, instruction_seeds=(1, 2))
     return ab.run_ab(ab.Build(sys.executable, os.path.dirname(torch_dir)),
-                     ab.Build(sys.executable, str(longer)), cases.SEED_CASES[:2], [DEFAULT_OP], config)
+                     ab.Build(sys.executable, str(longer)), seedcases.SEED_CASES[:2], [DEFAULT_OP], config)

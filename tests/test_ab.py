@@ -8,7 +8,7 @@ import pytest
 
 from conftest import run_tool
 from overrides.ab import paired as ab, shimenv
-from overrides.cases import seedcases as cases
+from overrides.cases import seedcases
 from overrides.clock import stats
 from overrides.errors import UsageError
 from overrides.cases.ops import DEFAULT_OP
@@ -42,7 +42,7 @@ def test_a_a_flags_nothing(a_a_compare):
     # rate at the default threshold is measured by benchmarks/ab_validation.py, not here. What
     # must hold every time: the same interpreter on both sides is never called 2% slower.
     _, out, data = a_a_compare
-    assert [c["case"] for c in data["comparisons"]] == [c.name for c in cases.SEED_CASES]
+    assert [c["case"] for c in data["comparisons"]] == [c.name for c in seedcases.SEED_CASES]
     assert not {case for case, v in verdicts(data["comparisons"]).items() if v in ("regression", "improvement")}
     assert out.returncode == 0, out.stderr
     assert data["settings"]["pairs"] == 4 and data["settings"]["threshold_pct"] == 2.0
@@ -106,7 +106,7 @@ def test_an_interpreter_without_torch_is_named(tmp_path):
 
     venv.EnvBuilder(with_pip=False, symlinks=True).create(tmp_path / "bare")
     with pytest.raises(UsageError, match="has no torch"):
-        ab.run_ab(sys.executable, str(tmp_path / "bare"), cases.SEED_CASES[:1], [DEFAULT_OP], QUICK)
+        ab.run_ab(sys.executable, str(tmp_path / "bare"), seedcases.SEED_CASES[:1], [DEFAULT_OP], QUICK)
 
 
 def test_t_interval_over_pairs_covers_95_percent():

@@ -15,7 +15,7 @@ import pytest
 
 from overrides.builds import samepath, placement
 from overrides.ab import paired as ab
-from overrides.cases import seedcases as cases
+from overrides.cases import seedcases
 from overrides.cases.ops import DEFAULT_OP
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="views are Linux-only")
@@ -97,7 +97,7 @@ def test_no_views_when_torch_cannot_be_located():
 
 def test_two_installs_of_one_torch_map_the_same_library_pages(second_install, torch_python):
     python, torch_dir = second_install
-    outcome = ab.run_ab(torch_python, python, cases.SEED_CASES[:1], [DEFAULT_OP], TINY)
+    outcome = ab.run_ab(torch_python, python, seedcases.SEED_CASES[:1], [DEFAULT_OP], TINY)
     record = outcome.settings["placement"]
     assert record["views"] and record["matched"], record
     assert record["replaced_per_pair"] == [] and record["shared_libraries"] >= 5
@@ -115,7 +115,7 @@ def test_a_changed_library_is_copied_anew_for_every_pair(second_install, torch_p
     try:
         with open(changed, "ab") as library:
             library.write(b"\0" * 64)  # trailing bytes: the loader ignores them, the bytes differ
-        outcome = ab.run_ab(torch_python, python, cases.SEED_CASES[:1], [DEFAULT_OP], TINY)
+        outcome = ab.run_ab(torch_python, python, seedcases.SEED_CASES[:1], [DEFAULT_OP], TINY)
     finally:
         with open(changed, "wb") as library:
             library.write(original)

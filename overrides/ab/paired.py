@@ -797,15 +797,14 @@ def _finish(base: Interpreter, branch: Interpreter, pooled: _Pooled, config: ABC
                     settings, time.monotonic() - started, interrupted)
 
 
-# Asks an interpreter which (case, op)s apply (overrides.measure.not_applicable_reason) and
+# Asks an interpreter which (case, op)s apply (overrides.cases.ops.not_applicable_reason) and
 # prints them as JSON, or {"error": ...} for a user case that cannot be built.
 _NOT_APPLICABLE_PROBE = (
     "import json, sys\n"
     "from overrides.errors import UsageError\n"
     "try:\n"
-    "    from overrides.cases.seedcases import get_case\n"
-    "    from overrides.measure import not_applicable_reason\n"
-    "    from overrides.cases.ops import get_op\n"
+    "    from overrides.cases.ops import get_op, not_applicable_reason\n"
+    "    from overrides.cases.registry import get_case\n"
     "    answer = [not_applicable_reason(get_case(c), get_op(o)) for c, o in json.loads(sys.argv[1])]\n"
     "except UsageError as error:\n"
     "    answer = {'error': str(error)}\n"

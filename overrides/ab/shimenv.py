@@ -206,16 +206,16 @@ def shim_truth_ns(work: str, seconds: float = TRUTH_SECONDS) -> dict[str, float]
     """
     import math
 
-    from overrides.cases import seedcases as cases
+    from overrides.cases import seedcases
     from overrides.clock import stats
     from overrides.clock.timer import Target, TimerConfig, time_targets
 
     twins = shim_twins(work)
     targets = []
     for name in REACHED:
-        for cls in (getattr(cases, name), twins[name]):
+        for cls in (getattr(seedcases, name), twins[name]):
             targets.append(Target(f"{name}/{cls.__name__}", "torch.add(x, y)",
-                                  lambda cls=cls: tuple(t.as_subclass(cls) for t in cases.plain_operands())))
+                                  lambda cls=cls: tuple(t.as_subclass(cls) for t in seedcases.plain_operands())))
     timed = {t.name.split("/")[0] + ("+" if t.name.split("/")[1].startswith("Shimmed") else ""): t.samples_ns
              for t in time_targets(targets, TimerConfig(min_time_s=seconds)).targets}
     truth = {"Tensor": 0.0, "WithTorchFunction": 0.0}

@@ -30,7 +30,7 @@ def _serve(protocol_out) -> None:
     import torch
 
     from overrides import environment
-    from overrides.cases.seedcases import resolve_cases
+    from overrides.cases.registry import resolve_cases
     from overrides.cases.ops import get_op
     from overrides.measure import target_for
     from overrides.clock.timer import TimerConfig, _Slot

@@ -64,7 +64,8 @@ VENV_CONFIG_PER_FOLDER = ("command",)  # keys whose value names the virtualenv's
 PRIME_TIMEOUT_S = 600  # compiling a torch's modules from nothing on a busy machine
 # What every counting process and timing worker imports before it measures: run natively once per
 # side so that each of these modules' bytecode sits in the side's cache, compiled at the fixed path.
-PRIME_CODE = ("import torch, overrides.ab.worker, overrides.counts.callgrind, overrides.cases.seedcases, overrides.cases.catalog, "
+PRIME_CODE = ("import torch, overrides.ab.worker, overrides.counts.callgrind, overrides.cases.registry, "
+              "overrides.cases.seedcases, overrides.cases.catalog, "
               "overrides.cases.ops, overrides.clock.timer, overrides.measure")
 # `OVERRIDES_SAME_PATH=off` starts every side from its own paths, as before this module: for the
 # validation benchmarks that measure what the fixed path buys (benchmarks/samepath_validation.py).

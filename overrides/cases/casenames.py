@@ -4,9 +4,9 @@
 `bench.py` checks `--cases` here before torch is imported, so a typo is refused at once;
 `--list` prints these names and descriptions; and the parent of `--compare` never imports torch
 at all (each side's worker does, in its own interpreter), so it works from a Python without
-torch. A case here is a `Case` without operands: `overrides/cases/seedcases.py` (the seed cases) and
-`overrides/cases/catalog.py` (the rest) give each its operands, by name, and tests check that both
-lists name the same cases. A user's own case, `pkg.module:factory`, can only be built where
+torch. A case here is a `Case` without operands: `overrides/cases/seedcases.py` (the seed cases)
+and `overrides/cases/catalog.py` (the rest) give each its operands, by name, and tests check that
+both lists name the same cases. A user's own case, `pkg.module:factory`, can only be built where
 torch is (`overrides/cases/usercases.py`); here only its form is checked.
 """
 
@@ -36,7 +36,7 @@ class Case:
     name: str
     description: str
     # None for a case known by name only (this module): the process that times it builds its
-    # operands (`overrides.cases.seedcases.get_case`), where torch is.
+    # operands (`overrides.cases.registry.get_case`), where torch is.
     make_operands: Callable[[], tuple] | None
     # Flamegraph file stem; the original README names the seed cases' SVGs this way.
     file_stem: str = ""

@@ -3,10 +3,10 @@
 Real overhead comes from more than `torch.add` on the seed classes: `TorchFunctionMode` and
 `TorchDispatchMode`, `__torch_dispatch__` wrapper subclasses (how FakeTensor, DTensor and many
 libraries work), subclasses that switch `__torch_function__` off, calls where only some operands
-override, and calls with many overloaded operands. Each case here registers itself into the one
-registry in `overrides/cases/seedcases.py`, so `--cases NAME` and `--cases all` find it everywhere. Its
-name and description are declared in `overrides/cases/casenames.py` (readable without torch); here
-it gets its operands.
+override, and calls with many overloaded operands. The registry (`overrides/cases/registry.py`)
+adds these cases to the seed cases, so `--cases NAME` and `--cases all` find them everywhere.
+Each one's name and description are declared in `overrides/cases/casenames.py` (readable
+without torch); here it gets its operands.
 
 Operand classes and modes live at module level so that they pickle and so that a flamegraph
 shows frames from this file.
@@ -19,8 +19,9 @@ import torch.utils._pytree as pytree
 from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from overrides.cases.casenames import MANY_OPERANDS
-from overrides.cases.seedcases import Case, SubWithTorchFunction, Y_VALUE, X_VALUE, _subclass_operands, plain_operands, register, with_operands
+from overrides.cases.casenames import MANY_OPERANDS, Case
+from overrides.cases.seedcases import (SubWithTorchFunction, X_VALUE, Y_VALUE, _subclass_operands,
+                                       plain_operands, with_operands)
 
 
 class ForwardingFunctionMode(TorchFunctionMode):
@@ -113,6 +114,3 @@ CATALOG_CASES: tuple[Case, ...] = (
     with_operands("Cat8Tensor", _many_plain_operands),
     with_operands("Cat8SubWithTorchFunction", _many_subclass_operands),
 )
-
-for _case in CATALOG_CASES:
-    register(_case)

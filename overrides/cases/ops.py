@@ -5,12 +5,15 @@ An op is a Python statement over the names `x`, `y` (a case's operands), `torch`
 function, so what is timed is exactly the statement and not a wrapper call around it. The ops
 are plain text: this module imports torch only to run one (`statement_namespace`), so names
 are checked and listed without torch (see `overrides/cases/casenames.py` for why that matters).
+Whether an op makes sense for a case at all (`not_applicable_reason`) is decided here too, before
+anything is timed, counted or recorded.
 """
 
 from __future__ import annotations
 
 import dataclasses
 
+from overrides.cases.casenames import Case
 from overrides.errors import UsageError, did_you_mean
 
 
@@ -85,3 +88,29 @@ def resolve_ops(names: list[str] | None) -> tuple[Op, ...]:
             raise UsageError(f"op {name!r} is named twice in --op; name each op once")
         resolved.append(op)
     return tuple(resolved)
+
+
+def not_applicable_reason(case: Case, op: Op) -> str | None:
+    """Why `op` makes no sense for `case` (shown as n/a, not a failure), or None if it does.
+
+    The case's own declaration first. Otherwise (a user's case) the op is tried once on fresh
+    operands: an operand lacking the attribute or operator the statement uses means the op does
+    not apply. Any other error is left for the Timer core to record as a failure.
+    """
+    declared = case.not_applicable_to(op)
+    if declared:
+        return declared
+    try:
+        operands = tuple(case.make_operands())
+        with case.active():
+            run_statement(case.stmt_for(op), *operands)
+    except AttributeError as exc:
+        owner = getattr(exc, "obj", None)
+        if any(owner is operand for operand in operands):
+            return f"{type(owner).__name__} has no .{exc.name}"
+    except TypeError as exc:
+        if str(exc).startswith("unsupported operand type"):
+            return f"no operator: {exc}"
+    except Exception:  # a real failure: the Timer core records it with the others
+        pass
+    return None

@@ -1,14 +1,12 @@
-"""The benchmark cases: which operands a torch call is made on, and the registry of their names.
+"""The seed cases: the operands of PyTorch's original overrides benchmark, and how cases are built.
 
 A case is a named factory for the operands `(x, y)` of the op being timed. The four seed cases
 are those of PyTorch's original overrides benchmark; they sit in `SEED_CASES` and are what
 `python bench.py` runs with no flags. The rest of the catalog (modes, dispatch subclasses,
-mixed and many operands) lives in `overrides/cases/catalog.py` and registers itself here; a user's
-own class or factory is named `pkg.module:factory` (`overrides/cases/usercases.py`). Every tool
-(bench.py, pyspybench.py, record.sh, report.sh) resolves names through `get_case` /
-`resolve_cases`, so a name means the same thing everywhere. What each built-in case is called
-and means is declared without torch in `overrides/cases/casenames.py`; this module and the catalog
-give each its operands.
+mixed and many operands, `overrides/cases/catalog.py`) builds its operands from the ones here.
+Every tool finds a case by its name in `overrides/cases/registry.py`; what each built-in case is
+called and means is declared without torch in `overrides/cases/casenames.py`, and this module
+and the catalog give each its operands.
 
 The operand classes live at module level so that they pickle and so that a flamegraph shows
 frames from this file.
@@ -22,7 +20,7 @@ from typing import Any, Callable, ContextManager
 import torch
 
 from overrides.cases import casenames
-from overrides.cases.casenames import BASELINE_CASE, Case  # noqa: F401 (re-exported: every tool's names)
+from overrides.cases.casenames import Case
 
 # The seed benchmark's operands: 1-element float tensors holding 1.0 and 2.0. One element keeps
 # the kernel itself negligible, so what is measured is the dispatch around it.
@@ -115,48 +113,3 @@ SEED_CASES: tuple[Case, ...] = (
     with_operands("WithTorchFunction", _tensor_like_operands),
     with_operands("SubWithTorchFunction", _subclass_operands(SubWithTorchFunction)),
 )
-
-_REGISTRY: dict[str, Case] = {case.name: case for case in SEED_CASES}
-
-
-def register(case: Case) -> Case:
-    """Add a case to the catalog (overrides/cases/catalog.py does this for its cases on import)."""
-    if case.name in _REGISTRY and _REGISTRY[case.name] is not case:
-        raise ValueError(f"case {case.name!r} is registered twice")
-    _REGISTRY[case.name] = case
-    return case
-
-
-def _load_catalog() -> None:
-    # Imported here, not at the top: catalog.py imports this module for Case and the seed
-    # operand classes, so either module can be imported first.
-    import overrides.cases.catalog  # noqa: F401
-
-
-def all_cases() -> tuple[Case, ...]:
-    _load_catalog()
-    return tuple(_REGISTRY.values())
-
-
-def case_names() -> list[str]:
-    _load_catalog()
-    return list(_REGISTRY)
-
-
-def get_case(name: str) -> Case:
-    """The case called `name`, or a user case `pkg.module:factory`; a UsageError if neither."""
-    if casenames.is_user_spec(name):
-        from overrides.cases.usercases import case_from_spec
-
-        return case_from_spec(name)
-    casenames.described(name)  # an unknown name: the same message, with or without torch
-    _load_catalog()
-    return _REGISTRY[name]
-
-
-def resolve_cases(names: list[str] | None) -> tuple[Case, ...]:
-    """Cases for a `--cases` list: None means the seed cases, `all` the whole catalog (and may
-    sit beside user cases: `all mypkg.mod:MyTensor`); checked by name first (casenames.resolve)."""
-    if not names:
-        return SEED_CASES
-    return tuple(get_case(case.name) for case in casenames.resolve(names))

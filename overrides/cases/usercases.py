@@ -1,7 +1,7 @@
 """User cases: `--cases pkg.module:factory` points the harness at a class it has never seen.
 
 Subclass authors want to know what their own `__torch_function__` / `__torch_dispatch__` costs
-without editing this project. `cases.get_case` sends any name with a `:` here, so every tool
+without editing this project. `registry.get_case` sends any name with a `:` here, so every tool
 that resolves case names (bench.py, pyspybench.py, record.sh, report.sh, the A/B workers)
 accepts the same spec.
 
@@ -24,8 +24,8 @@ from typing import Any, Callable
 
 import torch
 
-from overrides.cases.casenames import SPEC_FORM, USER_DIR_VARIABLE, split_user_spec, user_stem
-from overrides.cases.seedcases import Case, plain_operands
+from overrides.cases.casenames import SPEC_FORM, USER_DIR_VARIABLE, Case, split_user_spec, user_stem
+from overrides.cases.seedcases import plain_operands
 from overrides.errors import UsageError
 
 

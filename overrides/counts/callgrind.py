@@ -125,13 +125,13 @@ def _worker_main(spec_json: str) -> None:
     spec = json.loads(spec_json)
     import torch
 
-    from overrides.cases import seedcases as cases, ops
+    from overrides.cases import ops, registry
     from overrides.clock.timer import UNROLL, compile_hot_loop
 
     torch.set_num_threads(1)
     targets = []
     for case_name, op_name in spec["targets"]:
-        case = cases.get_case(case_name)
+        case = registry.get_case(case_name)
         op = ops.get_op(op_name)
         loop = compile_hot_loop(case.stmt_for(op), "counted_loop")
         targets.append((case, tuple(case.make_operands()), loop))
@@ -251,7 +251,7 @@ def _launch(python: str, seed: int, pad: int, user_dir: str | None, spec: str,
 # import of torch under valgrind (20-28 s) then overlaps the parent's own start-up (~3 s).
 _HEAD_STARTS: dict[tuple, _Launch] = {}
 # What `bench.py --instructions` counts by default: the seed cases under torch.add. Named here
-# because the head start must not import torch (overrides.cases.seedcases does); if the defaults change
+# because the head start must not import torch (overrides.cases.registry's cases do); if the defaults change
 # and this does not, the guess misses and counting merely starts later
 # (tests/test_callgrind.py checks that the default command line is started ahead).
 GUESS_DEFAULT_CASES = ("Tensor", "SubTensor", "WithTorchFunction", "SubWithTorchFunction")

@@ -161,14 +161,14 @@ def _worker_main(spec_json: str) -> None:
     spec = json.loads(spec_json)
     import torch
 
-    from overrides.cases import seedcases as cases, ops
-    from overrides.measure import not_applicable_reason
+    from overrides.cases import ops, registry
+    from overrides.cases.ops import not_applicable_reason
 
     torch.set_num_threads(1)
     counted = []
     for case_name, op_name in spec["targets"]:
         try:
-            case, op = cases.get_case(case_name), ops.get_op(op_name)
+            case, op = registry.get_case(case_name), ops.get_op(op_name)
             reason = not_applicable_reason(case, op)
             if reason:
                 counted.append({"case": case_name, "op": op_name, "error": f"n/a: {reason}"})

@@ -114,11 +114,11 @@ class HotLoop:
 def prepare(case_name: str, op_name: str | None, nreps: int | None, seconds: float,
             record: Callable[[int], None] | None = None) -> HotLoop:
     """The hot loop of a case and op; a UsageError when the op does not apply."""
-    from overrides.cases import seedcases as cases, ops
-    from overrides.measure import not_applicable_reason
+    from overrides.cases import ops, registry
+    from overrides.cases.ops import not_applicable_reason
     from overrides.clock.timer import compile_hot_loop
 
-    case = cases.get_case(case_name)
+    case = registry.get_case(case_name)
     op = ops.get_op(op_name) if op_name else ops.DEFAULT_OP
     reason = not_applicable_reason(case, op)
     if reason:

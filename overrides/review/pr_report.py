@@ -184,10 +184,10 @@ class Report:
                 ab_config) -> tuple[list, dict, dict]:
         """(comparisons, RunResult per role, settings)."""
         from overrides.ab import paired as ab
-        from overrides.cases import seedcases as cases_mod, ops as ops_mod
+        from overrides.cases import ops as ops_mod, registry
         from overrides.review import record
 
-        selected = cases_mod.resolve_cases(list(case_names) if case_names else None)
+        selected = registry.resolve_cases(list(case_names) if case_names else None)
         names = [case.name for case in selected]
         if all(side.build is not None for side in sides):
             outcome = ab.run_ab(sides[0].build, sides[1].build, selected,

@@ -204,7 +204,7 @@ def load_label(directory: str, label: str) -> RecordedRun:
 
 def file_stem(case_name: str, op_name: str | None) -> str:
     """NAME in LABEL-NAME.svg: the case's flamegraph name, with the op when it is not the default."""
-    from overrides.cases.seedcases import get_case
+    from overrides.cases.registry import get_case
     from overrides.cases.ops import DEFAULT_OP
 
     stem = get_case(case_name).stem
@@ -283,12 +283,11 @@ class Recorder:
     def instructions(self, python: str, seeds: Sequence[int] | None) -> None:
         """Callgrind's counts for every case, into LABEL-instructions.json."""
         from overrides.counts import callgrind, records
-        from overrides.cases import seedcases as cases_mod, ops as ops_mod
-        from overrides.measure import not_applicable_reason
+        from overrides.cases import ops as ops_mod, registry
 
         op = ops_mod.get_op(self.manifest["op"]) if self.manifest["op"] else ops_mod.DEFAULT_OP
         targets = [(name, op.name) for name in self.manifest["cases"]
-                   if not not_applicable_reason(cases_mod.get_case(name), op)]
+                   if not ops_mod.not_applicable_reason(registry.get_case(name), op)]
         self.say(f"record {self.label}: counting instructions with Callgrind")
         runs = callgrind.count(python, targets, seeds or callgrind.DEFAULT_SEEDS, say=self.say)
         name = f"{self.label}-instructions.json"
@@ -337,7 +336,7 @@ def record(label: str, python_spec: str, cases: Sequence[str] | None = None, *,
     (with `keep_build`) keep a copy of that build for a paired report later. A label already
     recorded is refused before anything runs, unless `force`: then it is replaced whole."""
     from overrides.ab import paired as ab
-    from overrides.cases import seedcases as cases_mod
+    from overrides.cases import registry
     from overrides.flame import flamegraph, hotloop
 
     say = progress or (lambda message: None)
@@ -352,7 +351,7 @@ def record(label: str, python_spec: str, cases: Sequence[str] | None = None, *,
         from overrides.counts import callgrind
 
         callgrind.find_valgrind()
-    names = [case.name for case in cases_mod.resolve_cases(list(cases) if cases else None)]
+    names = [case.name for case in registry.resolve_cases(list(cases) if cases else None)]
     earlier = os.path.join(runs_dir(directory), label)
     if force and os.path.isdir(earlier):  # none of the replaced recording's files may linger
         say(f"record {label}: replacing the earlier recording of {label!r} (--force)")
