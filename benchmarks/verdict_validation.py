@@ -38,6 +38,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 from overrides.ab import paired as ab, shimenv
+from overrides.builds import interpreters
 from overrides.counts import records, rounds
 from overrides.cases import seedcases  # noqa: E402
 from overrides.cases.ops import DEFAULT_OP  # noqa: E402
@@ -77,7 +78,7 @@ def setup(folder: str) -> dict[str, tuple[str, str]]:
             "bare": (env_a, bare)}
 
 
-def _side(spec: str) -> "str | ab.Build":
+def _side(spec: str) -> "str | interpreters.Build":
     """`kept:ENV`: ENV's interpreter with a record.sh-style kept copy of its torch (made once,
     beside ENV, by overrides/builds/keep.py), as report.sh runs a recorded label; else the spec itself."""
     if not spec.startswith("kept:"):
@@ -85,13 +86,13 @@ def _side(spec: str) -> "str | ab.Build":
     from overrides.builds import keep
 
     env = spec[len("kept:"):]
-    interpreter = ab.probe_interpreter(env)
+    interpreter = interpreters.probe_interpreter(env)
     label_dir = env.rstrip("/") + "-label"
     root = os.path.join(label_dir, keep.KEPT_DIR)
     if not os.path.isdir(os.path.join(root, "torch")):
         say(f"keeping a copy of {interpreter.torch_dir} in {label_dir}")
         keep.keep(interpreter.torch_dir, label_dir)
-    return ab.Build(interpreter.executable, root)
+    return interpreters.Build(interpreter.executable, root)
 
 
 def _seed_deltas(outcome) -> dict:

@@ -8,6 +8,7 @@ import pytest
 
 from conftest import run_tool
 from overrides.ab import paired as ab, shimenv
+from overrides.builds import interpreters
 from overrides.cases import seedcases
 from overrides.clock import stats
 from overrides.errors import UsageError
@@ -98,7 +99,7 @@ def test_bad_interpreters_are_named(bench, tmp_path):
     out = bench("--compare", sys.executable, str(tmp_path))
     assert out.returncode == 2 and "without bin/python" in out.stderr
     with pytest.raises(UsageError, match="no interpreter 'no-such-python-here' on PATH"):
-        ab.resolve_interpreter("no-such-python-here")
+        interpreters.resolve_interpreter("no-such-python-here")
 
 
 def test_an_interpreter_without_torch_is_named(tmp_path):

@@ -257,10 +257,10 @@ def test_record_says_first_which_interpreter_and_torch_it_measures(recorded):
 
 
 def test_without_python_the_first_line_says_it_is_the_default_and_how_to_choose():
-    from overrides.ab import paired as ab
+    from overrides.builds import interpreters
 
     version, folder = _torch_of_this_interpreter()
-    line = record.interpreter_line(ab.Interpreter(sys.executable, folder), "python3")
+    line = record.interpreter_line(interpreters.Interpreter(sys.executable, folder), "python3")
     assert line.startswith(sys.executable) and "the default: pass --python" in line
     assert line.endswith(f"with torch {version} from {folder}")
 

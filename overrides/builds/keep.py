@@ -11,7 +11,7 @@ on `sys.path`), with `functorch` and `torchgen` when they sit beside it. The cop
 files, never hard links, and symlinks are copied as the files they point to: a rebuild that
 rewrites a file in place, or a library symlinked into a build tree, must not change the copy.
 The copy is written under a temporary name and renamed when whole. A side then runs the
-recorded interpreter with the copy's folder first on its import path (`ab.Build`); the views of
+recorded interpreter with the copy's folder first on its import path (`interpreters.Build`); the views of
 `overrides/builds/placement.py` load its libraries from the same pages as the other side's wherever
 the two are byte-identical, so a copy carries no placement offset of its own.
 """

@@ -218,7 +218,7 @@ def count_build(python: str, targets: Sequence[tuple[str, str]], *, import_path:
     """Count every (case, op) in one process of `python` (with `import_path` first on its
     path: a kept copy of a build), this checkout on PYTHONPATH, from the caller's working
     directory (for user cases). A process that fails is a UsageError with its last line."""
-    from overrides.ab.paired import with_import_path
+    from overrides.builds.interpreters import with_import_path
 
     env = with_import_path(dict(os.environ, PYTHONHASHSEED=HASH_SEED, PYTHONDONTWRITEBYTECODE="1"),
                            ROOT, import_path)
@@ -331,7 +331,7 @@ def find(runs: Sequence[CaseCalls], case: str, op: str) -> CaseCalls | None:
 
 
 def pyspy_frame(function: str) -> str | None:
-    """The name py-spy gives the same Python function (`flamegraph.clean_frame`: qualified name,
+    """The name py-spy gives the same Python function (`flame.stacks.clean_frame`: qualified name,
     the file's last two path parts); None for a C function, which py-spy names by its symbol."""
     if function.endswith(C_SUFFIX):
         return None

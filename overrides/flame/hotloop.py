@@ -20,8 +20,9 @@ from typing import Callable, ContextManager, Iterator
 
 from overrides.argtypes import OneLineParser, positive_float, positive_int
 from overrides.errors import UsageError, run_command
+from overrides.flame.pyspy import PYSPY_RATE_HZ, find_pyspy
 
-# Long enough for 1000 samples at the rate the scripts record at (flamegraph.PYSPY_RATE_HZ,
+# Long enough for 1000 samples at the rate the scripts record at (pyspy.PYSPY_RATE_HZ,
 # 200 a second) after torch is imported, with 20% to spare.
 DEFAULT_SECONDS = 6.0
 CHUNK_S = 0.05  # calls between two clock reads: a negligible share of the samples
@@ -173,13 +174,11 @@ def from_command_line(argv: list[str] | None = None) -> HotLoop:
         record = None
         seconds = args.seconds
         if args.record:
-            from overrides.flame import flamegraph
-
             if args.nreps:
                 raise UsageError("--record runs for --seconds; drop --nreps")
             seconds = args.seconds or DEFAULT_SECONDS
-            record = exec_pyspy(args.pyspy or flamegraph.find_pyspy(sys.executable), args.record,
-                                args.format, args.rate or flamegraph.PYSPY_RATE_HZ, seconds)
+            record = exec_pyspy(args.pyspy or find_pyspy(sys.executable), args.record,
+                                args.format, args.rate or PYSPY_RATE_HZ, seconds)
             # The loop outlives py-spy's --duration a little, so py-spy never samples an exit.
             seconds += LOOP_MARGIN_S
         ready = prepare(args.case, args.op, args.nreps, seconds or DEFAULT_SECONDS, record)

@@ -49,7 +49,7 @@ class Side:
     spec: str
     label: str | None = None  # set when the spec is a recorded label
     python: str | None = None  # the interpreter: given, or the one the label was recorded with
-    build: "object | None" = None  # ab.Build to run live; None: only the label's recorded run
+    build: "object | None" = None  # interpreters.Build to run live; None: only the label's recorded run
     unpaired_reason: str = ""  # why a label cannot run live (no kept copy, ...)
     missing: tuple[str, ...] = ()  # what an incomplete label lacks (--allow-incomplete)
 
@@ -69,7 +69,7 @@ def classify(spec: str, role: str, runs: str, allow_incomplete: bool = False) ->
     """A recorded label if runs/SPEC exists, else an interpreter or virtualenv, else exit 2. An
     incomplete (interrupted) label is refused unless `allow_incomplete`; a results file is named
     as what it is, not "no interpreter"."""
-    from overrides.ab import paired as ab
+    from overrides.builds import interpreters
     from overrides.review import record
 
     if os.sep not in spec and spec in record.recorded_labels(runs):
@@ -87,9 +87,9 @@ def classify(spec: str, role: str, runs: str, allow_incomplete: bool = False) ->
         if root is None:
             return Side(role, spec, label=spec, python=recorded.python, missing=missing,
                         unpaired_reason=f"label `{spec}`: {recorded.why_not_kept()}")
-        build = ab.Build(recorded.python, root)
+        build = interpreters.Build(recorded.python, root)
         try:
-            ab.probe_interpreter(build)
+            interpreters.probe_interpreter(build)
         except UsageError as exc:
             return Side(role, spec, label=spec, python=recorded.python, missing=missing,
                         unpaired_reason=f"label `{spec}`'s kept copy does not run: {exc}")
@@ -108,8 +108,8 @@ def classify(spec: str, role: str, runs: str, allow_incomplete: bool = False) ->
             f"({'recorded: ' + ', '.join(known) if known else 'none recorded yet'}) nor an "
             "interpreter or virtualenv; record it with `scripts/record.sh --label "
             f"{spec}` or pass a Python executable")
-    python = ab.resolve_interpreter(spec)
-    return Side(role, spec, python=python, build=ab.Build(python))
+    python = interpreters.resolve_interpreter(spec)
+    return Side(role, spec, python=python, build=interpreters.Build(python))
 
 
 def title(sides: Sequence[Side]) -> str:
@@ -318,12 +318,13 @@ class Report:
         processes of seconds / RECORDINGS each, wherever the side's build can run; a label's
         own single recording only when it cannot (its spread between processes then unknown)."""
         from overrides.flame import flamegraph
+        from overrides.flame.differential import RECORDINGS
         from overrides.review import record
 
         recorded = self.recorded.get(side.role) or record.load_label(self.runs, side.label or side.role)
         label = recorded.label
         existing = _recordings_of(recorded, case)
-        if existing and (len(existing[1]) >= flamegraph.RECORDINGS or side.build is None):
+        if existing and (len(existing[1]) >= RECORDINGS or side.build is None):
             return existing
         if side.label and side.build is None:  # its interpreter may import another build by now
             self.notes.append(f"No {side.role} flamegraph for {case}: label {label!r} was recorded "
@@ -339,12 +340,12 @@ class Report:
         folder, name = ((self.workdir, f"{side.role}-{stem}") if side.label
                         else (recorded.directory, f"{label}-{stem}"))
         svg, folded = os.path.join(folder, f"{name}.svg"), os.path.join(folder, f"{name}.folded")
-        self.say(f"report: py-spy on {case} for {side.role} ({flamegraph.RECORDINGS} x "
-                 f"{seconds / flamegraph.RECORDINGS:g} s)")
+        self.say(f"report: py-spy on {case} for {side.role} ({RECORDINGS} x "
+                 f"{seconds / RECORDINGS:g} s)")
         try:
             rec = flamegraph.record_case(side.python, case, svg, folded, op=op, seconds=seconds,
                                          import_path=side.torch_root(),
-                                         recordings=flamegraph.RECORDINGS,
+                                         recordings=RECORDINGS,
                                          title=flamegraph.title(case, op, f"{side.role}: {side.spec}",
                                                                 side.python, side.torch_root()))
         except UsageError as exc:
@@ -399,11 +400,11 @@ class Report:
 
     def _differential(self, comparison, folded: dict, stem: str, browser: str | None) -> list[str]:
         from overrides.counts import calltree, pycalls
-        from overrides.flame import flamegraph
+        from overrides.flame import differential, stacks
 
-        base_runs = [flamegraph.read_folded(path) for path in folded["base"]]
-        branch_runs = [flamegraph.read_folded(path) for path in folded["branch"]]
-        deltas = flamegraph.differential(base_runs, branch_runs, comparison.base_ns,
+        base_runs = [stacks.read_folded(path) for path in folded["base"]]
+        branch_runs = [stacks.read_folded(path) for path in folded["branch"]]
+        deltas = differential.differential(base_runs, branch_runs, comparison.base_ns,
                                          comparison.branch_ns)
         lines = []
         if not deltas:
@@ -418,7 +419,7 @@ class Report:
         same_work = {d.frame for d in deltas if d.significant and d.frame not in counted and (
             _same_instructions(instructions.get(d.frame)) or d.frame in same_python)}
         diff_svg = os.path.join(self.workdir, f"diff-{stem}.svg")
-        write_text_atomic(diff_svg, flamegraph.differential_svg(
+        write_text_atomic(diff_svg, differential.differential_svg(
             base_runs, branch_runs, comparison.base_ns, comparison.branch_ns,
             f"{comparison.case}: branch against base, ns per call by call path", same_work,
             {frame: 1 if row.delta_calls > 0 else -1 for frame, row in counted.items()}))
@@ -436,7 +437,7 @@ class Report:
         # The functions the Python-call counts name come first, whatever their sampled time:
         # the counts are exact, the samples are not. Then what moved beyond its spread.
         first = [by_frame[frame] for frame in counted] if changed else []
-        grew, shrank = (flamegraph.top_changes(
+        grew, shrank = (differential.top_changes(
             [d for d in deltas if d.frame not in counted and d.frame not in same_work], DIFF_ROWS)
             if changed else ([], []))
         listed = first + grew + shrank
@@ -445,7 +446,7 @@ class Report:
             "source": "py-spy", "unit": "ns per call", "listed": changed,
             "recordings": {"base": len(base_runs), "branch": len(branch_runs)},
             "error": "spread between recordings" if spread_measured else
-                     f"sampling error x {flamegraph.PROCESS_DISPERSION:g}",
+                     f"sampling error x {differential.PROCESS_DISPERSION:g}",
             "functions": [dict(d.to_dict(), instructions=_rounded(instructions.get(d.frame)),
                                python_calls=counted[d.frame].tag if d.frame in counted else None)
                           for d in listed],
@@ -461,17 +462,17 @@ class Report:
         if spread_measured:
             error = (f"one error is the function's own spread between the recordings of each side "
                      f"({len(base_runs)} and {len(branch_runs)} processes), or py-spy's sampling "
-                     f"error widened {flamegraph.PROCESS_DISPERSION:g}x (the spread of one build's "
+                     f"error widened {differential.PROCESS_DISPERSION:g}x (the spread of one build's "
                      "processes on average) where that is larger: a function that moved in one "
                      "process only stays within it and goes to \"everything else\", however far "
                      "it moved")
         else:
-            error = (f"one error is py-spy's sampling error widened {flamegraph.PROCESS_DISPERSION:g}x "
+            error = (f"one error is py-spy's sampling error widened {differential.PROCESS_DISPERSION:g}x "
                      "for the process-to-process spread of one build's profile (a side recorded "
                      "once: the spread of each function was not measured)")
         lines += ["", (f"Functions the Python-call counts found new or called more or less often "
                        "first (\"Python calls\"), whatever their sampled time; then functions "
-                       f"whose own time per call changed by more than {flamegraph.SIGNIFICANT_Z:g} "
+                       f"whose own time per call changed by more than {differential.SIGNIFICANT_Z:g} "
                        f"errors, where {error}; and functions new in the call path (\"new\": never "
                        "sampled in base, significant with callees). Own time does not count what a "
                        "function calls, so the rows and \"everything else\" add up to the case's "
@@ -825,7 +826,7 @@ def build(base_spec: str, branch_spec: str, *, output: str = DEFAULT_OUTPUT,
     An existing ZIP is refused before anything is measured unless `force`, an incomplete
     label unless `allow_incomplete`."""
     from overrides.ab import paired as ab
-    from overrides.flame import flamegraph
+    from overrides.flame.pyspy import find_pyspy
     from overrides.review import record
 
     say = progress or (lambda message: None)
@@ -838,7 +839,7 @@ def build(base_spec: str, branch_spec: str, *, output: str = DEFAULT_OUTPUT,
     sides = [classify(spec, role, runs, allow_incomplete)
              for spec, role in ((base_spec, "base"), (branch_spec, "branch"))]
     if flamegraphs:
-        flamegraph.find_pyspy(sides[0].python)  # say now, before minutes of measuring
+        find_pyspy(sides[0].python)  # say now, before minutes of measuring
     ab_config = ab_config or ab.ABConfig()
     with tempfile.TemporaryDirectory(prefix="overrides-report-") as workdir:
         the_report = Report(runs, workdir, say)

@@ -257,8 +257,9 @@ class Recorder:
 
     def flamegraphs(self, python: str, seconds: float) -> None:
         from overrides.flame import flamegraph
+        from overrides.flame.pyspy import find_pyspy
 
-        pyspy = flamegraph.find_pyspy(python)
+        pyspy = find_pyspy(python)
         names = self.manifest["cases"]
         for index, case in enumerate(names, 1):
             stem = file_stem(case, self.manifest["op"])
@@ -335,18 +336,19 @@ def record(label: str, python_spec: str, cases: Sequence[str] | None = None, *,
     """Measure `python_spec`'s build and record its flamegraphs into `directory/label/`, and
     (with `keep_build`) keep a copy of that build for a paired report later. A label already
     recorded is refused before anything runs, unless `force`: then it is replaced whole."""
-    from overrides.ab import paired as ab
+    from overrides.builds import interpreters
     from overrides.cases import registry
-    from overrides.flame import flamegraph, hotloop
+    from overrides.flame import hotloop
+    from overrides.flame.pyspy import find_pyspy
 
     say = progress or (lambda message: None)
     check_label(label)
     check_new_label(runs_dir(directory), label, force)
-    interpreter = ab.probe_interpreter(python_spec)
+    interpreter = interpreters.probe_interpreter(python_spec)
     python = interpreter.executable
     say(f"record {label}: measuring {interpreter_line(interpreter, python_spec)}")
     if flamegraphs:
-        flamegraph.find_pyspy(python)  # before anything is measured: say now if it is missing
+        find_pyspy(python)  # before anything is measured: say now if it is missing
     if instructions:
         from overrides.counts import callgrind
 
