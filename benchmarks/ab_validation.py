@@ -30,7 +30,9 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from overrides.ab import paired as ab, shimenv
+from overrides.ab import shimenv
+from overrides.ab.config import DEFAULT_SECONDS_PER_PAIR, ABConfig
+from overrides.ab.paired import run_ab
 from overrides.cases import seedcases
 from overrides import compare, results  # noqa: E402
 from overrides.cases.ops import DEFAULT_OP  # noqa: E402
@@ -43,9 +45,9 @@ def say(message: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
 
 
-def paired(base_py: str, branch_py: str, config: ab.ABConfig) -> tuple[list, float]:
+def paired(base_py: str, branch_py: str, config: ABConfig) -> tuple[list, float]:
     started = time.monotonic()
-    outcome = ab.run_ab(base_py, branch_py, seedcases.SEED_CASES, [DEFAULT_OP], config)
+    outcome = run_ab(base_py, branch_py, seedcases.SEED_CASES, [DEFAULT_OP], config)
     return [c.to_dict() for c in outcome.comparisons], time.monotonic() - started
 
 
@@ -69,7 +71,7 @@ def measure(args) -> None:
     envs = {}
     for size in args.sizes:
         envs[size] = shimenv.make_shim_env(base_py, os.path.join(workdir, size), size).python
-    config = ab.ABConfig(pairs=args.pairs, seconds_per_pair=args.pair_seconds)
+    config = ABConfig(pairs=args.pairs, seconds_per_pair=args.pair_seconds)
 
     with open(args.log, "a", encoding="utf-8") as log:
         def record(entry: dict) -> None:
@@ -170,7 +172,7 @@ def main() -> None:
                         help="shim sizes (default: partial bare loop10)")
     parser.add_argument("--pairs", type=int, default=None,
                         help="fixed pairs per comparison (default: bench.py --compare's, until decided or 60 s)")
-    parser.add_argument("--pair-seconds", type=float, default=ab.DEFAULT_SECONDS_PER_PAIR)
+    parser.add_argument("--pair-seconds", type=float, default=DEFAULT_SECONDS_PER_PAIR)
     parser.add_argument("--unpaired-min-time", type=float, default=3.0)
     # One process's truth carries its layout's luck; averaged over processes with different hash
     # seeds the truth is as free of it as the A/B estimate it checks.

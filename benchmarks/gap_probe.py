@@ -24,7 +24,8 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from overrides.ab import paired as ab
+from overrides.ab.config import ABConfig
+from overrides.ab.paired import run_ab
 from overrides.builds import placement  # noqa: E402
 from overrides.cases.casenames import SEED  # noqa: E402
 from overrides.cases.registry import resolve_cases  # noqa: E402
@@ -40,8 +41,8 @@ def run(setup: str, base: str, branch: str, say) -> dict:
             placement.copies_parent = lambda: ("/dev/shm", placement.file_system_of("/dev/shm"))
         elif setup == "inplace":
             placement.GPU_ONLY = re.compile(".")  # every differing library is left where it is
-        config = ab.ABConfig(match_placement=setup != "noviews")
-        outcome = ab.run_ab(base, branch, resolve_cases(None), resolve_ops(None), config, say)
+        config = ABConfig(match_placement=setup != "noviews")
+        outcome = run_ab(base, branch, resolve_cases(None), resolve_ops(None), config, say)
     finally:
         placement.copies_parent, placement.GPU_ONLY = parent, gpu_only
     return {c.case: (c.delta_ns, c.ci95_ns) for c in outcome.comparisons}

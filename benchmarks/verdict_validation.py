@@ -37,7 +37,9 @@ import venv
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from overrides.ab import paired as ab, shimenv
+from overrides.ab import shimenv
+from overrides.ab.config import ABConfig
+from overrides.ab.paired import run_ab
 from overrides.builds import interpreters
 from overrides.counts import records, rounds
 from overrides.cases import seedcases  # noqa: E402
@@ -111,14 +113,14 @@ def _seed_deltas(outcome) -> dict:
     return out
 
 
-def measure(kinds: dict[str, tuple[str, str]], n: int, log: str, config: ab.ABConfig) -> None:
+def measure(kinds: dict[str, tuple[str, str]], n: int, log: str, config: ABConfig) -> None:
     for round_ in range(n):
         for kind, (base, branch) in kinds.items():
             say(f"round {round_ + 1}/{n}: {kind}")
             started = time.monotonic()
             if config.instruction_seeds:  # as bench.py --compare: each comparison its own seeds
                 config = dataclasses.replace(config, instruction_seeds=rounds.fresh_seeds())
-            outcome = ab.run_ab(_side(base), _side(branch), seedcases.SEED_CASES, [DEFAULT_OP], config)
+            outcome = run_ab(_side(base), _side(branch), seedcases.SEED_CASES, [DEFAULT_OP], config)
             entry = {"kind": kind, "wall_s": time.monotonic() - started,
                      "counted": "instructions" in outcome.settings,
                      "pairs": outcome.settings["pairs"], "stopped": outcome.settings["stopped"],
@@ -198,7 +200,7 @@ def main() -> None:
     log = args.log or f"verdicts-{time.strftime('%Y%m%d-%H%M%S')}.jsonl"
     say(f"logging to {log}")
     seeds, _ = rounds.counting_plan(False, args.no_instructions, None)
-    config = ab.ABConfig(match_placement=not args.no_placement, instruction_seeds=seeds, add_seeds=True,
+    config = ABConfig(match_placement=not args.no_placement, instruction_seeds=seeds, add_seeds=True,
                          instructions_optional=True)
     try:
         measure(kinds, args.n, log, config)

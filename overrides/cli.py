@@ -21,7 +21,7 @@ from overrides.errors import INTERRUPTED_EXIT_STATUS, UsageError, run_command
 from overrides.files import write_json_atomic
 from overrides.clock.layout import RANDOM_LAYOUT_FLAG  # bench.py's re-exec reads it from argv first
 from overrides.progress import stderr_progress
-from overrides.ab.paired import add_arguments as add_ab_arguments
+from overrides.ab.config import add_arguments as add_ab_arguments
 from overrides.measure import DEFAULT_RUN_BUDGET_S
 from overrides.clock.timer import DEFAULT_MAX_TIME_S, DEFAULT_PRECISION, STOP_FLOOR_S, TimerConfig
 
@@ -166,7 +166,8 @@ def run_compare(args) -> int:
     """`--compare BASE_PY BRANCH_PY`: paired A/B, table on stdout, exit 1 on a regression.
     This process never imports torch: the cases are passed on by name, and each side's worker
     builds them (a user's `pkg.module:factory` is checked there)."""
-    from overrides.ab import paired as ab
+    from overrides.ab.config import config_from_arguments
+    from overrides.ab.paired import run_ab
     from overrides import compare
 
     if args.load or args.nreps or args.nrepreps:
@@ -176,9 +177,9 @@ def run_compare(args) -> int:
     from overrides.counts.rounds import counting_plan
 
     seeds, skipped = counting_plan(args.instructions, args.no_instructions, args.seeds)
-    config = dataclasses.replace(ab.config_from_arguments(args, seeds, threads=args.threads),
+    config = dataclasses.replace(config_from_arguments(args, seeds, threads=args.threads),
                                  instructions_optional=not args.instructions)
-    outcome = ab.run_ab(args.compare[0], args.compare[1], selected, selected_ops,
+    outcome = run_ab(args.compare[0], args.compare[1], selected, selected_ops,
                         config, stderr_progress(args.quiet))
     if skipped:
         outcome.settings["instructions_skipped"] = skipped

@@ -231,7 +231,8 @@ def copies_counted_first(tmp_path_factory, second_install):
     and SubTensor, counted under hash seeds 1 and 2, then timed in 0.3-s pairs until decided.
     Read by tests/test_placement.py (the copies count exactly the same) and tests/test_ab.py
     (counts that decide every case end the clock at its minimum of pairs)."""
-    from overrides.ab import paired as ab
+    from overrides.ab.config import ABConfig
+    from overrides.ab.paired import run_ab
     from overrides.builds import interpreters
     from overrides.cases import seedcases
     from overrides.cases.ops import DEFAULT_OP
@@ -239,6 +240,6 @@ def copies_counted_first(tmp_path_factory, second_install):
     _, torch_dir = second_install
     longer = tmp_path_factory.mktemp("a-folder-with-a-much-longer-name")
     subprocess.run(["cp", "-al", torch_dir, str(longer / "torch")], check=True)  # hard links: quick
-    config = ab.ABConfig(seconds_per_pair=0.3, max_seconds=120, instruction_seeds=(1, 2))
-    return ab.run_ab(interpreters.Build(sys.executable, os.path.dirname(torch_dir)),
+    config = ABConfig(seconds_per_pair=0.3, max_seconds=120, instruction_seeds=(1, 2))
+    return run_ab(interpreters.Build(sys.executable, os.path.dirname(torch_dir)),
                      interpreters.Build(sys.executable, str(longer)), seedcases.SEED_CASES[:2], [DEFAULT_OP], config)

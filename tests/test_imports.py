@@ -190,9 +190,54 @@ def test_the_checks_find_a_circle_and_an_upward_import(tmp_path):
     assert upward_imports(graph, rows) == ["pkg.low.c (low) imports pkg.high.d (high, a higher row)"]
 
 
+def _top_level_names(path: str) -> set[str]:
+    """What a module defines or imports at its top level (functions, classes, assignments)."""
+    with open(path, encoding="utf-8") as src:
+        tree = ast.parse(src.read(), path)
+    names, statements = set(), list(tree.body)
+    while statements:
+        node = statements.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)  # not what is inside it
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names.update((alias.asname or alias.name).split(".")[0] for alias in node.names)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names.update(t.id for t in targets if isinstance(t, ast.Name))
+        elif isinstance(node, (ast.If, ast.Try, ast.With, ast.For)):
+            statements += [child for child in ast.iter_child_nodes(node) if isinstance(child, ast.stmt)]
+            statements += [s for handler in getattr(node, "handlers", []) for s in handler.body]
+    return names
+
+
+def test_every_name_imported_from_the_package_is_there():
+    """`from overrides.x import name`, anywhere in the package, tests, benchmarks and entry
+    points (inside functions too, where nothing runs it until that function is called)."""
+    modules = package_modules(ROOT)
+    defined: dict[str, set[str]] = {}
+    missing = []
+    for path in _text_files():
+        if not path.endswith(".py"):
+            continue
+        with open(path, encoding="utf-8") as src:
+            tree = ast.parse(src.read(), path)
+        for node in ast.walk(tree):
+            if not (isinstance(node, ast.ImportFrom) and not node.level and node.module in modules):
+                continue
+            for alias in node.names:
+                if f"{node.module}.{alias.name}" in modules:
+                    continue
+                names = defined.setdefault(node.module, _top_level_names(modules[node.module]))
+                if alias.name not in names:
+                    missing.append(f"{os.path.relpath(path, ROOT)}:{node.lineno}: from {node.module} "
+                                   f"import {alias.name}")
+    assert not missing, "imported but not there:\n" + "\n".join(missing)
+
+
 # -- module and file paths named in text --------------------------------------------------------
 
 _DOTTED = re.compile(r"(?<![\w./-])overrides(?:\.[A-Za-z_]\w*)+")
+_FROM_IMPORT = re.compile(r"\bfrom (overrides(?:\.\w+)*) import ([\w ,]+)")
 _FILE = re.compile(r"(?<![\w./-])overrides/[\w/]*\w\.py\b")
 
 
@@ -203,6 +248,17 @@ def _named_module(dotted: str, modules) -> bool:
     longest = max(n for n in range(1, len(parts) + 1) if ".".join(parts[:n]) in modules)
     package = modules[".".join(parts[:longest])].endswith("__init__.py")
     return longest == len(parts) or not package or longest == 1 and parts[1] in ("ROOT", "__version__")
+
+
+def _imported_name(base: str, name: str, modules) -> bool:
+    """`from BASE import NAME` in text: a module of the package, or a name inside a module (or
+    assigned in a package's __init__)."""
+    if f"{base}.{name}" in modules or not modules[base].endswith("__init__.py"):
+        return True
+    with open(modules[base], encoding="utf-8") as src:
+        tree = ast.parse(src.read())
+    return name in {target.id for node in tree.body if isinstance(node, ast.Assign)
+                    for target in node.targets if isinstance(target, ast.Name)}
 
 
 def _text_files():
@@ -227,4 +283,7 @@ def test_module_and_file_paths_in_code_strings_and_docs_exist():
                     if not _named_module(dotted, modules)]
         missing += [f"{rel}: {name}" for name in sorted(set(_FILE.findall(text)))
                     if not os.path.exists(os.path.join(ROOT, name))]
+        missing += [f"{rel}: from {base} import {name}" for base, names in _FROM_IMPORT.findall(text)
+                    for name in (n.split(" as ")[0].strip() for n in names.split(","))
+                    if name and base in modules and not _imported_name(base, name, modules)]
     assert not missing, "named but not there:\n" + "\n".join(missing)

@@ -2,7 +2,7 @@
 delta is, what the base and branch columns are, progress that says what comes next, a busy run
 flagged, and a system interpreter refused with what to do instead."""
 
-from overrides.ab import paired as ab
+from overrides.ab.countfirst import counts_progress
 from overrides import report
 from overrides.compare import Comparison
 
@@ -26,9 +26,9 @@ def test_the_notes_say_the_paired_delta_is_not_the_difference_of_the_columns():
 
 
 def test_progress_says_what_the_clock_does_next():
-    assert ab.counts_progress(4, 4) == "counts decide all 4 cases; the clock checks them over 5 pairs"
-    assert ab.counts_progress(3, 4).endswith("until the other 1 is decided, or its cap")
-    assert "case(s)" not in ab.counts_progress(2, 4)
+    assert counts_progress(4, 4) == "counts decide all 4 cases; the clock checks them over 5 pairs"
+    assert counts_progress(3, 4).endswith("until the other 1 is decided, or its cap")
+    assert "case(s)" not in counts_progress(2, 4)
 
 
 def test_a_run_whose_median_is_many_times_its_figure_is_flagged():

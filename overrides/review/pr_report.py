@@ -183,14 +183,14 @@ class Report:
     def measure(self, sides: Sequence[Side], case_names: Sequence[str] | None, op: str | None,
                 ab_config) -> tuple[list, dict, dict]:
         """(comparisons, RunResult per role, settings)."""
-        from overrides.ab import paired as ab
+        from overrides.ab.paired import run_ab
         from overrides.cases import ops as ops_mod, registry
         from overrides.review import record
 
         selected = registry.resolve_cases(list(case_names) if case_names else None)
         names = [case.name for case in selected]
         if all(side.build is not None for side in sides):
-            outcome = ab.run_ab(sides[0].build, sides[1].build, selected,
+            outcome = run_ab(sides[0].build, sides[1].build, selected,
                                 ops_mod.resolve_ops([op] if op else None), ab_config, self.say,
                                 keep_interrupted=False)  # Ctrl-C: no ZIP, so nothing to keep
             runs = {"base": outcome.base_run, "branch": outcome.branch_run}
@@ -825,7 +825,7 @@ def build(base_spec: str, branch_spec: str, *, output: str = DEFAULT_OUTPUT,
     """Write the report ZIP; returns (its path, the comparisons, the comparison's settings).
     An existing ZIP is refused before anything is measured unless `force`, an incomplete
     label unless `allow_incomplete`."""
-    from overrides.ab import paired as ab
+    from overrides.ab.config import ABConfig
     from overrides.flame.pyspy import find_pyspy
     from overrides.review import record
 
@@ -840,7 +840,7 @@ def build(base_spec: str, branch_spec: str, *, output: str = DEFAULT_OUTPUT,
              for spec, role in ((base_spec, "base"), (branch_spec, "branch"))]
     if flamegraphs:
         find_pyspy(sides[0].python)  # say now, before minutes of measuring
-    ab_config = ab_config or ab.ABConfig()
+    ab_config = ab_config or ABConfig()
     with tempfile.TemporaryDirectory(prefix="overrides-report-") as workdir:
         the_report = Report(runs, workdir, say)
         try:
@@ -899,7 +899,7 @@ def build(base_spec: str, branch_spec: str, *, output: str = DEFAULT_OUTPUT,
 
 
 def build_parser():
-    from overrides.ab import paired as ab
+    from overrides.ab.config import add_arguments
     from overrides.argtypes import OneLineParser, positive_float, positive_int
     from overrides.flame.hotloop import DEFAULT_SECONDS
     from overrides.review.record import RUNS_DIR_VARIABLE
@@ -931,7 +931,7 @@ def build_parser():
                         help="no instruction counts: wall clock and py-spy only (faster)")
     parser.add_argument("--seeds", nargs="+", type=positive_int, metavar="SEED",
                         help="hash seeds for --instructions, matched between the builds (default: drawn afresh, counted in rounds that fill the CPUs, up to six for cases they leave undecided)")
-    ab.add_arguments(parser.add_argument_group("paired A/B, for two interpreters"))
+    add_arguments(parser.add_argument_group("paired A/B, for two interpreters"))
     parser.add_argument("--runs-dir", default=None, metavar="DIR",
                         help=f"where recorded runs live (default: ${RUNS_DIR_VARIABLE}, else runs/ in this checkout)")
     parser.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
@@ -939,7 +939,7 @@ def build_parser():
 
 
 def main(argv: list[str] | None = None) -> int:
-    from overrides.ab import paired as ab
+    from overrides.ab.config import config_from_arguments
     from overrides.errors import run_command
     from overrides.progress import stderr_progress
 
@@ -950,7 +950,7 @@ def main(argv: list[str] | None = None) -> int:
         seeds, skipped = rounds.counting_plan(args.instructions, args.no_instructions, args.seeds)
         if skipped:
             skipped = f"Instruction counts were skipped: {skipped}, then run the report again."
-        config = dataclasses.replace(ab.config_from_arguments(args, seeds), call_paths=bool(seeds),
+        config = dataclasses.replace(config_from_arguments(args, seeds), call_paths=bool(seeds),
                                      instructions_optional=not args.instructions)
         path, comparisons, settings = build(
             args.base, args.branch, output=args.output, all_cases=args.all,
