@@ -122,17 +122,18 @@ def test_a_clock_change_the_instructions_cannot_explain_is_named():
 
 
 def test_the_reports_verdict_line_names_a_clock_change_the_instructions_cannot_explain(tmp_path):
-    from overrides.review import pr_report
     from overrides.results import RunResult
+    from overrides.review.markdown import report_markdown
+    from overrides.review.measuring import Evidence
+    from overrides.review.sides import ROLES, Side
 
     c = Comparison("SubTensor", "torch.add", 5_400.0, 4_856.0, -544.0, (-595.0, -492.0), "improvement",
                    True, base_instructions=45_000.0, branch_instructions=44_838.0,
                    instructions_ci95=(-200.0, -120.0), wall_verdict="improvement", counts_verdict="improvement")
-    sides = [pr_report.Side(role, f"/envs/{role}/bin/python", python=f"/envs/{role}/bin/python")
-             for role in pr_report.ROLES]
-    runs = {role: RunResult({}, {}, ()) for role in pr_report.ROLES}
-    text = pr_report.Report(str(tmp_path), str(tmp_path), lambda m: None).markdown(
-        [c], {"threshold_ns": 20, "threshold_pct": 0.75, "pairs": 5}, runs, sides, False, False, 60.0)
+    sides = [Side(role, f"/envs/{role}/bin/python", python=f"/envs/{role}/bin/python") for role in ROLES]
+    runs = {role: RunResult({}, {}, ()) for role in ROLES}
+    text = report_markdown(Evidence([c], runs, {"threshold_ns": 20, "threshold_pct": 0.75, "pairs": 5}),
+                           sides, wall_s=60.0)
     headline = text.split("## Comparison")[0]
     assert "Clock and counts tell different stories" in headline
     assert "improvement, clock 28x" in headline and "the same work got faster or slower" in headline
