@@ -15,7 +15,7 @@ import sys
 
 from overrides.cases import casenames
 from overrides.cases import ops as ops_mod
-from overrides import environment, report, results
+from overrides import environment, report, report_comparison, results
 from overrides.argtypes import OneLineParser, positive_float, positive_int
 from overrides.errors import INTERRUPTED_EXIT_STATUS, UsageError, run_command
 from overrides.files import write_json_atomic
@@ -187,7 +187,7 @@ def run_compare(args) -> int:
     if args.json:
         write_json_atomic(args.json, compare.comparison_payload(
             outcome.comparisons, outcome.settings, environments))
-    render = report.comparison_markdown if args.format == "markdown" else report.comparison_table
+    render = report_comparison.comparison_markdown if args.format == "markdown" else report_comparison.comparison_table
     print(render(outcome.comparisons, outcome.settings))
     for side in ("base", "branch"):
         print(f"{side}: {args.compare[0 if side == 'base' else 1]}: "

@@ -197,7 +197,7 @@ def test_caller_chains_are_split_and_recursion_levels_dropped():
 
 
 def test_comparisons_count_by_default_only_where_valgrind_is(monkeypatch):
-    from overrides import report
+    from overrides import report_comparison
 
     installed = shutil.which("valgrind") and shutil.which("callgrind_control")
     seeds, skipped = rounds.counting_plan(asked=False, refused=False, seeds=None)
@@ -220,7 +220,7 @@ def test_comparisons_count_by_default_only_where_valgrind_is(monkeypatch):
         rounds.counting_plan(True, False, None)
     with pytest.raises(UsageError, match="valgrind not found"):  # --seeds asks for counts too
         rounds.counting_plan(False, False, [1, 2])
-    notes = report.comparison_notes([], {"instructions_skipped": skipped})
+    notes = report_comparison.comparison_notes([], {"instructions_skipped": skipped})
     assert any(n.startswith("instruction counts skipped: valgrind is not installed") and
                "wall clock's alone" in n for n in notes)
 
@@ -281,12 +281,12 @@ def test_undecided_counts_get_more_seeds_until_decided():
     *_, near, _ = rounds.count_until_decided(counter, [("Near", "op")], (1, 2, 3), True, per_round=1)
     assert (near[0].seeds, near[0].verdict) == (2, "improvement")
     # The verdict note names the added seeds as covering only what the first ones left open.
-    from overrides import compare, report
+    from overrides import compare, report_comparison
     clock = [compare.Comparison(c.case, c.op, 1000.0, 1000.0, 0.0, (-5.0, 5.0), "no change", paired=True)
              for c in comparisons]
     settings = {"instructions": {"seeds": list(seeds), "seeds_added": list(seeds[2:]),
                                  "threshold": 50.0, "threshold_pct": 0.25}}
-    notes = report.comparison_notes(compare.with_counts(clock, comparisons), settings)
+    notes = report_comparison.comparison_notes(compare.with_counts(clock, comparisons), settings)
     assert any("the last 2 only for the cases the first ones left undecided" in n for n in notes)
     assert any(n.startswith("exact: Steady counted alike") for n in notes)
     assert not any("could not decide" in n for n in notes)

@@ -96,7 +96,7 @@ def test_counts_that_cannot_decide_leave_the_verdict_to_the_clock():
 
 def test_a_change_decided_on_one_seed_says_so_in_the_table_and_the_notes():
     from overrides.counts import judge, records
-    from overrides import report
+    from overrides import report_comparison
     from overrides.compare import Comparison, with_counts
 
     runs = [[records.CountRun(7, (records.CaseCounts("SubTensor", "torch.add", per_call, (per_call,), {}),),
@@ -105,7 +105,7 @@ def test_a_change_decided_on_one_seed_says_so_in_the_table_and_the_notes():
     assert counted.verdict == "regression" and counted.seeds == 1 and counted.ci95 is None
     clock = [Comparison("SubTensor", "torch.add", 4800.0, 4850.0, 50.0, (10.0, 90.0), "regression", paired=True)]
     judged = with_counts(clock, [counted])
-    table = report.comparison_table(judged, {})
+    table = report_comparison.comparison_table(judged, {})
     assert "1 seed" in table.splitlines()[2]
-    notes = report.comparison_notes(judged, {"instructions": {"seeds": [7], "threshold": 50.0, "threshold_pct": 0.25}})
+    notes = report_comparison.comparison_notes(judged, {"instructions": {"seeds": [7], "threshold": 50.0, "threshold_pct": 0.25}})
     assert any(n.startswith("1 seed: SubTensor moved by more than 1% of the count") for n in notes)

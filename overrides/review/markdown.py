@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from typing import Sequence
 
-from overrides import environment, report
+from overrides import environment, report, report_comparison
 from overrides.review.sides import Side, title
 
 
@@ -32,13 +32,13 @@ def report_markdown(evidence, sides: Sequence[Side], python_calls: Sequence[str]
         headline += ("\n\n**Clock and counts tell different stories** (see the notes under the "
                      "table): " + ", ".join(f"{c.case} {signed(c.delta_ns)} ns / "
                                             f"{signed(c.delta_instructions)} instructions "
-                                            f"({report.verdict_cell(c)})" for c in split))
+                                            f"({report_comparison.verdict_cell(c)})" for c in split))
         if any(c.clock_unexplained for c in split):
             headline += (". Where the clock moved far more than the instructions cost, the same "
                          "work got faster or slower (memory, caches, atomics or threads), not "
                          "only the code.")
     parts = [f"# `__torch_function__` overhead: {title(sides)}", "", headline, "",
-             "## Comparison", "", report.comparison_markdown(comparisons, settings), ""]
+             "## Comparison", "", report_comparison.comparison_markdown(comparisons, settings), ""]
     parts += python_calls
     parts += instructions
     if time is not None:

@@ -31,7 +31,7 @@ import tempfile
 import time
 from typing import Callable, Sequence
 
-from overrides import compare, report
+from overrides import compare, report_comparison
 from overrides.errors import UsageError
 from overrides.review import measuring, runs as recorded_runs, sections
 from overrides.review.flamegraphs import flamegraph_sections
@@ -169,7 +169,7 @@ def main(argv: list[str] | None = None) -> int:
             flamegraphs=not args.no_flamegraphs, cases=args.cases, op=args.op, seconds=args.seconds,
             ab_config=config, runs_dir=args.runs_dir, skipped_counts=skipped, force=args.force,
             allow_incomplete=args.allow_incomplete, progress=stderr_progress(args.quiet))
-        print(report.comparison_table(comparisons, settings))
+        print(report_comparison.comparison_table(comparisons, settings))
         print(f"report written to {path}")
         return 1 if compare.any_regression(comparisons) else 0
 
