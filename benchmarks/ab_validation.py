@@ -30,11 +30,11 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from overrides.ab import shimenv
-from overrides.ab.config import DEFAULT_SECONDS_PER_PAIR, ABConfig
-from overrides.ab.paired import run_ab
-from overrides.cases import seedcases
 from overrides import compare, results  # noqa: E402
+from overrides.ab import shimenv  # noqa: E402
+from overrides.ab.config import DEFAULT_SECONDS_PER_PAIR, ABConfig  # noqa: E402
+from overrides.ab.paired import run_ab  # noqa: E402
+from overrides.cases import seedcases  # noqa: E402
 from overrides.cases.ops import DEFAULT_OP  # noqa: E402
 from overrides.verdicts import DEFAULT_THRESHOLD_NS  # noqa: E402
 

@@ -24,8 +24,8 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from overrides.builds.interpreters import resolve_interpreter  # noqa: E402
 from overrides.argtypes import positive_int  # noqa: E402
+from overrides.builds.interpreters import resolve_interpreter  # noqa: E402
 from overrides.errors import UsageError  # noqa: E402
 
 CASES = ("Tensor", "SubTensor", "WithTorchFunction", "SubWithTorchFunction")

@@ -21,8 +21,8 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from overrides.counts import callgrind, judge, records
 from overrides.ab import shimenv  # noqa: E402
+from overrides.counts import callgrind, judge, records  # noqa: E402
 from overrides.files import write_json_atomic  # noqa: E402
 
 CASES = ("Tensor", "SubTensor", "WithTorchFunction", "SubWithTorchFunction")

@@ -22,8 +22,8 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from overrides.counts import callgrind  # noqa: E402
 from overrides.builds.interpreters import resolve_interpreter  # noqa: E402
+from overrides.counts import callgrind  # noqa: E402
 
 SEED_CASES = ("Tensor", "SubTensor", "WithTorchFunction", "SubWithTorchFunction")
 _events_by_dump: dict[str, dict[str, int]] = {}

@@ -24,12 +24,12 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from overrides.ab.config import ABConfig
-from overrides.ab.paired import run_ab
+from overrides.ab.config import ABConfig  # noqa: E402
+from overrides.ab.paired import run_ab  # noqa: E402
 from overrides.builds import placement  # noqa: E402
 from overrides.cases.casenames import SEED  # noqa: E402
-from overrides.cases.registry import resolve_cases  # noqa: E402
 from overrides.cases.ops import resolve_ops  # noqa: E402
+from overrides.cases.registry import resolve_cases  # noqa: E402
 
 SETUPS = ("tmpfs", "disk", "inplace", "noviews")
 

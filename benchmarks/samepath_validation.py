@@ -18,9 +18,9 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from overrides.counts import callgrind
 from overrides.builds import samepath  # noqa: E402
 from overrides.builds.interpreters import resolve_interpreter  # noqa: E402
+from overrides.counts import callgrind  # noqa: E402
 
 SEED_CASE_NAMES = ("Tensor", "SubTensor", "WithTorchFunction", "SubWithTorchFunction")
 

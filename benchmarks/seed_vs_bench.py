@@ -26,8 +26,8 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from overrides.clock import stats  # noqa: E402
 from overrides.argtypes import positive_int  # noqa: E402
+from overrides.clock import stats  # noqa: E402
 from overrides.files import write_json_atomic  # noqa: E402
 
 ALTERNATIVES = {

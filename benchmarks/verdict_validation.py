@@ -37,13 +37,13 @@ import venv
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from overrides.ab import shimenv
-from overrides.ab.config import ABConfig
-from overrides.ab.paired import run_ab
-from overrides.builds import interpreters
-from overrides.counts import records, rounds
+from overrides.ab import shimenv  # noqa: E402
+from overrides.ab.config import ABConfig  # noqa: E402
+from overrides.ab.paired import run_ab  # noqa: E402
+from overrides.builds import interpreters  # noqa: E402
 from overrides.cases import seedcases  # noqa: E402
 from overrides.cases.ops import DEFAULT_OP  # noqa: E402
+from overrides.counts import records, rounds  # noqa: E402
 
 # Every verdict that claims something moved; "clock only" too: a claim, even if not a regression.
 FLAGS = ("regression", "improvement", "clock only", "disagree")

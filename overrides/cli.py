@@ -13,17 +13,17 @@ import dataclasses
 import importlib.util
 import sys
 
+from overrides import environment, report, report_comparison, results
+from overrides.ab.config import add_arguments as add_ab_arguments
+from overrides.argtypes import OneLineParser, positive_float, positive_int
 from overrides.cases import casenames
 from overrides.cases import ops as ops_mod
-from overrides import environment, report, report_comparison, results
-from overrides.argtypes import OneLineParser, positive_float, positive_int
+from overrides.clock.layout import RANDOM_LAYOUT_FLAG  # bench.py's re-exec reads it from argv first
+from overrides.clock.timer import DEFAULT_MAX_TIME_S, DEFAULT_PRECISION, STOP_FLOOR_S, TimerConfig
 from overrides.errors import INTERRUPTED_EXIT_STATUS, UsageError, run_command
 from overrides.files import write_json_atomic
-from overrides.clock.layout import RANDOM_LAYOUT_FLAG  # bench.py's re-exec reads it from argv first
-from overrides.progress import stderr_progress
-from overrides.ab.config import add_arguments as add_ab_arguments
 from overrides.measure import DEFAULT_RUN_BUDGET_S
-from overrides.clock.timer import DEFAULT_MAX_TIME_S, DEFAULT_PRECISION, STOP_FLOOR_S, TimerConfig
+from overrides.progress import stderr_progress
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -12,11 +12,11 @@ import dataclasses
 from typing import Callable, Sequence
 
 from overrides import environment
-from overrides.clock import stats
 from overrides.cases.casenames import Case
 from overrides.cases.ops import Op, not_applicable_reason
-from overrides.results import CaseResult, RunResult
+from overrides.clock import stats
 from overrides.clock.timer import MIN_SAMPLES, TARGET_SAMPLE_NS, Target, TimerConfig, time_targets
+from overrides.results import CaseResult, RunResult
 
 # Whole-run time budget when the user did not pick --min-time: the default 3 s per target is
 # kept up to 20 targets (the seed's four cases take 12 s); a matrix (`--cases all --op all`, ~40

@@ -10,9 +10,9 @@ import math
 from typing import Sequence
 
 from overrides import environment
+from overrides.cases.casenames import BASELINE_CASE
 from overrides.clock import stats
 from overrides.counts import records
-from overrides.cases.casenames import BASELINE_CASE
 from overrides.results import CaseResult, RunResult
 
 FORMATS = ("table", "legacy", "markdown")

@@ -16,9 +16,9 @@ import datetime
 import json
 import math
 
+from overrides.cases.casenames import BASELINE_CASE
 from overrides.clock import stats
 from overrides.counts import records
-from overrides.cases.casenames import BASELINE_CASE
 from overrides.errors import UsageError
 from overrides.files import write_json_atomic
 

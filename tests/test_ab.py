@@ -13,9 +13,9 @@ from overrides.ab.estimates import PairEstimate, decided, summarise
 from overrides.ab.paired import run_ab
 from overrides.builds import interpreters
 from overrides.cases import seedcases
+from overrides.cases.ops import DEFAULT_OP
 from overrides.clock import stats
 from overrides.errors import UsageError
-from overrides.cases.ops import DEFAULT_OP
 
 QUICK = ABConfig(pairs=4, seconds_per_pair=1.0)  # behaviour, not precision
 AFFECTED = {"SubTensor", "SubWithTorchFunction"}  # the only cases that reach the shim

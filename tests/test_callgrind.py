@@ -12,8 +12,8 @@ import zipfile
 import pytest
 
 from conftest import ROOT
-from overrides.counts import callgrind, dumps, judge, records, rounds
 from overrides.builds import samepath
+from overrides.counts import callgrind, dumps, judge, records, rounds
 from overrides.errors import UsageError
 
 SEED_TARGETS = [(name, "torch.add") for name in

@@ -6,10 +6,10 @@ import torch
 from torch.overrides import _get_current_function_mode
 from torch.utils._python_dispatch import _get_current_dispatch_mode
 
-from overrides.cases import catalog, ops, registry, seedcases
 from overrides import measure
-from overrides.errors import UsageError
+from overrides.cases import catalog, ops, registry, seedcases
 from overrides.clock.timer import Target, TimerConfig, time_targets
+from overrides.errors import UsageError
 
 PAIRS = [(case, op) for case in registry.all_cases() for op in ops.all_ops()]
 

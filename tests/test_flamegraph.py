@@ -8,8 +8,8 @@ import xml.etree.ElementTree as ElementTree
 import pytest
 
 from conftest import ROOT, run_tool
-from overrides.flame import differential, flamegraph, flamesvg, pyspy, stacks
 from overrides.errors import UsageError
+from overrides.flame import differential, flamegraph, flamesvg, pyspy, stacks
 
 
 def test_pyspybench_runs_exactly_nreps_and_prints_nothing():

@@ -2,8 +2,8 @@
 delta is, what the base and branch columns are, progress that says what comes next, a busy run
 flagged, and a system interpreter refused with what to do instead."""
 
-from overrides.ab.countfirst import counts_progress
 from overrides import report, report_comparison
+from overrides.ab.countfirst import counts_progress
 from overrides.compare import Comparison
 
 

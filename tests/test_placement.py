@@ -13,9 +13,9 @@ import sys
 
 import pytest
 
-from overrides.builds import samepath, placement
 from overrides.ab.config import ABConfig
 from overrides.ab.paired import _hash_seed_base, run_ab
+from overrides.builds import samepath, placement
 from overrides.cases import seedcases
 from overrides.cases.ops import DEFAULT_OP
 

@@ -6,8 +6,8 @@ import textwrap
 
 import pytest
 
-from overrides.counts import pycalls
 from overrides.ab import shimenv
+from overrides.counts import pycalls
 
 SEED_TARGETS = [("SubTensor", "torch.add"), ("SubWithTorchFunction", "torch.add"),
                 ("Tensor", "torch.add")]

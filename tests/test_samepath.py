@@ -9,9 +9,9 @@ import sys
 import pytest
 
 from conftest import ROOT
-from overrides.counts import judge, records
 from overrides.builds import samepath
 from overrides.compare import Comparison
+from overrides.counts import judge, records
 
 _SHOW = ("import json, os, sys; print(json.dumps({'executable': sys.executable, 'prefix': sys.prefix, "
          "'path': sys.path, 'cwd': os.getcwd(), 'environ': open('/proc/self/environ', 'rb').read().hex(), "

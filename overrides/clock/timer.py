@@ -34,8 +34,8 @@ import math
 import time
 from typing import Callable, ContextManager, Sequence
 
-from overrides.clock import stats
 from overrides.cases.ops import statement_namespace
+from overrides.clock import stats
 from overrides.progress import counted
 
 UNROLL = 50  # statements per loop turn: a turn costs ~20 ns, so <0.5 ns per call is loop overhead

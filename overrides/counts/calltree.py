@@ -29,8 +29,8 @@ import dataclasses
 import math
 from typing import Sequence
 
-from overrides.flame import flamesvg
 from overrides.clock import stats
+from overrides.flame import flamesvg
 
 FUNCTION_FLOOR = 5.0  # instructions a call: below this no function's change is worth a row
 ROWS = 15  # listed functions per case, largest change first
