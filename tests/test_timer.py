@@ -6,7 +6,8 @@ import time
 import torch
 
 from overrides.clock import stats, timer
-from overrides.clock.timer import CALIBRATION_BURSTS, CALIBRATION_GAP_S, TARGET_SAMPLE_NS, UNROLL, Target, TimerConfig, calibrate_calls, compile_loop, time_targets
+from overrides.clock.timer import (CALIBRATION_BURSTS, CALIBRATION_GAP_S, TARGET_SAMPLE_NS, UNROLL,
+                                   Target, TimerConfig, calibrate_calls, compile_loop, time_targets)
 
 
 def _operands():
