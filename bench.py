@@ -2,14 +2,14 @@
 
 import sys
 
-from overrides.layout import reexec_pinned
+from overrides.clock.layout import reexec_pinned
 
 if __name__ == "__main__":
-    reexec_pinned()  # before torch is imported: see overrides/layout.py
+    reexec_pinned()  # before torch is imported: see overrides/clock/layout.py
     import contextlib
     import io
 
-    from overrides.callgrind import head_start_for_command_line
+    from overrides.counts.callgrind import head_start_for_command_line
 
     # --instructions: valgrind imports torch for 20+ s; let it start while we import torch too.
     # The guess's own parser must stay silent: bad arguments are reported once, by the real one.

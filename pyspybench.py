@@ -3,7 +3,7 @@
 if __name__ == "__main__":
     # No heap pinning re-exec here (bench.py has one): py-spy follows the process it started,
     # and an exec would swap the interpreter under it. Flamegraph shares do not need it.
-    from overrides.hotloop import from_command_line
+    from overrides.flame.hotloop import from_command_line
 
     job = from_command_line()  # bad input: one line, exit 2
     with job.active():

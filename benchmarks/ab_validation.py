@@ -1,11 +1,11 @@
 """Can the verdicts be trusted? Paired A/B against unpaired runs, on changes of known cost.
 
 1. Builds "branch" environments that share this interpreter's packages and wrap
-   `torch.Tensor.__torch_function__` in a shim at start-up (overrides/shimenv.py), one per size.
+   `torch.Tensor.__torch_function__` in a shim at start-up (overrides/ab/shimenv.py), one per size.
 2. Measures each shim's true cost without A/B: the shimmed case's twin class timed side by side
    with the case in one process (`shimenv.shim_truth_ns`), averaged over 24 processes (layouts).
 3. Runs N A/A comparisons (base against base) and N A/B comparisons per size, each both ways:
-   paired (`overrides.ab.run_ab`, what `bench.py --compare` does) and unpaired (two separate
+   paired (`overrides.ab.paired.run_ab`, what `bench.py --compare` does) and unpaired (two separate
    `bench.py --json` runs compared with `overrides.compare.compare_runs`).
 4. Prints the false-positive rate, detection rate per size and case, the estimate's error
    against the truth, how often the interval holds the truth, and wall time per comparison.
@@ -30,8 +30,13 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from overrides import ab, cases, compare, results, shimenv  # noqa: E402
-from overrides.ops import DEFAULT_OP  # noqa: E402
+from overrides import compare, results  # noqa: E402
+from overrides.ab import shimenv  # noqa: E402
+from overrides.ab.config import DEFAULT_SECONDS_PER_PAIR, ABConfig  # noqa: E402
+from overrides.ab.paired import run_ab  # noqa: E402
+from overrides.cases import seedcases  # noqa: E402
+from overrides.cases.ops import DEFAULT_OP  # noqa: E402
+from overrides.verdicts import DEFAULT_THRESHOLD_NS  # noqa: E402
 
 FLAGS = ("regression", "improvement")
 
@@ -40,9 +45,9 @@ def say(message: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
 
 
-def paired(base_py: str, branch_py: str, config: ab.ABConfig) -> tuple[list, float]:
+def paired(base_py: str, branch_py: str, config: ABConfig) -> tuple[list, float]:
     started = time.monotonic()
-    outcome = ab.run_ab(base_py, branch_py, cases.SEED_CASES, [DEFAULT_OP], config)
+    outcome = run_ab(base_py, branch_py, seedcases.SEED_CASES, [DEFAULT_OP], config)
     return [c.to_dict() for c in outcome.comparisons], time.monotonic() - started
 
 
@@ -66,7 +71,7 @@ def measure(args) -> None:
     envs = {}
     for size in args.sizes:
         envs[size] = shimenv.make_shim_env(base_py, os.path.join(workdir, size), size).python
-    config = ab.ABConfig(pairs=args.pairs, seconds_per_pair=args.pair_seconds)
+    config = ABConfig(pairs=args.pairs, seconds_per_pair=args.pair_seconds)
 
     with open(args.log, "a", encoding="utf-8") as log:
         def record(entry: dict) -> None:
@@ -99,7 +104,7 @@ def summarise(log_path: str) -> None:
     entries = [json.loads(line) for line in open(log_path, encoding="utf-8") if line.strip()]
     truth = {e["size"]: e["truth_ns"] for e in entries if e["kind"] == "truth"}
     runs = [e for e in entries if e["kind"] != "truth"]
-    case_names = [c.name for c in cases.SEED_CASES]
+    case_names = [c.name for c in seedcases.SEED_CASES]
     print("Paired A/B vs unpaired runs, seed cases, shims on torch.Tensor.__torch_function__")
     print("\nTrue shim cost per case, ns: the case and its shimmed twin side by side in one process,"
           " mean over processes (range across processes in brackets; 0: the shim cannot reach it):")
@@ -150,7 +155,7 @@ def summarise(log_path: str) -> None:
             for name in case_names:
                 rows = [next(c for c in e["comparisons"] if c["case"] == name)
                         for e in mine if e["kind"] == "A/B" and e["size"] == size]
-                real = truth[size][name] >= compare.DEFAULT_THRESHOLD_NS  # a change to detect
+                real = truth[size][name] >= DEFAULT_THRESHOLD_NS  # a change to detect
                 if real and rows and sum(r["verdict"] == "regression" for r in rows) >= 0.9 * len(rows):
                     detected.append((truth[size][name], size, name))
         if detected:
@@ -167,7 +172,7 @@ def main() -> None:
                         help="shim sizes (default: partial bare loop10)")
     parser.add_argument("--pairs", type=int, default=None,
                         help="fixed pairs per comparison (default: bench.py --compare's, until decided or 60 s)")
-    parser.add_argument("--pair-seconds", type=float, default=ab.DEFAULT_SECONDS_PER_PAIR)
+    parser.add_argument("--pair-seconds", type=float, default=DEFAULT_SECONDS_PER_PAIR)
     parser.add_argument("--unpaired-min-time", type=float, default=3.0)
     # One process's truth carries its layout's luck; averaged over processes with different hash
     # seeds the truth is as free of it as the A/B estimate it checks.

@@ -54,7 +54,7 @@ def torch_timer(repeats: int) -> tuple[float, dict[str, list[float]]]:
     figures = {}
     for case in CASES:
         timer = Timer("torch.add(x, y)",
-                      setup=f"import torch\nfrom overrides.cases import get_case\n"
+                      setup=f"import torch\nfrom overrides.cases.registry import get_case\n"
                             f"x, y = get_case({case!r}).make_operands()")
         stats = timer.collect_callgrind(number=CALLS, repeats=repeats)
         figures[case] = [s.counts(denoise=True) / CALLS for s in stats]

@@ -24,8 +24,8 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from overrides.ab import resolve_interpreter  # noqa: E402
 from overrides.argtypes import positive_int  # noqa: E402
+from overrides.builds.interpreters import resolve_interpreter  # noqa: E402
 from overrides.errors import UsageError  # noqa: E402
 
 CASES = ("Tensor", "SubTensor", "WithTorchFunction", "SubWithTorchFunction")
@@ -33,7 +33,7 @@ PROJECTED_CPUS = (8, 32)
 
 _CHILD = """
 import json, sys, time
-from overrides import callgrind
+from overrides.counts import callgrind
 pythons, seeds = json.loads(sys.argv[1]), json.loads(sys.argv[2])
 targets = [(case, "torch.add") for case in %r]
 started = time.monotonic()

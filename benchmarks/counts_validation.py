@@ -2,7 +2,7 @@
 
 Each comparison counts both builds under three hash seeds (matched between the builds; a new
 set of seeds per comparison, so every comparison sees new layouts) and judges every seed case
-with `overrides.callgrind.compare_counts`, as `report.sh --instructions` does. Printed: how
+with `overrides.counts.judge.compare_counts`, as `report.sh --instructions` does. Printed: how
 often each case is flagged, the deltas, and the wall time per comparison.
 
 Usage: python benchmarks/counts_validation.py [-n 5] [--size bare] [--save PATH]
@@ -21,7 +21,8 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from overrides import callgrind, shimenv  # noqa: E402
+from overrides.ab import shimenv  # noqa: E402
+from overrides.counts import callgrind, judge, records  # noqa: E402
 from overrides.files import write_json_atomic  # noqa: E402
 
 CASES = ("Tensor", "SubTensor", "WithTorchFunction", "SubWithTorchFunction")
@@ -47,10 +48,10 @@ def main() -> None:
             started = time.monotonic()
             base_runs, branch_runs = callgrind.count_builds([sys.executable, other], targets, seeds)
             walls[kind].append(time.monotonic() - started)
-            for c in callgrind.compare_counts(base_runs, branch_runs):
+            for c in judge.compare_counts(base_runs, branch_runs):
                 rows[kind][c.case].append(c)
-            raw.append({"kind": kind, "base": callgrind.to_dict(base_runs),
-                        "branch": callgrind.to_dict(branch_runs)})
+            raw.append({"kind": kind, "base": records.to_dict(base_runs),
+                        "branch": records.to_dict(branch_runs)})
             for a, b in zip(base_runs, branch_runs):
                 for case in CASES:
                     per_seed[kind][case].append(b.get(case, "torch.add").per_call

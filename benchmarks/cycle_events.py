@@ -22,8 +22,8 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from overrides import callgrind  # noqa: E402
-from overrides.ab import resolve_interpreter  # noqa: E402
+from overrides.builds.interpreters import resolve_interpreter  # noqa: E402
+from overrides.counts import callgrind  # noqa: E402
 
 SEED_CASES = ("Tensor", "SubTensor", "WithTorchFunction", "SubWithTorchFunction")
 _events_by_dump: dict[str, dict[str, int]] = {}
@@ -71,7 +71,7 @@ def main() -> int:
     parser.add_argument("--sim", nargs="+", choices=sorted(OPTIONS), default=["bus"])
     args = parser.parse_args()
     callgrind._launch = _with([o for sim in args.sim for o in OPTIONS[sim]], callgrind._launch)
-    callgrind.read_dump = _reading_events(callgrind.read_dump)
+    callgrind.read_dump = _reading_events(callgrind.read_dump)  # the name count_once calls
     targets = [(case, "torch.add") for case in args.cases]
     rows = []
     for env in args.envs:

@@ -1,7 +1,7 @@
 """Where does bench.py's invocation-to-invocation spread come from: the process, or the clock?
 
 `python bench.py` pins what differs between two processes of one build (address layout, hash
-seed, heap behaviour; see overrides/layout.py), yet its figure for a case still moves by 2-3%
+seed, heap behaviour; see overrides/clock/layout.py), yet its figure for a case still moves by 2-3%
 from one invocation to the next on a shared machine. Two explanations predict different things:
 
 - a per-process fixed effect (where the process's own pages land in physical memory, say):
@@ -42,14 +42,14 @@ WORKER_FLAG = "--worker"
 
 def worker(blocks: int, seconds: float) -> None:
     """One fresh process: `blocks` forked children, then `blocks` blocks in this process."""
-    from overrides.layout import reexec_pinned
+    from overrides.clock.layout import reexec_pinned
 
     reexec_pinned()  # the same pinning as bench.py, before torch is imported
-    from overrides import stats
-    from overrides.cases import SEED_CASES
+    from overrides.clock import stats
+    from overrides.cases.seedcases import SEED_CASES
     from overrides.measure import target_for
-    from overrides.ops import resolve_ops
-    from overrides.timer import TimerConfig, time_targets
+    from overrides.cases.ops import resolve_ops
+    from overrides.clock.timer import TimerConfig, time_targets
 
     op = resolve_ops(None)[0]
     targets = [target_for(case, op) for case in SEED_CASES]

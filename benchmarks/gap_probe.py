@@ -3,7 +3,7 @@ placing their shared libraries, interleaved round by round.
 
     python benchmarks/gap_probe.py BASE BRANCH [-n ROUNDS] [--setups tmpfs disk inplace noviews]
 
-Set-ups (overrides/placement.py):
+Set-ups (overrides/builds/placement.py):
 - `tmpfs`: the views, with the differing libraries copied anew for every pair onto tmpfs
   (/dev/shm), as `--compare` did before this probe;
 - `disk`: the same, the copies on a disk's file system (`--compare` now: placement.copies_parent);
@@ -24,10 +24,12 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from overrides import ab, placement  # noqa: E402
-from overrides.casenames import SEED  # noqa: E402
-from overrides.cases import resolve_cases  # noqa: E402
-from overrides.ops import resolve_ops  # noqa: E402
+from overrides.ab.config import ABConfig  # noqa: E402
+from overrides.ab.paired import run_ab  # noqa: E402
+from overrides.builds import placement  # noqa: E402
+from overrides.cases.casenames import SEED  # noqa: E402
+from overrides.cases.ops import resolve_ops  # noqa: E402
+from overrides.cases.registry import resolve_cases  # noqa: E402
 
 SETUPS = ("tmpfs", "disk", "inplace", "noviews")
 
@@ -39,8 +41,8 @@ def run(setup: str, base: str, branch: str, say) -> dict:
             placement.copies_parent = lambda: ("/dev/shm", placement.file_system_of("/dev/shm"))
         elif setup == "inplace":
             placement.GPU_ONLY = re.compile(".")  # every differing library is left where it is
-        config = ab.ABConfig(match_placement=setup != "noviews")
-        outcome = ab.run_ab(base, branch, resolve_cases(None), resolve_ops(None), config, say)
+        config = ABConfig(match_placement=setup != "noviews")
+        outcome = run_ab(base, branch, resolve_cases(None), resolve_ops(None), config, say)
     finally:
         placement.copies_parent, placement.GPU_ONLY = parent, gpu_only
     return {c.case: (c.delta_ns, c.ci95_ns) for c in outcome.comparisons}

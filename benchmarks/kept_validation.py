@@ -44,7 +44,7 @@ EXTRA = "def _validation_extra_call():\n    return None\n\n\n"
 CALL_BEFORE = "        if kwargs is None:\n            kwargs = {}\n\n        if not all(issubclass(cls, t) for t in types):"
 PACKAGES = ("numpy", "typing_extensions", "sympy", "networkx", "jinja2", "fsspec", "filelock")
 # The A/A's second label. Not `same`: equal in length to `base`, it hid that the kept copies'
-# path lengths reached the counts (fixed in overrides/placement.py).
+# path lengths reached the counts (fixed in overrides/builds/placement.py).
 AA_LABEL = "unchanged"
 
 

@@ -1,6 +1,6 @@
 """Do two installs of the same files count alike? Per-seed instruction counts of environments
 whose paths differ, each against the first, with every side started from one path
-(overrides/samepath.py) and, in the same run, from its own paths (as before).
+(overrides/builds/samepath.py) and, in the same run, from its own paths (as before).
 
     python benchmarks/samepath_validation.py ENV1 ENV2 [ENV3 ...] [--seeds 11 22 33] [--mode both|same|own]
 
@@ -18,8 +18,9 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from overrides import callgrind, samepath  # noqa: E402
-from overrides.ab import resolve_interpreter  # noqa: E402
+from overrides.builds import samepath  # noqa: E402
+from overrides.builds.interpreters import resolve_interpreter  # noqa: E402
+from overrides.counts import callgrind  # noqa: E402
 
 SEED_CASE_NAMES = ("Tensor", "SubTensor", "WithTorchFunction", "SubWithTorchFunction")
 

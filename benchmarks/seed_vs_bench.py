@@ -26,8 +26,8 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from overrides import stats  # noqa: E402
 from overrides.argtypes import positive_int  # noqa: E402
+from overrides.clock import stats  # noqa: E402
 from overrides.files import write_json_atomic  # noqa: E402
 
 ALTERNATIVES = {
@@ -42,7 +42,7 @@ SEED_METHOD = r"""
 import json, sys, time
 sys.path.insert(0, {root!r})
 import torch
-from overrides.cases import SEED_CASES
+from overrides.cases.seedcases import SEED_CASES
 torch.set_num_threads(1)
 blocks, calls = {blocks}, {calls}
 out = {{}}

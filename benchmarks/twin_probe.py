@@ -10,7 +10,7 @@ things for two processes of the same build running at the same time, one on each
   and the correlation fades when one series is shifted in time against the other;
 - the process: each steps on its own, and the two series do not correlate.
 
-Each worker pins itself like bench.py (overrides/layout.py) and to one CPU, calibrates ~1 ms
+Each worker pins itself like bench.py (overrides/clock/layout.py) and to one CPU, calibrates ~1 ms
 samples with the Timer core, waits for a start time both share (CLOCK_MONOTONIC is one clock
 for the whole machine), and then times the case back to back for the given seconds. The
 parent cuts both series into windows and prints how much a window's figure moves within each
@@ -45,15 +45,15 @@ LAGS_S = (0.0, 1.0, 3.0, 10.0)  # shifts between the two series; the unshifted o
 def worker(case_name: str, cpu: int, start_ns: int, seconds: float) -> None:
     """Time `case_name` on `cpu` from `start_ns` (CLOCK_MONOTONIC) for `seconds`; print
     [(sample start ns, per-call ns), ...] as JSON."""
-    from overrides.layout import reexec_pinned
+    from overrides.clock.layout import reexec_pinned
 
     reexec_pinned()  # the same pinning as bench.py, before torch is imported
     os.sched_setaffinity(0, {cpu})
     import torch
 
-    from overrides.cases import get_case
-    from overrides.ops import resolve_ops
-    from overrides.timer import UNROLL, calibrate_calls, compile_loop
+    from overrides.cases.registry import get_case
+    from overrides.cases.ops import resolve_ops
+    from overrides.clock.timer import UNROLL, calibrate_calls, compile_loop
 
     torch.set_num_threads(1)
     case, op = get_case(case_name), resolve_ops(None)[0]
@@ -134,7 +134,7 @@ def main() -> None:
     cpus = sorted(os.sched_getaffinity(0))
     if len(cpus) < 2:
         parser.error("two CPUs are needed: one per process")
-    from overrides.cases import get_case
+    from overrides.cases.registry import get_case
     from overrides.errors import UsageError
 
     try:

@@ -9,7 +9,7 @@ The kinds (built under --setup DIR from the torch version this interpreter has, 
   its torch (made once beside ENV), as report.sh runs a recorded label;
 - `bare`: the first virtualenv against a shim environment sharing its packages whose start-up
   hook wraps `torch.Tensor.__torch_function__` in a Python function that only calls the
-  original (overrides/shimenv.py): a real ~1-1.5% cost on the subclass cases, none elsewhere.
+  original (overrides/ab/shimenv.py): a real ~1-1.5% cost on the subclass cases, none elsewhere.
 
 The kinds run interleaved (one comparison of each in turn), so the machine's mood lands on all
 alike. Every comparison is appended to a JSON-lines log as it finishes (`--log`); an
@@ -37,8 +37,13 @@ import venv
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from overrides import ab, callgrind, cases, shimenv  # noqa: E402
-from overrides.ops import DEFAULT_OP  # noqa: E402
+from overrides.ab import shimenv  # noqa: E402
+from overrides.ab.config import ABConfig  # noqa: E402
+from overrides.ab.paired import run_ab  # noqa: E402
+from overrides.builds import interpreters  # noqa: E402
+from overrides.cases import seedcases  # noqa: E402
+from overrides.cases.ops import DEFAULT_OP  # noqa: E402
+from overrides.counts import records, rounds  # noqa: E402
 
 # Every verdict that claims something moved; "clock only" too: a claim, even if not a regression.
 FLAGS = ("regression", "improvement", "clock only", "disagree")
@@ -69,34 +74,34 @@ def setup(folder: str) -> dict[str, tuple[str, str]]:
         subprocess.run(["cp", "-a", env_a, env_c], check=True)
     bare = os.path.join(folder, "bare")
     if not os.path.exists(os.path.join(bare, "bin", "python")):
-        subprocess.run([os.path.join(env_a, "bin", "python"), "-m", "overrides.shimenv", bare, "bare"],
+        subprocess.run([os.path.join(env_a, "bin", "python"), "-m", "overrides.ab.shimenv", bare, "bare"],
                        check=True, cwd=ROOT, env=dict(os.environ, PYTHONPATH=ROOT))
     return {"aa-same": (env_a, env_a), "aa-venvs": (env_a, env_b), "aa-copy": (env_a, env_c),
             "bare": (env_a, bare)}
 
 
-def _side(spec: str) -> "str | ab.Build":
+def _side(spec: str) -> "str | interpreters.Build":
     """`kept:ENV`: ENV's interpreter with a record.sh-style kept copy of its torch (made once,
-    beside ENV, by overrides/keep.py), as report.sh runs a recorded label; else the spec itself."""
+    beside ENV, by overrides/builds/keep.py), as report.sh runs a recorded label; else the spec itself."""
     if not spec.startswith("kept:"):
         return spec
-    from overrides import keep
+    from overrides.builds import keep
 
     env = spec[len("kept:"):]
-    interpreter = ab.probe_interpreter(env)
+    interpreter = interpreters.probe_interpreter(env)
     label_dir = env.rstrip("/") + "-label"
     root = os.path.join(label_dir, keep.KEPT_DIR)
     if not os.path.isdir(os.path.join(root, "torch")):
         say(f"keeping a copy of {interpreter.torch_dir} in {label_dir}")
         keep.keep(interpreter.torch_dir, label_dir)
-    return ab.Build(interpreter.executable, root)
+    return interpreters.Build(interpreter.executable, root)
 
 
 def _seed_deltas(outcome) -> dict:
     """Per case, branch minus base instructions per call on every seed counted on both sides."""
     if not outcome.base_run.instructions or not outcome.branch_run.instructions:
         return {}
-    sides = [callgrind.from_dict(run.instructions) for run in (outcome.base_run, outcome.branch_run)]
+    sides = [records.from_dict(run.instructions) for run in (outcome.base_run, outcome.branch_run)]
     branch_by_seed = {run.seed: run for run in sides[1]}
     out: dict[str, list] = {}
     for run in sides[0]:
@@ -108,14 +113,14 @@ def _seed_deltas(outcome) -> dict:
     return out
 
 
-def measure(kinds: dict[str, tuple[str, str]], n: int, log: str, config: ab.ABConfig) -> None:
+def measure(kinds: dict[str, tuple[str, str]], n: int, log: str, config: ABConfig) -> None:
     for round_ in range(n):
         for kind, (base, branch) in kinds.items():
             say(f"round {round_ + 1}/{n}: {kind}")
             started = time.monotonic()
             if config.instruction_seeds:  # as bench.py --compare: each comparison its own seeds
-                config = dataclasses.replace(config, instruction_seeds=callgrind.fresh_seeds())
-            outcome = ab.run_ab(_side(base), _side(branch), cases.SEED_CASES, [DEFAULT_OP], config)
+                config = dataclasses.replace(config, instruction_seeds=rounds.fresh_seeds())
+            outcome = run_ab(_side(base), _side(branch), seedcases.SEED_CASES, [DEFAULT_OP], config)
             entry = {"kind": kind, "wall_s": time.monotonic() - started,
                      "counted": "instructions" in outcome.settings,
                      "pairs": outcome.settings["pairs"], "stopped": outcome.settings["stopped"],
@@ -158,7 +163,7 @@ def summarise(log: str) -> None:
                   f"{max(per_seed):.1f}; started from one path in "
                   f"{sum(bool(r.get('same_path')) for r in runs)}/{len(runs)}")
         print(f"  {'case':<22}{'verdicts':<52}{'CI holds 0':>11}{'delta med':>11}{'CI width med':>14}")
-        for case in cases.SEED_CASES:
+        for case in seedcases.SEED_CASES:
             rows = [c for r in runs for c in r["comparisons"] if c["case"] == case.name]
             counts = collections.Counter(c["verdict"] for c in rows)
             holds = sum(c["ci95_ns"] is not None and c["ci95_ns"][0] <= 0 <= c["ci95_ns"][1] for c in rows)
@@ -194,8 +199,8 @@ def main() -> None:
         parser.error("give --setup DIR or --kind NAME=BASE,BRANCH")
     log = args.log or f"verdicts-{time.strftime('%Y%m%d-%H%M%S')}.jsonl"
     say(f"logging to {log}")
-    seeds, _ = callgrind.counting_plan(False, args.no_instructions, None)
-    config = ab.ABConfig(match_placement=not args.no_placement, instruction_seeds=seeds, add_seeds=True,
+    seeds, _ = rounds.counting_plan(False, args.no_instructions, None)
+    config = ABConfig(match_placement=not args.no_placement, instruction_seeds=seeds, add_seeds=True,
                          instructions_optional=True)
     try:
         measure(kinds, args.n, log, config)

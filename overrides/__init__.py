@@ -1,14 +1,23 @@
 """Measure what `__torch_function__` dispatch costs per call, and show a reviewer where it went.
 
-Modules, one concern each:
-- `cases`: what is called (operands and ops) and the registry of named cases.
-- `casenames`: every case's name and description, readable without torch.
-- `timer`: the one Timer core everything that times uses.
-- `stats`: statistics over per-call samples (headline figure, spread, intervals).
-- `results`: the versioned JSON results format and its records.
-- `environment`: what the machine and the torch build are.
-- `report`: tables for people (table, legacy, markdown).
-- `cli`: `bench.py`'s argument parsing, a thin layer over the above.
+The package is in wings, one folder each (docs/layout.md draws them and the direction of the
+imports between them; tests/test_imports.py checks it):
+- `cases/`: what is called (operands and ops) and the registry of named cases;
+- `clock/`: the Timer core, its statistics, the pinned heap and layout;
+- `builds/`: the builds compared: interpreters, kept copies, library views, one start-up path;
+- `flame/`: flamegraphs with py-spy, and the SVGs this tool draws;
+- `counts/`: instruction counts (Callgrind) and Python calls, and where they went;
+- `ab/`: the paired comparison of two builds;
+- `review/`: record.sh and report.sh.
+At the root, the basics every wing may use (`errors`, `files`, `progress`, `children`,
+`argtypes`, `verdicts`: the one verdict rule), the records and what makes and prints them
+(`results`: the versioned JSON; `compare`, `environment`, `measure`, `report`,
+`report_comparison`), and `cli`, bench.py's command line.
 """
 
+import os
+
 __version__ = "0.1.0"
+# This checkout: bench.py, pyspybench.py and the folder holding this package (what worker
+# processes put first on PYTHONPATH).
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -13,17 +13,17 @@ import dataclasses
 import importlib.util
 import sys
 
-from overrides import casenames
-from overrides import ops as ops_mod
-from overrides import environment, report, results
+from overrides import environment, report, report_comparison, results
+from overrides.ab.config import add_arguments as add_ab_arguments
 from overrides.argtypes import OneLineParser, positive_float, positive_int
+from overrides.cases import casenames
+from overrides.cases import ops as ops_mod
+from overrides.clock.layout import RANDOM_LAYOUT_FLAG  # bench.py's re-exec reads it from argv first
+from overrides.clock.timer import DEFAULT_MAX_TIME_S, DEFAULT_PRECISION, STOP_FLOOR_S, TimerConfig
 from overrides.errors import INTERRUPTED_EXIT_STATUS, UsageError, run_command
 from overrides.files import write_json_atomic
-from overrides.layout import RANDOM_LAYOUT_FLAG  # bench.py's re-exec reads it from argv first
-from overrides.progress import stderr_progress
-from overrides.ab import add_arguments as add_ab_arguments
 from overrides.measure import DEFAULT_RUN_BUDGET_S
-from overrides.timer import DEFAULT_MAX_TIME_S, DEFAULT_PRECISION, STOP_FLOOR_S, TimerConfig
+from overrides.progress import stderr_progress
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -59,7 +59,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
     parser.add_argument(RANDOM_LAYOUT_FLAG, action="store_true",
                         help="keep address-space and hash randomisation on (default: off, so two "
-                             "runs of one build lay out alike; see overrides/layout.py)")
+                             "runs of one build lay out alike; see overrides/clock/layout.py)")
     counts = parser.add_argument_group("instruction counts (Callgrind)")
     counts.add_argument("--instructions", action="store_true",
                         help="count instructions per call with Callgrind instead of timing "
@@ -107,9 +107,9 @@ def _cases_and_ops(args, what: str) -> tuple[tuple, tuple]:
     casenames.resolve(args.cases)
     selected_ops = ops_mod.resolve_ops(args.op)
     require_torch(what)
-    from overrides import cases as cases_mod
+    from overrides.cases import registry
 
-    return cases_mod.resolve_cases(args.cases), selected_ops
+    return registry.resolve_cases(args.cases), selected_ops
 
 
 def run(argv: list[str]) -> int:
@@ -133,7 +133,7 @@ def run(argv: list[str]) -> int:
             raise UsageError("--load prints a saved file; drop --cases/--op/-n/-m/--json, or drop --load to measure")
         run_result = results.load(args.load)
     elif args.instructions:
-        from overrides.callgrind import DEFAULT_SEEDS
+        from overrides.counts.callgrind import DEFAULT_SEEDS
         from overrides.measure import count_benchmark
 
         if args.nreps or args.nrepreps or args.min_time:
@@ -174,18 +174,20 @@ def run_compare(args) -> int:
     """`--compare BASE_PY BRANCH_PY`: paired A/B, table on stdout, exit 1 on a regression.
     This process never imports torch: the cases are passed on by name, and each side's worker
     builds them (a user's `pkg.module:factory` is checked there)."""
-    from overrides import ab, compare
+    from overrides.ab.config import config_from_arguments
+    from overrides.ab.paired import run_ab
+    from overrides import compare
 
     if args.load or args.nreps or args.nrepreps:
         raise UsageError("--compare calibrates its own samples; drop --load/-n/-m")
     selected = casenames.resolve(args.cases)
     selected_ops = ops_mod.resolve_ops(args.op)
-    from overrides.callgrind import counting_plan
+    from overrides.counts.rounds import counting_plan
 
     seeds, skipped = counting_plan(args.instructions, args.no_instructions, args.seeds)
-    config = dataclasses.replace(ab.config_from_arguments(args, seeds, threads=args.threads),
+    config = dataclasses.replace(config_from_arguments(args, seeds, threads=args.threads),
                                  instructions_optional=not args.instructions)
-    outcome = ab.run_ab(args.compare[0], args.compare[1], selected, selected_ops,
+    outcome = run_ab(args.compare[0], args.compare[1], selected, selected_ops,
                         config, stderr_progress(args.quiet))
     if skipped:
         outcome.settings["instructions_skipped"] = skipped
@@ -193,7 +195,7 @@ def run_compare(args) -> int:
     if args.json:
         write_json_atomic(args.json, compare.comparison_payload(
             outcome.comparisons, outcome.settings, environments))
-    render = report.comparison_markdown if args.format == "markdown" else report.comparison_table
+    render = report_comparison.comparison_markdown if args.format == "markdown" else report_comparison.comparison_table
     print(render(outcome.comparisons, outcome.settings))
     for side in ("base", "branch"):
         print(f"{side}: {args.compare[0 if side == 'base' else 1]}: "

@@ -9,32 +9,11 @@ variation that differs between the two sides. Two kinds of comparison exist:
   `UNPAIRED_PROCESS_CV` of the figure per side, measured here as the spread of the headline
   across separate invocations of the same build (benchmarks/headline_stats.py). That term is
   what makes unpaired verdicts cautious: it cannot be measured from one run per side.
-- Paired (`overrides/ab.py`): both builds measured alternately in one run, the interval taken
+- Paired (`overrides/ab/paired.py`): both builds measured alternately in one run, the interval taken
   from the spread between independent worker pairs. It resolves far smaller changes.
 
-Verdict rules, with threshold T = max(threshold_ns, threshold_pct% of base):
-- `regression`: the 95% interval lies above 0 and the estimate is at least T;
-- `improvement`: the 95% interval lies below 0 and the estimate is at most -T;
-- `no change`: the whole 99% interval lies within [-T, +T] (see NO_CHANGE_CONFIDENCE; on
-  instruction counts the 95% one, callgrind.COUNTS_NO_CHANGE_CONFIDENCE);
-- `clock only` (with instruction counts): the wall clock moved beyond T but the counts rule out
-  a change (`no change` on the counts): the same instructions run slower or faster, which is
-  where the code sits in memory, not what it does; not a regression. In the paired A/B the
-  clock must be 99% sure to say so (`with_counts`), as sure as the counts' `no change`;
-- `disagree` (with instruction counts): the clock and the counts each found a change, in
-  opposite directions (torch 2.14.1 against 2.12.1 here: Tensor +84 ns on the clock, -185
-  instructions): fewer instructions that cost more cycles (memory, atomics, branches), or the
-  reverse; a reviewer must look, but neither view alone is the verdict;
-- where the counts are `inconclusive` (their seeds' layouts spread too far, or the change sits
-  near the threshold), the clock's verdict;
-- a regression or improvement whose clock change is more than UNEXPLAINED_FACTOR times what the
-  instruction change costs at the case's own nanoseconds per instruction keeps its verdict and is
-  named (`clock_unexplained`): the same work got faster or slower (memory, caches, atomics or
-  threads), not only the code. torch 2.12.1 -> 2.14.1 read SubTensor -544 ns on the clock with
-  -162 instructions (~-19 ns at 0.12 ns an instruction): the verdict "improvement" is right, and
-  the instructions account for a thirtieth of it;
-- `inconclusive`: anything else (the data cannot carry a claim either way), and, unpaired,
-  whenever one side's run was contended (`stats.contended`: busy for most of the run).
+The verdicts themselves, and why each is what it says, are `overrides/verdicts.py`'s rule: the
+same one for the clock and for the instruction counts.
 """
 
 from __future__ import annotations
@@ -42,23 +21,12 @@ from __future__ import annotations
 import dataclasses
 import math
 
-from overrides import stats
+from overrides.clock import stats
 from overrides.results import CaseResult, RunResult
+from overrides.verdicts import (DEFAULT_THRESHOLD_NS, DEFAULT_THRESHOLD_PCT, clock_and_counts, judge,
+                                threshold_for)
 
 COMPARISON_SCHEMA = "torch-function-overhead/comparison/1"
-VERDICTS = ("regression", "improvement", "no change", "clock only", "disagree", "inconclusive")
-DECIDED = ("regression", "improvement", "no change")  # verdicts that end the A/B's sampling
-# "no change" is a claim a reviewer acts on as much as "regression", so it must be as sure. A
-# regression needs the 95% interval above 0 *and* the estimate past T, about three standard
-# errors with the A/B's usual noise: wrong ~1% of the time at a true change of 0. "no change"
-# at a true change of T is wrong as rarely only with the 99% interval inside +-T. With the 95%
-# one, the bare shim (+100 ns on SubTensor, T = 55 ns) was once read +13 [-11..+37]: "no change".
-NO_CHANGE_CONFIDENCE = 0.99
-DEFAULT_THRESHOLD_NS = 20.0  # below this a change is not worth a reviewer's attention here
-# ... nor below 0.75% of the call's cost. Chosen on 30 A/A and 30 bare-shim pairs of the paired
-# A/B (10-pair comparisons resampled from them): at 0.5%, 11% of A/A comparisons flagged some
-# case; at 0.75%, 6%, while the bare shim (+1.3% on SubTensor) was still caught 99% of the time.
-DEFAULT_THRESHOLD_PCT = 0.75
 # Process-to-process spread of the headline (then p10; p2 spreads less) for one build, runs minutes apart: CV 0.9-3.7%
 # across invocations on this machine (seed_vs_bench, headline_stats), and an A/A pair of runs
 # with other work on the machine differed by 5.8%. 3% per side keeps unpaired verdicts honest.
@@ -87,7 +55,7 @@ class Comparison:
     instructions_ci95: tuple[float, float] | None = None
     wall_verdict: str | None = None
     counts_verdict: str | None = None  # the counts' own verdict; "inconclusive": the clock judged
-    counts_exact: bool = False  # counted alike on every seed from one path (callgrind.EXACT_INSTRUCTIONS)
+    counts_exact: bool = False  # counted alike on every seed from one path (counts.judge.EXACT_INSTRUCTIONS)
 
     @property
     def delta_pct(self) -> float:
@@ -184,44 +152,6 @@ def with_counts(comparisons, count_comparisons, sure_clock: dict | None = None) 
             counts_exact=counted.exact,
             verdict=clock_and_counts(c.verdict, counted.verdict, (sure_clock or {}).get((c.case, c.op)))))
     return out
-
-
-def threshold_for(base_ns: float, threshold_ns: float, threshold_pct: float) -> float:
-    return max(threshold_ns, threshold_pct / 100.0 * base_ns)
-
-
-def judge(delta: float, ci: tuple[float, float] | None, threshold: float,
-          no_change_ci: tuple[float, float] | None = None) -> str:
-    """The verdict for an estimate, its 95% interval and its NO_CHANGE_CONFIDENCE interval
-    (the 95% one when not given); see the module docstring."""
-    if ci is None or not all(math.isfinite(v) for v in ci) or not math.isfinite(delta):
-        return "inconclusive"
-    low, high = ci
-    if low > 0 and delta >= threshold:
-        return "regression"
-    if high < 0 and delta <= -threshold:
-        return "improvement"
-    wide_low, wide_high = no_change_ci or ci
-    if -threshold <= wide_low and wide_high <= threshold:
-        return "no change"
-    return "inconclusive"
-
-
-def clock_and_counts(wall_verdict: str, counts_verdict: str, sure_wall: str | None = None) -> str:
-    """One verdict from both views. The counts see no machine noise, so they judge; but a clock
-    that moved where the counts rule out a change is said so, not called a regression. Counts
-    that cannot decide (their seeds' layouts spread too far) leave the verdict to the clock:
-    the bare shim's three seeds once read +517 [-262..+1,297] instructions while the clock read
-    a regression, 99% sure. `sure_wall`, the clock's verdict at NO_CHANGE_CONFIDENCE where
-    known, is what may go against the counts (see with_counts)."""
-    against = sure_wall or wall_verdict
-    if counts_verdict == "no change" and against in ("regression", "improvement"):
-        return "clock only"
-    if {counts_verdict, against} == {"regression", "improvement"}:
-        return "disagree"
-    if counts_verdict == "inconclusive":
-        return wall_verdict
-    return counts_verdict
 
 
 def _bootstrap_headline_sd(samples: tuple[float, ...], seed: int) -> float:

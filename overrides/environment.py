@@ -11,7 +11,7 @@ import platform
 import socket
 import sys
 
-from overrides.layout import randomisation_off
+from overrides.clock.layout import randomisation_off
 
 
 def cpu_model() -> str:
@@ -42,9 +42,9 @@ def collect(threads: int) -> dict:
         "cpu_count": _cpu_count(),
         "threads": threads,
         "hostname": socket.gethostname(),
-        # see overrides/allocator.py: the heap's start-up state moves plain calls by ~4%
+        # see overrides/clock/allocator.py: the heap's start-up state moves plain calls by ~4%
         "malloc_top_pad": os.environ.get("MALLOC_TOP_PAD_"),
-        # see overrides/layout.py: bench.py pins these unless --random-layout
+        # see overrides/clock/layout.py: bench.py pins these unless --random-layout
         "aslr_off": randomisation_off(),
         "python_hash_seed": os.environ.get("PYTHONHASHSEED"),
     }

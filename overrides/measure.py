@@ -1,8 +1,9 @@
 """Glue from the catalog to the Timer core: time cases x ops, and return a `RunResult`.
 
-Kept apart from the CLI so that tests, pyspybench and the A/B workers build runs the same way:
-`target_for` is the one place a (case, op) becomes a Timer target (the case's own statement,
-its mode), and `not_applicable_reason` decides before timing whether an op makes sense at all.
+Kept apart from the CLI so that tests and the A/B workers build runs the same way: `target_for`
+is the one place a (case, op) becomes a Timer target (the case's own statement, its mode).
+Whether an op makes sense for a case at all is decided before timing, by
+`overrides/cases/ops.py`'s `not_applicable_reason` (pyspybench and the counts ask it too).
 """
 
 from __future__ import annotations
@@ -10,11 +11,12 @@ from __future__ import annotations
 import dataclasses
 from typing import Callable, Sequence
 
-from overrides import environment, stats
-from overrides.casenames import Case
-from overrides.ops import Op, run_statement
+from overrides import environment
+from overrides.cases.casenames import Case
+from overrides.cases.ops import Op, not_applicable_reason
+from overrides.clock import stats
+from overrides.clock.timer import MIN_SAMPLES, TARGET_SAMPLE_NS, Target, TimerConfig, time_targets
 from overrides.results import CaseResult, RunResult
-from overrides.timer import MIN_SAMPLES, TARGET_SAMPLE_NS, Target, TimerConfig, time_targets
 
 # Whole-run time budget when the user did not pick --min-time: the default 3 s per target is
 # kept up to 20 targets (the seed's four cases take 12 s); a matrix (`--cases all --op all`, ~40
@@ -27,32 +29,6 @@ MIN_SCALED_TIME_S = max(0.5, 2 * MIN_SAMPLES * TARGET_SAMPLE_NS / 1e9)
 def target_for(case: Case, op: Op) -> Target:
     """The Timer target for `op` on `case`: the case's own statement if it has one, its mode."""
     return Target(f"{case.name} [{op.name}]", case.stmt_for(op), case.make_operands, case.context)
-
-
-def not_applicable_reason(case: Case, op: Op) -> str | None:
-    """Why `op` makes no sense for `case` (shown as n/a, not a failure), or None if it does.
-
-    The case's own declaration first. Otherwise (a user's case) the op is tried once on fresh
-    operands: an operand lacking the attribute or operator the statement uses means the op does
-    not apply. Any other error is left for the Timer core to record as a failure.
-    """
-    declared = case.not_applicable_to(op)
-    if declared:
-        return declared
-    try:
-        operands = tuple(case.make_operands())
-        with case.active():
-            run_statement(case.stmt_for(op), *operands)
-    except AttributeError as exc:
-        owner = getattr(exc, "obj", None)
-        if any(owner is operand for operand in operands):
-            return f"{type(owner).__name__} has no .{exc.name}"
-    except TypeError as exc:
-        if str(exc).startswith("unsupported operand type"):
-            return f"no operator: {exc}"
-    except Exception:  # a real failure: the Timer core records it with the others
-        pass
-    return None
 
 
 def scaled_min_time_s(targets: int, per_target_s: float,
@@ -128,7 +104,7 @@ def count_benchmark(cases: Sequence[Case], ops: Sequence[Op], seeds: Sequence[in
     process per hash seed), and record it as a results file with no timings."""
     import sys
 
-    from overrides import callgrind
+    from overrides.counts import callgrind, records
 
     pairs = [(case, op) for op in ops for case in cases]
     reasons = [not_applicable_reason(case, op) for case, op in pairs]
@@ -141,4 +117,4 @@ def count_benchmark(cases: Sequence[Case], ops: Sequence[Op], seeds: Sequence[in
                     for (case, op), reason in zip(pairs, reasons))
     settings = {"method": "instruction counts (Callgrind)", "seeds": list(seeds)}
     return RunResult(environment.collect(1), settings, results,
-                     wall_s=sum(run.wall_s for run in runs), instructions=callgrind.to_dict(runs))
+                     wall_s=sum(run.wall_s for run in runs), instructions=records.to_dict(runs))

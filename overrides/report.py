@@ -1,6 +1,7 @@
 """Output for people: the aligned table, the seed's legacy sentences, and markdown for PRs.
 
 Everything here reads a `RunResult` and returns text; nothing here measures or writes files.
+The table of a comparison of two runs is `overrides/report_comparison.py`.
 """
 
 from __future__ import annotations
@@ -8,8 +9,10 @@ from __future__ import annotations
 import math
 from typing import Sequence
 
-from overrides import environment, stats
-from overrides.casenames import BASELINE_CASE
+from overrides import environment
+from overrides.cases.casenames import BASELINE_CASE
+from overrides.clock import stats
+from overrides.counts import records
 from overrides.results import CaseResult, RunResult
 
 FORMATS = ("table", "legacy", "markdown")
@@ -141,7 +144,7 @@ def _catalog_notes(run: RunResult) -> list[str]:
 
 
 def _op_stmts() -> dict[str, str]:
-    from overrides.ops import all_ops
+    from overrides.cases.ops import all_ops
 
     return {op.name: op.stmt for op in all_ops()}
 
@@ -250,10 +253,8 @@ INSTRUCTION_HEADER = ("case", "instructions/call", "range over seeds", "repeat s
 
 
 def _instruction_rows(run: RunResult) -> list[list[str]]:
-    from overrides import callgrind
-
-    count_runs = callgrind.from_dict(run.instructions)
-    per_case = callgrind.per_call_by_case(count_runs)
+    count_runs = records.from_dict(run.instructions)
+    per_case = records.per_call_by_case(count_runs)
     spreads: dict[tuple[str, str], float] = {}
     for count_run in count_runs:
         for c in count_run.cases:
@@ -335,182 +336,3 @@ def spread_warnings(run: RunResult) -> list[str]:
     """One line per case too spread to trust, for stderr."""
     return [f"warning: {r.case} [{r.op}]: {_spread_reason(r)}"
             for r in run.results if r.ok and r.too_spread]
-
-
-COMPARISON_HEADER = ("case", "base ns", "branch ns", "delta ns", "95% CI ns", "delta %", "verdict")
-# With instruction counts on both sides, the wall verdict moves aside and the counts decide.
-COUNTED_HEADER = ("case", "base ns", "branch ns", "delta ns", "95% CI ns", "delta %", "wall verdict",
-                  "delta instr", "95% CI instr", "delta instr %", "verdict")
-
-
-def _interval(ci, signed: bool = True) -> str:
-    return "-" if ci is None else f"{fmt_ns(ci[0], signed)}..{fmt_ns(ci[1], signed)}"
-
-
-def _one_seed(c) -> bool:
-    """Counted under one seed only: no interval over seeds (SINGLE_LAYOUT_ALLOWANCE_PCT judged)."""
-    return c.instructions_ci95 is None and c.delta_instructions is not None
-
-
-def _counted(comparisons) -> bool:
-    return any(c.delta_instructions is not None for c in comparisons)
-
-
-def _comparison_rows(comparisons, multi_op: bool) -> list[list[str]]:
-    counted = _counted(comparisons)
-    rows = [list(COUNTED_HEADER if counted else COMPARISON_HEADER)]
-    for c in comparisons:
-        name = f"{c.case} [{c.op}]" if multi_op else c.case
-        wall = [name, fmt_ns(c.base_ns), fmt_ns(c.branch_ns), fmt_ns(c.delta_ns, True),
-                _interval(c.ci95_ns)]
-        pct = "-" if not math.isfinite(c.delta_pct) else f"{c.delta_pct:+.2f}%"
-        if counted:
-            instr_pct = ("-" if c.delta_instructions is None or not c.base_instructions
-                         else f"{100 * c.delta_instructions / c.base_instructions:+.2f}%")
-            counts_ci = "1 seed" if _one_seed(c) else _interval(c.instructions_ci95)
-            rows.append(wall + [pct, c.wall_verdict or c.verdict, fmt_ns(c.delta_instructions, True),
-                                counts_ci, instr_pct, verdict_cell(c)])
-        else:
-            rows.append(wall + [pct, c.verdict])
-    return rows
-
-
-def verdict_cell(c) -> str:
-    """The verdict, with what it rests on when that is not the counts alone: `clock 29x` when
-    the clock moved far more than its instructions explain, `(clock)` when the counts could not
-    decide and the clock's verdict stands."""
-    if c.clock_unexplained:
-        ratio = c.clock_to_instructions
-        return f"{c.verdict}, clock {ratio:.0f}x" if math.isfinite(ratio) else f"{c.verdict}, clock only"
-    if c.counts_verdict == "inconclusive":
-        return f"{c.verdict} (clock)"
-    return c.verdict
-
-
-def unexplained_note(c) -> str:
-    """A sentence for a reviewer on a clock change the instructions cannot account for."""
-    return (f"{c.case}: the clock moved {fmt_ns(c.delta_ns, True)} ns ({c.delta_pct:+.1f}%), "
-            f"{c.clock_to_instructions:.0f}x what its {fmt_ns(c.delta_instructions, True)} "
-            f"instructions cost at this case's {c.base_ns / c.base_instructions:.3f} ns an instruction "
-            f"({fmt_ns(c.instructions_as_ns, True)} ns): the same work got "
-            f"{'faster' if c.delta_ns < 0 else 'slower'}: memory, caches, atomics or threads, not "
-            "only the code. The verdict stands; its size is the machine's as much as the code's.")
-
-
-def comparison_notes(comparisons, settings: dict) -> list[str]:
-    paired = bool(comparisons) and all(c.paired for c in comparisons)
-    threshold = (f"threshold: max({settings.get('threshold_ns')} ns, "
-                 f"{settings.get('threshold_pct')}% of base)")
-    if paired:
-        how = (f"paired A/B: base and branch sampled alternately in {settings.get('pairs')} fresh "
-               f"worker pairs{_stopped(settings)}; delta and 95% CI from the pair-to-pair spread "
-               f"(t-interval), so memory-layout luck is inside the interval.")
-    else:
-        how = ("UNPAIRED: the two sides were measured in separate runs. The interval adds a "
-               "process-to-process term (machine drift and memory layout, ~3% per side), so only "
-               "changes of a few percent can be called; for small changes measure both builds "
-               "together with `bench.py --compare BASE_PY BRANCH_PY`.")
-    if paired:
-        how += (" base ns and branch ns are each side's own figure over all its samples; delta ns "
-                "(and delta %) is the paired estimate, so it need not equal their difference.")
-    notes = [how, threshold + "; regression/improvement only when the 95% CI excludes 0 and the "
-             "delta passes the threshold; no change only when the 99% CI lies within the threshold "
-             "(as sure as a regression); otherwise inconclusive."]
-    if paired and settings.get("placement"):
-        notes.append(_placement_note(settings["placement"]))
-    if any(c.verdict == "disagree" for c in comparisons):
-        notes.append("disagree: the clock and the instruction counts found changes in opposite "
-                     "directions: fewer instructions that cost more cycles (memory, atomics, "
-                     "branches) or the reverse; look at both views before calling it either way.")
-    if any(c.verdict == "clock only" for c in comparisons):
-        notes.append("clock only: the wall clock moved past the threshold but the instruction counts "
-                     "rule out a change: the same instructions ran slower or faster, which is where "
-                     "the code sits in memory (layout, cache placement), not what it does.")
-    for c in comparisons:
-        if c.clock_unexplained:
-            notes.append(unexplained_note(c))
-    if settings.get("same_path"):
-        notes.append(f"start-up paths: {settings['same_path']['summary']}.")
-    if settings.get("instructions_skipped"):
-        notes.append(f"instruction counts skipped: {settings['instructions_skipped']}; the verdicts "
-                     "are the wall clock's alone.")
-    if _counted(comparisons):
-        counts = settings.get("instructions", {})
-        seeds_added = counts.get("seeds_added") or []
-        added = (f" (the last {len(seeds_added)} only for the cases the first ones left undecided)"
-                 if seeds_added else "")
-        exact = [c.case for c in comparisons if c.counts_exact]
-        if exact:
-            notes.append(f"exact: {', '.join(exact)} counted alike on both sides under every seed "
-                         "(within 2 instructions a call, both started from one path): the same "
-                         "instructions ran, so \"no change\" needs no more seeds.")
-        one_seed = [c.case for c in comparisons
-                    if _one_seed(c) and c.counts_verdict in ("regression", "improvement")]
-        if one_seed:
-            notes.append(f"1 seed: {', '.join(one_seed)} moved by more than 1% of the count under the "
-                         "first seed, more than layout alone moved a count over nine seeds (SubTensor: "
-                         "0.83%), so no more seeds were needed.")
-        by_clock = [c.case for c in comparisons if c.counts_verdict == "inconclusive"]
-        if by_clock:
-            notes.append(f"(clock): the counts could not decide {', '.join(by_clock)} (their seeds "
-                         "spread too far, or the change sits near the threshold), so the clock's "
-                         "verdict stands there.")
-        notes.append(
-            f"verdict: judged on instruction counts per call (Callgrind, hash seeds "
-            f"{', '.join(map(str, counts.get('seeds', [])))}{added}, base and branch matched per "
-            f"seed; CI over the seeds), threshold max({counts.get('threshold')} instructions, "
-            f"{counts.get('threshold_pct')}% of base): counts do not see machine noise, so a "
-            "change beyond it is a regression whatever the wall clock says.")
-    return notes
-
-
-_STOPPED = {"decided": "until every case was decided", "time cap": "until the time cap",
-            "pair limit": "until the pair limit", "interrupted": "until interrupted"}
-
-
-def _stopped(settings: dict) -> str:
-    why = _STOPPED.get(settings.get("stopped", ""))
-    if not why:
-        return ""
-    cap = settings.get("max_seconds")
-    return f" ({why}{f', cap {cap:g} s' if cap and why != _STOPPED['time cap'] else ''})"
-
-
-def _placement_note(record: dict) -> str:
-    """What was done about where the libraries sit in memory (overrides/placement.py)."""
-    if not record.get("views"):
-        return (f"library placement: not matched ({record.get('reason')}); two installs of one "
-                "build can then differ by up to ~2% for no reason in the code.")
-    if not record.get("matched"):
-        return (f"library placement: NOT matched ({record.get('failure')}); two installs of one "
-                "build can then differ by up to ~2% for no reason in the code.")
-    text = (f"library placement: {record.get('shared_libraries')} shared libraries identical on "
-            f"both sides ({record.get('shared_mb'):,.0f} MB) were loaded by both from one file")
-    replaced = record.get("replaced_per_pair") or []
-    if replaced:
-        names = ", ".join(name.rsplit("/", 1)[-1] for name in replaced[:3])
-        more = f" and {len(replaced) - 3} more" if len(replaced) > 3 else ""
-        text += (f"; {len(replaced)} that differ ({names}{more}) were copied anew for every pair"
-                 f"{' on ' + record['copies_on'] if record.get('copies_on') else ''}, so where they "
-                 "sit in memory is a random effect inside the interval")
-        if record.get("copies_on") in ("tmpfs", "ramfs"):
-            text += (" (WARNING: on a memory file system, whose 4 KB pages can move the clock by "
-                     "~10% against an install on disk; set XDG_CACHE_HOME to a disk folder)")
-    if record.get("fixed"):
-        text += f"; {len(record['fixed'])} GPU-only libraries that differ were left in place"
-    return text + "."
-
-
-def comparison_table(comparisons, settings: dict) -> str:
-    multi = len({c.op for c in comparisons}) > 1
-    lines = align(_comparison_rows(comparisons, multi))
-    lines.insert(1, "-" * len(lines[0]))
-    return "\n".join(lines + [""] + comparison_notes(comparisons, settings))
-
-
-def comparison_markdown(comparisons, settings: dict) -> str:
-    multi = len({c.op for c in comparisons}) > 1
-    rows = _comparison_rows(comparisons, multi)
-    lines = ["| " + " | ".join(row) + " |" for row in rows]
-    lines.insert(1, "|---|" + "---:|" * (len(rows[0]) - 2) + "---|")
-    return "\n".join(lines + [""] + [f"- {note}" for note in comparison_notes(comparisons, settings)])

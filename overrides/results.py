@@ -16,8 +16,9 @@ import datetime
 import json
 import math
 
-from overrides import stats
-from overrides.casenames import BASELINE_CASE
+from overrides.cases.casenames import BASELINE_CASE
+from overrides.clock import stats
+from overrides.counts import records
 from overrides.errors import UsageError
 from overrides.files import write_json_atomic
 
@@ -91,16 +92,14 @@ class RunResult:
             timespec="seconds"))
     interrupted: bool = False
     wall_s: float = math.nan
-    # Callgrind's counts (overrides/callgrind.py's JSON), when the run counted instructions.
+    # Callgrind's counts (overrides/counts/callgrind.py's JSON), when the run counted instructions.
     instructions: dict | None = None
 
     def instructions_per_call(self, result: CaseResult) -> float | None:
         """The case's instructions per call, the mean over hash seeds, if counted."""
         if not self.instructions:
             return None
-        from overrides import callgrind
-
-        values = callgrind.per_call_by_case(callgrind.from_dict(self.instructions)).get(
+        values = records.per_call_by_case(records.from_dict(self.instructions)).get(
             (result.case, result.op))
         return sum(values) / len(values) if values else None
 
@@ -193,9 +192,7 @@ def from_dict(data: dict, source: str = "results") -> RunResult:
         raise UsageError(f"{source} is damaged ({type(exc).__name__}: {exc}); "
                          "re-run `python bench.py --json PATH`") from None
     if data.get("instructions"):  # read now, so that damage names this file, not a later step
-        from overrides import callgrind
-
-        callgrind.from_dict(data["instructions"], source=f"{source} (its instruction counts)")
+        records.from_dict(data["instructions"], source=f"{source} (its instruction counts)")
     return RunResult(
         environment=data.get("environment", {}),
         settings=data.get("settings", {}),

@@ -17,4 +17,4 @@ if ! pick_python "${PYTHON:-}" "$given" python3; then
   exit 2
 fi
 export PYTHONPATH="$root${PYTHONPATH:+:$PYTHONPATH}"
-exec "$PY" -m overrides.record "$@"
+exec "$PY" -m overrides.review.record "$@"

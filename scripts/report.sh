@@ -9,4 +9,4 @@ if ! pick_python "${PYTHON:-}" python3 "${1:-}" "${2:-}"; then
   exit 2
 fi
 export PYTHONPATH="$root${PYTHONPATH:+:$PYTHONPATH}"
-exec "$PY" -m overrides.pr_report "$@"
+exec "$PY" -m overrides.review.pr_report "$@"

@@ -112,7 +112,7 @@ def torch_python(tmp_path_factory) -> str:
     report.sh) are run on.
 
     Why: a comparison mirrors the folder torch is imported from into two views, copying every
-    Python file of the folders it mirrors (overrides/placement.py), and where torch sits in a
+    Python file of the folders it mirrors (overrides/builds/placement.py), and where torch sits in a
     site-packages, that is every package there. This machine's site-packages holds 14,000
     Python files (1.5 GB); mirroring and removing it took 20-47 s per comparison, ~3 s for
     this one's torch. The same files run: the hard links are torch's own (its libraries are
@@ -160,7 +160,7 @@ def paired_report(tmp_path_factory, torch_python):
     Read by tests/test_report.py (the ZIP) and tests/test_callgrind.py (the instruction counts
     in its base.json and branch.json: each build under the same drawn hash seeds, with call
     paths): one valgrind run of both builds for both. Returns (the finished process, the ZIP)."""
-    from overrides import shimenv
+    from overrides.ab import shimenv
 
     folder = tmp_path_factory.mktemp("paired")
     shim = shimenv.make_shim_env(torch_python, str(folder / "loop40"), "loop40")
@@ -195,7 +195,7 @@ def second_install(tmp_path_factory):
     through a `.pth` file. Its shared libraries are copies (other files with the same bytes, as
     two installs of one wheel have them: what placement compares and maps); its other files
     are hard links (0.3 GB neither written nor deleted; nothing writes to them)."""
-    from overrides.placement import is_shared_library
+    from overrides.builds.placement import is_shared_library
 
     folder = tmp_path_factory.mktemp("install")
     site = folder / "site"
@@ -231,12 +231,15 @@ def copies_counted_first(tmp_path_factory, second_install):
     and SubTensor, counted under hash seeds 1 and 2, then timed in 0.3-s pairs until decided.
     Read by tests/test_placement.py (the copies count exactly the same) and tests/test_ab.py
     (counts that decide every case end the clock at its minimum of pairs)."""
-    from overrides import ab, cases
-    from overrides.ops import DEFAULT_OP
+    from overrides.ab.config import ABConfig
+    from overrides.ab.paired import run_ab
+    from overrides.builds import interpreters
+    from overrides.cases import seedcases
+    from overrides.cases.ops import DEFAULT_OP
 
     _, torch_dir = second_install
     longer = tmp_path_factory.mktemp("a-folder-with-a-much-longer-name")
     subprocess.run(["cp", "-al", torch_dir, str(longer / "torch")], check=True)  # hard links: quick
-    config = ab.ABConfig(seconds_per_pair=0.3, max_seconds=120, instruction_seeds=(1, 2))
-    return ab.run_ab(ab.Build(sys.executable, os.path.dirname(torch_dir)),
-                     ab.Build(sys.executable, str(longer)), cases.SEED_CASES[:2], [DEFAULT_OP], config)
+    config = ABConfig(seconds_per_pair=0.3, max_seconds=120, instruction_seeds=(1, 2))
+    return run_ab(interpreters.Build(sys.executable, os.path.dirname(torch_dir)),
+                     interpreters.Build(sys.executable, str(longer)), seedcases.SEED_CASES[:2], [DEFAULT_OP], config)

@@ -7,11 +7,17 @@ import sys
 import pytest
 
 from conftest import run_tool
-from overrides import ab, cases, shimenv, stats
+from overrides.ab import shimenv
+from overrides.ab.config import MIN_PAIRS, ABConfig
+from overrides.ab.estimates import PairEstimate, decided, summarise
+from overrides.ab.paired import run_ab
+from overrides.builds import interpreters
+from overrides.cases import seedcases
+from overrides.cases.ops import DEFAULT_OP
+from overrides.clock import stats
 from overrides.errors import UsageError
-from overrides.ops import DEFAULT_OP
 
-QUICK = ab.ABConfig(pairs=4, seconds_per_pair=1.0)  # behaviour, not precision
+QUICK = ABConfig(pairs=4, seconds_per_pair=1.0)  # behaviour, not precision
 AFFECTED = {"SubTensor", "SubWithTorchFunction"}  # the only cases that reach the shim
 
 
@@ -40,7 +46,7 @@ def test_a_a_flags_nothing(a_a_compare):
     # rate at the default threshold is measured by benchmarks/ab_validation.py, not here. What
     # must hold every time: the same interpreter on both sides is never called 2% slower.
     _, out, data = a_a_compare
-    assert [c["case"] for c in data["comparisons"]] == [c.name for c in cases.SEED_CASES]
+    assert [c["case"] for c in data["comparisons"]] == [c.name for c in seedcases.SEED_CASES]
     assert not {case for case, v in verdicts(data["comparisons"]).items() if v in ("regression", "improvement")}
     assert out.returncode == 0, out.stderr
     assert data["settings"]["pairs"] == 4 and data["settings"]["threshold_pct"] == 2.0
@@ -67,7 +73,7 @@ def test_counts_made_first_end_the_clock_once_every_case_is_decided(copies_count
     # unsure to decide, so a test built on that would depend on layout luck.
     outcome = copies_counted_first
     assert outcome.settings["instructions"]["settled_by_counts"] == ["SubTensor torch.add", "Tensor torch.add"]
-    assert outcome.settings["stopped"] == "decided" and outcome.settings["pairs"] == ab.MIN_PAIRS
+    assert outcome.settings["stopped"] == "decided" and outcome.settings["pairs"] == MIN_PAIRS
     assert not {c.case for c in outcome.comparisons if c.verdict in ("regression", "improvement")}
 
 
@@ -96,7 +102,7 @@ def test_bad_interpreters_are_named(bench, tmp_path):
     out = bench("--compare", sys.executable, str(tmp_path))
     assert out.returncode == 2 and "without bin/python" in out.stderr
     with pytest.raises(UsageError, match="no interpreter 'no-such-python-here' on PATH"):
-        ab.resolve_interpreter("no-such-python-here")
+        interpreters.resolve_interpreter("no-such-python-here")
 
 
 def test_an_interpreter_without_torch_is_named(tmp_path):
@@ -104,7 +110,7 @@ def test_an_interpreter_without_torch_is_named(tmp_path):
 
     venv.EnvBuilder(with_pip=False, symlinks=True).create(tmp_path / "bare")
     with pytest.raises(UsageError, match="has no torch"):
-        ab.run_ab(sys.executable, str(tmp_path / "bare"), cases.SEED_CASES[:1], [DEFAULT_OP], QUICK)
+        run_ab(sys.executable, str(tmp_path / "bare"), seedcases.SEED_CASES[:1], [DEFAULT_OP], QUICK)
 
 
 def test_t_interval_over_pairs_covers_95_percent():
@@ -113,16 +119,16 @@ def test_t_interval_over_pairs_covers_95_percent():
     trials = 2000
     for _ in range(trials):
         logs = [rng.gauss(0.01, 0.02) for _ in range(5)]
-        estimates = [ab.PairEstimate(i, "c", "op", v, v, 1000.0, 1000.0, 100) for i, v in enumerate(logs)]
-        comparison = ab.summarise(estimates, "c", "op", 1000.0, 1010.0, 0.0, 0.0)
+        estimates = [PairEstimate(i, "c", "op", v, v, 1000.0, 1000.0, 100) for i, v in enumerate(logs)]
+        comparison = summarise(estimates, "c", "op", 1000.0, 1010.0, 0.0, 0.0)
         low, high = comparison.ci95_ns
         hits += low <= 1000.0 * math.expm1(0.01) <= high
     assert 0.93 <= hits / trials <= 0.97
 
 
 def test_one_pair_is_inconclusive():
-    estimates = [ab.PairEstimate(0, "c", "op", 0.5, 0.5, 1000.0, 1500.0, 100)]
-    assert ab.summarise(estimates, "c", "op", 1000.0, 1500.0, 20, 0.5).verdict == "inconclusive"
+    estimates = [PairEstimate(0, "c", "op", 0.5, 0.5, 1000.0, 1500.0, 100)]
+    assert summarise(estimates, "c", "op", 1000.0, 1500.0, 20, 0.5).verdict == "inconclusive"
     assert stats.t95(4) == pytest.approx(2.776)
 
 
@@ -132,9 +138,9 @@ def test_the_counts_end_a_case_unless_the_clock_goes_against_them():
     def clock(verdict):
         return Comparison("SubTensor", "torch.add", 4000.0, 4040.0, 40.0, (10.0, 70.0), verdict, paired=True)
 
-    assert ab._decided(clock("inconclusive"), "no change")  # the counts settle it
-    assert ab._decided(clock("regression"), "regression")
-    assert not ab._decided(clock("regression"), "no change")  # sampled on before "clock only"
-    assert not ab._decided(clock("improvement"), "regression")  # ... or "disagree"
-    assert not ab._decided(clock("inconclusive"), None)  # no counts: the clock must decide
-    assert ab._decided(clock("no change"), None)
+    assert decided(clock("inconclusive"), "no change")  # the counts settle it
+    assert decided(clock("regression"), "regression")
+    assert not decided(clock("regression"), "no change")  # sampled on before "clock only"
+    assert not decided(clock("improvement"), "regression")  # ... or "disagree"
+    assert not decided(clock("inconclusive"), None)  # no counts: the clock must decide
+    assert decided(clock("no change"), None)

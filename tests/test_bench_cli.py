@@ -221,7 +221,7 @@ def test_layout_is_pinned_unless_asked(bench, tmp_path):
 def test_a_pinned_process_lays_out_alike_every_time(tmp_path):
     script = tmp_path / "where.py"
     script.write_text(f"import sys; sys.path.insert(0, {ROOT!r})\n"
-                      "from overrides.layout import reexec_pinned\n"
+                      "from overrides.clock.layout import reexec_pinned\n"
                       "reexec_pinned()\n"
                       "print(hex(id(object())), hash('layout'))\n")
     env = {k: v for k, v in os.environ.items() if k != "PYTHONHASHSEED"}

@@ -12,7 +12,8 @@ import zipfile
 import pytest
 
 from conftest import ROOT
-from overrides import callgrind, samepath
+from overrides.builds import samepath
+from overrides.counts import callgrind, dumps, judge, records, rounds
 from overrides.errors import UsageError
 
 SEED_TARGETS = [(name, "torch.add") for name in
@@ -29,7 +30,7 @@ def counted(paired_report):
     out, path = paired_report
     assert os.path.exists(path), out.stderr
     with zipfile.ZipFile(path) as bundle:
-        return tuple(callgrind.from_dict(json.loads(bundle.read(f"{role}.json"))["instructions"],
+        return tuple(records.from_dict(json.loads(bundle.read(f"{role}.json"))["instructions"],
                                          source=f"{role}.json") for role in ("base", "branch"))
 
 
@@ -49,7 +50,7 @@ def ahead_and_fresh(tmp_path_factory):
             cli.kill()
     assert cli.returncode == 0, err
     with open(path) as src:
-        (ahead,) = callgrind.from_dict(json.load(src)["instructions"], source=str(path))
+        (ahead,) = records.from_dict(json.load(src)["instructions"], source=str(path))
     return ahead, fresh, err
 
 
@@ -74,7 +75,7 @@ def test_counts_rank_the_cases(ahead_and_fresh):
 
 def test_a_shim_on_tensor_torch_function_shows_only_where_it_runs(counted):
     base, branch = counted
-    verdicts = {c.case: c for c in callgrind.compare_counts(base, branch)}
+    verdicts = {c.case: c for c in judge.compare_counts(base, branch)}
     deltas = {case: c.delta for case, c in verdicts.items()}
     assert set(verdicts) == {"Tensor", "SubTensor"}
     # The 40-turn loop adds ~5,400 instructions a call to a subclass under every seed, far
@@ -88,7 +89,7 @@ def test_a_shim_on_tensor_torch_function_shows_only_where_it_runs(counted):
     # verdict. (test_ab.py's comparison against a shim flags exactly the cases it reaches.)
     assert verdicts["Tensor"].verdict not in ("regression", "improvement"), verdicts["Tensor"]
     assert abs(deltas["Tensor"]) < 0.01 * verdicts["Tensor"].base, deltas
-    functions = callgrind.function_deltas(base, branch, "SubTensor", "torch.add")
+    functions = judge.function_deltas(base, branch, "SubTensor", "torch.add")
     assert functions and all("0x" not in name and "/" not in name.split(" [")[0] for name, _, _ in functions)
 
 
@@ -111,7 +112,7 @@ def test_the_dump_reader_separates_self_cost_from_calls(tmp_path):
         5 100
         totals: 160
         """))
-    total, functions = callgrind.read_dump(str(dump))
+    total, functions = dumps.read_dump(str(dump))
     assert total == 180
     assert functions == {"at::native::add [libtorch_cpu.so]": 60, "malloc [libc.so.6]": 100}
 
@@ -151,7 +152,7 @@ def test_the_head_start_guess_starts_only_what_will_be_used():
 
 
 def test_where_the_shims_instructions_went_adds_up_and_names_the_interpreter(counted):
-    from overrides import calltree
+    from overrides.counts import calltree
 
     base, branch = counted
     went = calltree.where_it_went(base, branch, "SubTensor", "torch.add")
@@ -179,7 +180,7 @@ def test_where_the_shims_instructions_went_adds_up_and_names_the_interpreter(cou
 
 def test_call_paths_survive_the_json(ahead_and_fresh):
     base = [ahead_and_fresh[1]]
-    again = callgrind.from_dict(json.loads(json.dumps(callgrind.to_dict(base))))
+    again = records.from_dict(json.loads(json.dumps(records.to_dict(base))))
     assert again[0].cases[1].stacks == base[0].cases[1].stacks and base[0].cases[1].stacks
 
 
@@ -187,39 +188,39 @@ def test_a_damaged_count_file_is_a_clear_error():
     run = {"seed": 1, "cases": [{"case": "SubTensor", "op": "torch.add", "instructions_per_call": 1.0,
                                  "repeats": [1.0], "stacks": {"paths": [[[0], 1.0]]}}]}  # no "names"
     with pytest.raises(UsageError, match="base.json is damaged or was written by another version"):
-        callgrind.from_dict({"schema": callgrind.SCHEMA, "runs": [run]}, source="base.json")
+        records.from_dict({"schema": records.SCHEMA, "runs": [run]}, source="base.json")
 
 
 def test_caller_chains_are_split_and_recursion_levels_dropped():
-    assert callgrind.split_chain("f'2'g'h") == ["f", "g", "h"]
-    assert callgrind.split_chain("at::add(at::Tensor const&)'main") == ["at::add(at::Tensor const&)", "main"]
+    assert dumps.split_chain("f'2'g'h") == ["f", "g", "h"]
+    assert dumps.split_chain("at::add(at::Tensor const&)'main") == ["at::add(at::Tensor const&)", "main"]
 
 
 def test_comparisons_count_by_default_only_where_valgrind_is(monkeypatch):
-    from overrides import report
+    from overrides import report_comparison
 
     installed = shutil.which("valgrind") and shutil.which("callgrind_control")
-    seeds, skipped = callgrind.counting_plan(asked=False, refused=False, seeds=None)
+    seeds, skipped = rounds.counting_plan(asked=False, refused=False, seeds=None)
     if installed:  # three fresh seeds, another three the next time
-        assert skipped is None and len(set(seeds)) == callgrind.COMPARE_SEED_COUNT == 3
+        assert skipped is None and len(set(seeds)) == rounds.COMPARE_SEED_COUNT == 3
         assert all(len(str(seed)) == 6 for seed in seeds)
-        assert callgrind.counting_plan(False, False, None)[0] != seeds
+        assert rounds.counting_plan(False, False, None)[0] != seeds
     else:
         assert seeds == ()
     if installed:
-        assert callgrind.counting_plan(False, False, [7, 8]) == ((7, 8), None)
-    assert callgrind.counting_plan(False, True, None) == ((), None)
+        assert rounds.counting_plan(False, False, [7, 8]) == ((7, 8), None)
+    assert rounds.counting_plan(False, True, None) == ((), None)
     with pytest.raises(UsageError, match="drop --no-instructions or --seeds"):
-        callgrind.counting_plan(False, True, [1])
+        rounds.counting_plan(False, True, [1])
     # Without valgrind on PATH: skipped by default with how to install it; an error when asked.
     monkeypatch.setenv("PATH", "/nonexistent")
-    seeds, skipped = callgrind.counting_plan(False, False, None)
+    seeds, skipped = rounds.counting_plan(False, False, None)
     assert seeds == () and "valgrind is not installed" in skipped and "apt-get install valgrind" in skipped
     with pytest.raises(UsageError, match="valgrind not found"):
-        callgrind.counting_plan(True, False, None)
+        rounds.counting_plan(True, False, None)
     with pytest.raises(UsageError, match="valgrind not found"):  # --seeds asks for counts too
-        callgrind.counting_plan(False, False, [1, 2])
-    notes = report.comparison_notes([], {"instructions_skipped": skipped})
+        rounds.counting_plan(False, False, [1, 2])
+    notes = report_comparison.comparison_notes([], {"instructions_skipped": skipped})
     assert any(n.startswith("instruction counts skipped: valgrind is not installed") and
                "wall clock's alone" in n for n in notes)
 
@@ -239,9 +240,9 @@ def _synthetic_counter(deltas_by_case: dict[str, list[float]], base: float = 10_
                 k = used.get(case, 0)
                 used[case] = k + 1
                 for side, value in zip(sides, (base, base + deltas_by_case[case][k])):
-                    side.append(callgrind.CaseCounts(case, op, value, (value, value), {}))
+                    side.append(records.CaseCounts(case, op, value, (value, value), {}))
             for run, side in zip(runs, sides):
-                run.append(callgrind.CountRun(seed, tuple(side), {}, 1.0))
+                run.append(records.CountRun(seed, tuple(side), {}, 1.0))
         return [list(runs[0]), list(runs[1])]
     return count_builds, asked
 
@@ -255,7 +256,7 @@ def test_undecided_counts_get_more_seeds_until_decided():
     counter, asked = _synthetic_counter({"Steady": [0.0] * 6, "Wobbly": [40, -40] * 3})
     targets = [("Steady", "op"), ("Wobbly", "op")]
     said = []
-    base, branch, comparisons, seeds = callgrind.count_until_decided(counter, targets, (11, 12, 13), True,
+    base, branch, comparisons, seeds = rounds.count_until_decided(counter, targets, (11, 12, 13), True,
                                                                      said.append, per_round=1)
     verdicts = {c.case: (c.verdict, c.seeds) for c in comparisons}
     assert verdicts == {"Steady": ("no change", 1), "Wobbly": ("no change", 3)}
@@ -266,26 +267,26 @@ def test_undecided_counts_get_more_seeds_until_decided():
     assert len(base) == len(branch) == 3
     # Two seeds a round (four CPUs): the same verdicts in two rounds instead of three.
     counter, asked = _synthetic_counter({"Steady": [0.0] * 6, "Wobbly": [40, -40] * 3})
-    *_, comparisons, seeds = callgrind.count_until_decided(counter, targets, (11, 12, 13), True, per_round=2)
+    *_, comparisons, seeds = rounds.count_until_decided(counter, targets, (11, 12, 13), True, per_round=2)
     assert [len(s) for _, s in asked] == [2, 2] and len(seeds) == 4 and seeds[:3] == (11, 12, 13)
     assert {c.case: c.verdict for c in comparisons} == {"Steady": "no change", "Wobbly": "no change"}
     # A change just inside the threshold (-70 against 75): six seeds would still leave its
     # interval (+-18 projected) across the threshold, so after two the clock judges it.
     counter, _ = _synthetic_counter({"Near": [-60, -80, -70, -65, -75, -70]})
-    *_, near, _ = callgrind.count_until_decided(counter, [("Near", "op")], (1, 2, 3), True, per_round=1)
+    *_, near, _ = rounds.count_until_decided(counter, [("Near", "op")], (1, 2, 3), True, per_round=1)
     assert (near[0].seeds, near[0].verdict) == (2, "inconclusive")
-    assert not callgrind.more_seeds_could_decide(near[0])
+    assert not rounds.more_seeds_could_decide(near[0])
     # Just outside it (-80 against 75) more seeds could: counted on.
     counter, _ = _synthetic_counter({"Near": [-90, -70, -85, -75, -80, -80]})
-    *_, near, _ = callgrind.count_until_decided(counter, [("Near", "op")], (1, 2, 3), True, per_round=1)
+    *_, near, _ = rounds.count_until_decided(counter, [("Near", "op")], (1, 2, 3), True, per_round=1)
     assert (near[0].seeds, near[0].verdict) == (2, "improvement")
     # The verdict note names the added seeds as covering only what the first ones left open.
-    from overrides import compare, report
+    from overrides import compare, report_comparison
     clock = [compare.Comparison(c.case, c.op, 1000.0, 1000.0, 0.0, (-5.0, 5.0), "no change", paired=True)
              for c in comparisons]
     settings = {"instructions": {"seeds": list(seeds), "seeds_added": list(seeds[2:]),
                                  "threshold": 50.0, "threshold_pct": 0.25}}
-    notes = report.comparison_notes(compare.with_counts(clock, comparisons), settings)
+    notes = report_comparison.comparison_notes(compare.with_counts(clock, comparisons), settings)
     assert any("the last 2 only for the cases the first ones left undecided" in n for n in notes)
     assert any(n.startswith("exact: Steady counted alike") for n in notes)
     assert not any("could not decide" in n for n in notes)
@@ -295,18 +296,18 @@ def test_exact_counts_need_one_path():
     # Counted from their own paths (no private namespace), a delta of 0 on one seed is no proof:
     # the paths' own offset could hide a change, so the threshold allows for it instead.
     differ = [{"same_path": False, "python": "/a/bin/python"}, {"same_path": False, "python": "/bb/bin/python"}]
-    runs = [[callgrind.CountRun(1, (callgrind.CaseCounts("T", "op", 9000.0 + d, (1.0,), {}),), settings, 1.0)]
+    runs = [[records.CountRun(1, (records.CaseCounts("T", "op", 9000.0 + d, (1.0,), {}),), settings, 1.0)]
             for d, settings in ((0.0, differ[0]), (1.0, differ[1]))]
-    apart, = callgrind.compare_counts(*runs)
+    apart, = judge.compare_counts(*runs)
     assert not apart.exact and apart.limit == samepath.PATH_ALLOWANCE_INSTRUCTIONS
     same = [{"same_path": True, "python": "/a/bin/python"}, {"same_path": True, "python": "/bb/bin/python"}]
     runs = [[dataclasses.replace(run, settings=settings) for run in side] for side, settings in zip(runs, same)]
-    together, = callgrind.compare_counts(*runs)
+    together, = judge.compare_counts(*runs)
     assert together.exact and together.verdict == "no change" and together.ci95 == (1.0, 1.0)
     # Three instructions apart is not the same work.
     moved = [[dataclasses.replace(run, cases=(dataclasses.replace(run.cases[0], per_call=run.cases[0].per_call + 2),))
               for run in side] if i else side for i, side in enumerate(runs)]
-    assert not callgrind.compare_counts(*moved)[0].exact
+    assert not judge.compare_counts(*moved)[0].exact
 
 
 def test_seeds_stop_where_more_could_not_decide_and_users_seeds_are_kept_as_given():
@@ -315,37 +316,37 @@ def test_seeds_stop_where_more_could_not_decide_and_users_seeds_are_kept_as_give
     wild = {"Wild": [300, -300] * 3}
     counter, asked = _synthetic_counter(wild, base=40_000.0)
     said = []
-    *_, comparisons, seeds = callgrind.count_until_decided(counter, [("Wild", "op")], (1, 2, 3), True,
+    *_, comparisons, seeds = rounds.count_until_decided(counter, [("Wild", "op")], (1, 2, 3), True,
                                                            said.append, per_round=1)
     assert len(seeds) == 2 and comparisons[0].verdict == "inconclusive"
-    assert not callgrind.more_seeds_could_decide(comparisons[0])
+    assert not rounds.more_seeds_could_decide(comparisons[0])
     assert any("counts cannot decide Wild with more seeds: the clock judges" in s for s in said)
     # A clear change one layout cannot carry (0.8% against the 1% a single seed needs) is
     # counted on: the second seed decides it (+100 [+53..+147] against the 75 threshold).
     counter, asked = _synthetic_counter({"Clear": [80, 120, 100, 90]})
-    *_, comparisons, seeds = callgrind.count_until_decided(counter, [("Clear", "op")], (1, 2, 3), True,
+    *_, comparisons, seeds = rounds.count_until_decided(counter, [("Clear", "op")], (1, 2, 3), True,
                                                            per_round=1)
     assert comparisons[0].verdict == "regression" and len(seeds) == 2
     counter, asked = _synthetic_counter(wild, base=40_000.0)
-    *_, comparisons, seeds = callgrind.count_until_decided(counter, [("Wild", "op")], (1, 2, 3), False)
+    *_, comparisons, seeds = rounds.count_until_decided(counter, [("Wild", "op")], (1, 2, 3), False)
     assert seeds == (1, 2, 3) and len(asked) == 1 and comparisons[0].verdict == "inconclusive"
 
 
 def test_fresh_seeds_avoid_the_ones_taken(monkeypatch):
-    monkeypatch.setattr(callgrind, "FRESH_SEED_RANGE", (1, 10))
-    assert set(callgrind.fresh_seeds(3, taken=range(1, 8))) == {8, 9, 10}
+    monkeypatch.setattr(rounds, "FRESH_SEED_RANGE", (1, 10))
+    assert set(rounds.fresh_seeds(3, taken=range(1, 8))) == {8, 9, 10}
 
 
 def test_the_counts_threshold_is_the_clocks_fraction_of_the_base():
     # One threshold in both views: the counts' default fraction is the clock's, and a user's
     # --threshold-pct moves it. +150 a call on a 10,000-instruction case (1.5%) over three
     # seeds that agree is a regression at 0.75%, "no change" at 2%.
-    from overrides import compare
+    from overrides.verdicts import DEFAULT_THRESHOLD_PCT
 
-    assert callgrind.DEFAULT_THRESHOLD_INSTRUCTIONS_PCT == compare.DEFAULT_THRESHOLD_PCT
+    assert judge.DEFAULT_THRESHOLD_INSTRUCTIONS_PCT == DEFAULT_THRESHOLD_PCT
     counter, _ = _synthetic_counter({"Case": [150, 155, 145]})
     base, branch = counter([("Case", "op")], (1, 2, 3))
-    default, = callgrind.compare_counts(base, branch)
-    wide, = callgrind.compare_counts(base, branch, threshold_pct=2.0)
+    default, = judge.compare_counts(base, branch)
+    wide, = judge.compare_counts(base, branch, threshold_pct=2.0)
     assert (default.verdict, default.limit) == ("regression", 75.0)
     assert (wide.verdict, wide.limit) == ("no change", 200.0)

@@ -5,8 +5,8 @@ import xml.etree.ElementTree as ElementTree
 
 import pytest
 
-from overrides import calltree
-from overrides.callgrind import CaseCounts, CountRun
+from overrides.counts import calltree
+from overrides.counts.callgrind import CaseCounts, CountRun
 
 LOOP = "PyObject_Vectorcall"  # where Callgrind's view of the stack begins
 
@@ -86,23 +86,28 @@ def test_no_call_paths_no_table():
 def test_a_report_of_unchanged_counts_says_so_in_one_line(tmp_path):
     from types import SimpleNamespace
 
-    from overrides.pr_report import Report
+    from overrides.review import sections
+    from overrides.review.measuring import Evidence
+    from overrides.review.pack import Pack
 
     def named(runs):  # the report names its files after a real case
         return [CountRun(r.seed, tuple(dataclasses.replace(c, case="SubTensor", op="torch.add") for c in r.cases),
                          r.settings, r.wall_s) for r in runs]
 
     same = named(_runs({s: {(LOOP, "add"): 1000.0} for s in (1, 2, 3)}))
-    report = Report(str(tmp_path), str(tmp_path), lambda message: None)
-    report.counts = [same, same]
-    parts = report.count_sections([SimpleNamespace(case="SubTensor", op="torch.add", verdict="no change")], True, None)
+    # the presenting half of the report alone, on made-up evidence: nothing measured
+    pack = Pack(str(tmp_path), lambda message: None, [])
+    parts = sections.count_sections(Evidence([], {}, {}, counts=[same, same]),
+                                    [SimpleNamespace(case="SubTensor", op="torch.add", verdict="no change")],
+                                    True, None, pack)
     assert parts[0] == "## Where the instructions went" and "### " not in "\n".join(parts)
     assert [p for p in parts if p][1:] == [
         "No function is named where the verdict is not a change (what moved is within the hash "
         "seeds' layout noise); instructions per call: SubTensor +0 (no change)."]
     # a changed case gets its own section, with the key to the table
     grown = named(_runs({s: {(LOOP, "add"): 1000.0, (LOOP, "add", "shim"): 400.0} for s in (1, 2, 3)}))
-    report.counts = [same, grown]
-    parts = report.count_sections([SimpleNamespace(case="SubTensor", op="torch.add", verdict="regression")], True, None)
+    parts = sections.count_sections(Evidence([], {}, {}, counts=[same, grown]),
+                                    [SimpleNamespace(case="SubTensor", op="torch.add", verdict="regression")],
+                                    True, None, pack)
     text = "\n".join(parts)
     assert "### SubTensor: +400 instructions per call (regression)" in text and "Own: " in text and "`shim`" in text

@@ -6,11 +6,12 @@ import torch
 from torch.overrides import _get_current_function_mode
 from torch.utils._python_dispatch import _get_current_dispatch_mode
 
-from overrides import cases, catalog, measure, ops
+from overrides import measure
+from overrides.cases import catalog, ops, registry, seedcases
+from overrides.clock.timer import Target, TimerConfig, time_targets
 from overrides.errors import UsageError
-from overrides.timer import Target, TimerConfig, time_targets
 
-PAIRS = [(case, op) for case in cases.all_cases() for op in ops.all_ops()]
+PAIRS = [(case, op) for case in registry.all_cases() for op in ops.all_ops()]
 
 
 def _equal(a, b) -> bool:
@@ -34,25 +35,25 @@ def test_every_case_and_op_gives_the_plain_tensor_answer(case, op):
         with pytest.raises((AttributeError, TypeError)):
             _run(case, op)
         return
-    baseline = cases.get_case(case.baseline)
+    baseline = registry.get_case(case.baseline)
     assert baseline.make_operands()[0].__class__ in (torch.Tensor, list)  # baselines are plain
     expected = _run(baseline, op)
-    got = cases.unwrap(_run(case, op))
+    got = seedcases.unwrap(_run(case, op))
     assert _equal(got, expected), (got, expected)
 
 
 def test_the_catalog_is_all_registered_and_the_seed_default_unchanged():
-    names = cases.case_names()
+    names = registry.case_names()
     assert names[:4] == ["Tensor", "SubTensor", "WithTorchFunction", "SubWithTorchFunction"]
     for case in catalog.CATALOG_CASES:
-        assert cases.get_case(case.name) is case and case.description
-    assert cases.resolve_cases(None) == cases.SEED_CASES
-    assert cases.resolve_cases(["all"]) == cases.all_cases()
-    assert len(cases.all_cases()) == len(cases.SEED_CASES) + len(catalog.CATALOG_CASES)
+        assert registry.get_case(case.name) is case and case.description
+    assert registry.resolve_cases(None) == seedcases.SEED_CASES
+    assert registry.resolve_cases(["all"]) == registry.all_cases()
+    assert len(registry.all_cases()) == len(seedcases.SEED_CASES) + len(catalog.CATALOG_CASES)
 
 
 def test_each_case_exercises_what_its_name_says():
-    by_name = {c.name: c for c in cases.all_cases()}
+    by_name = {c.name: c for c in registry.all_cases()}
     with by_name["TorchFunctionMode"].active():
         assert isinstance(_get_current_function_mode(), catalog.ForwardingFunctionMode)
     with by_name["TorchDispatchMode"].active():
@@ -65,10 +66,10 @@ def test_each_case_exercises_what_its_name_says():
     # The opt-out subclass gets plain Tensors back: its __torch_function__ never ran.
     assert type(_run(by_name["SubWithDisabledTorchFunction"], ops.DEFAULT_OP)) is torch.Tensor
     x, y = by_name["MixedTensorSub"].make_operands()
-    assert type(x) is torch.Tensor and type(y) is cases.SubWithTorchFunction
+    assert type(x) is torch.Tensor and type(y) is seedcases.SubWithTorchFunction
     many, _ = by_name["Cat8SubWithTorchFunction"].make_operands()
     assert len(many) == catalog.MANY_OPERANDS
-    assert all(type(t) is cases.SubWithTorchFunction for t in many)
+    assert all(type(t) is seedcases.SubWithTorchFunction for t in many)
     assert by_name["Cat8SubWithTorchFunction"].stmt_for(ops.DEFAULT_OP) == "torch.cat(x)"
 
 
@@ -84,10 +85,10 @@ def test_the_timer_holds_a_mode_only_while_sampling():
 
 
 def test_measure_builds_targets_with_the_case_statement_and_mode():
-    case = cases.get_case("Cat8SubWithTorchFunction")
+    case = registry.get_case("Cat8SubWithTorchFunction")
     target = measure.target_for(case, ops.PYTHON_FUNCTION_OP)
     assert target.stmt == "torch.broadcast_tensors(*x)" and target.context is None
-    mode_target = measure.target_for(cases.get_case("TorchDispatchMode"), ops.DEFAULT_OP)
+    mode_target = measure.target_for(registry.get_case("TorchDispatchMode"), ops.DEFAULT_OP)
     assert mode_target.context is catalog.ForwardingDispatchMode
     assert mode_target.stmt == "torch.add(x, y)"
 

@@ -65,11 +65,15 @@ def test_the_compare_parent_imports_no_torch():
     # starting workers; torch is importable here, and must still not be imported.
     code = (
         "import sys\n"
-        "from overrides import ab, callgrind, casenames, cli, compare, environment, ops, report\n"
+        "from overrides import cli, compare, environment, report\n"
+        "from overrides.ab import paired\n"
+        "from overrides.ab.countfirst import countable\n"
+        "from overrides.cases import casenames, ops\n"
+        "from overrides.counts import callgrind, rounds\n"
         "args = cli.build_parser().parse_args(['--compare', 'a', 'b', '--cases', 'all', 'm:f'])\n"
         "selected = casenames.resolve(args.cases)\n"
         "assert selected[-1].name == 'm:f' and selected[0].name == 'Tensor', selected\n"
-        "ab._countable([(c, o) for c in selected[:-1] for o in ops.all_ops()], sys.executable, None)\n"
+        "countable([(c, o) for c in selected[:-1] for o in ops.all_ops()], sys.executable, None)\n"
         "loaded = sorted(m for m in sys.modules if m == 'torch' or m.startswith('torch.'))\n"
         "assert not loaded, loaded\n")
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
@@ -102,7 +106,8 @@ def test_commands_that_need_torch_say_so_in_one_line():
 def test_the_compare_parent_asks_an_interpreter_which_ops_a_user_case_takes(tmp_path, monkeypatch):
     # The parent cannot try a user case's operands (no torch); it must still leave out of the
     # counts an op the case has no form for, and refuse a bad spec with the reason.
-    from overrides import ab, casenames, ops
+    from overrides.ab.countfirst import countable
+    from overrides.cases import casenames, ops
     from overrides.errors import UsageError
 
     (tmp_path / "likes.py").write_text(
@@ -117,7 +122,7 @@ def test_the_compare_parent_asks_an_interpreter_which_ops_a_user_case_takes(tmp_
     monkeypatch.chdir(tmp_path)
     targets = [(case, op) for case in casenames.resolve(["WithTorchFunction", "likes:like"])
                for op in ops.resolve_ops(["torch.add", "x.add"])]
-    assert ab._countable(targets, sys.executable, None) == [
+    assert countable(targets, sys.executable, None) == [
         ("WithTorchFunction", "torch.add"), ("likes:like", "torch.add")]
     with pytest.raises(UsageError, match="module likes has no attribute 'nope'"):
-        ab._countable([(casenames.resolve(["likes:nope"])[0], ops.DEFAULT_OP)], sys.executable, None)
+        countable([(casenames.resolve(["likes:nope"])[0], ops.DEFAULT_OP)], sys.executable, None)

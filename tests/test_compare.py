@@ -2,18 +2,18 @@
 
 import math
 
-from overrides import compare
+from overrides import compare, verdicts
 from overrides.results import CaseResult, RunResult
 
 
 def test_verdict_rules():
-    assert compare.judge(100, (50, 150), 20) == "regression"
-    assert compare.judge(10, (5, 15), 20) == "no change"  # real but below the threshold
-    assert compare.judge(-100, (-150, -50), 20) == "improvement"
-    assert compare.judge(30, (-10, 70), 20) == "inconclusive"  # interval crosses 0
-    assert compare.judge(15, (1, 40), 20) == "inconclusive"  # above 0 but may or may not matter
-    assert compare.judge(0, None, 20) == "inconclusive"
-    assert compare.judge(math.nan, (1, 2), 20) == "inconclusive"
+    assert verdicts.judge(100, (50, 150), 20) == "regression"
+    assert verdicts.judge(10, (5, 15), 20) == "no change"  # real but below the threshold
+    assert verdicts.judge(-100, (-150, -50), 20) == "improvement"
+    assert verdicts.judge(30, (-10, 70), 20) == "inconclusive"  # interval crosses 0
+    assert verdicts.judge(15, (1, 40), 20) == "inconclusive"  # above 0 but may or may not matter
+    assert verdicts.judge(0, None, 20) == "inconclusive"
+    assert verdicts.judge(math.nan, (1, 2), 20) == "inconclusive"
 
 
 def _run(samples, case="SubTensor"):
@@ -50,22 +50,22 @@ def test_payload_is_versioned():
 
 
 def test_clock_and_counts_combined():
-    assert compare.clock_and_counts("regression", "no change") == "clock only"
-    assert compare.clock_and_counts("regression", "improvement") == "disagree"
-    assert compare.clock_and_counts("improvement", "regression") == "disagree"
-    assert compare.clock_and_counts("inconclusive", "regression") == "regression"
-    assert compare.clock_and_counts("regression", "inconclusive") == "regression"  # the clock decides
-    assert compare.clock_and_counts("inconclusive", "inconclusive") == "inconclusive"
-    assert compare.clock_and_counts("no change", "inconclusive") == "no change"
+    assert verdicts.clock_and_counts("regression", "no change") == "clock only"
+    assert verdicts.clock_and_counts("regression", "improvement") == "disagree"
+    assert verdicts.clock_and_counts("improvement", "regression") == "disagree"
+    assert verdicts.clock_and_counts("inconclusive", "regression") == "regression"
+    assert verdicts.clock_and_counts("regression", "inconclusive") == "regression"  # the clock decides
+    assert verdicts.clock_and_counts("inconclusive", "inconclusive") == "inconclusive"
+    assert verdicts.clock_and_counts("no change", "inconclusive") == "no change"
 
 
 def test_no_change_needs_the_wider_interval_inside_the_threshold():
-    assert compare.judge(2, (-8, 12), 20, (-15, 19)) == "no change"
-    assert compare.judge(2, (-8, 12), 20, (-22, 26)) == "inconclusive"
+    assert verdicts.judge(2, (-8, 12), 20, (-15, 19)) == "no change"
+    assert verdicts.judge(2, (-8, 12), 20, (-22, 26)) == "inconclusive"
 
 
 def test_clock_only_needs_the_clock_as_sure_as_the_counts():
-    from overrides.callgrind import CountComparison
+    from overrides.counts.judge import CountComparison
 
     clock = compare.Comparison("WithTorchFunction", "torch.add", 2500.0, 2540.0, 40.0, (5.0, 75.0),
                                "regression", paired=True)
@@ -83,7 +83,7 @@ def test_clock_only_needs_the_clock_as_sure_as_the_counts():
 
 
 def test_counts_that_cannot_decide_leave_the_verdict_to_the_clock():
-    from overrides.callgrind import CountComparison
+    from overrides.counts.judge import CountComparison
 
     clock = compare.Comparison("SubTensor", "torch.add", 4000.0, 4040.0, 40.0, (8.0, 72.0),
                                "regression", paired=True)
@@ -95,16 +95,17 @@ def test_counts_that_cannot_decide_leave_the_verdict_to_the_clock():
 
 
 def test_a_change_decided_on_one_seed_says_so_in_the_table_and_the_notes():
-    from overrides import callgrind, report
+    from overrides.counts import judge, records
+    from overrides import report_comparison
     from overrides.compare import Comparison, with_counts
 
-    runs = [[callgrind.CountRun(7, (callgrind.CaseCounts("SubTensor", "torch.add", per_call, (per_call,), {}),),
+    runs = [[records.CountRun(7, (records.CaseCounts("SubTensor", "torch.add", per_call, (per_call,), {}),),
                                 {"same_path": True}, 1.0)] for per_call in (39_800.0, 40_250.0)]
-    counted, = callgrind.compare_counts(*runs)
+    counted, = judge.compare_counts(*runs)
     assert counted.verdict == "regression" and counted.seeds == 1 and counted.ci95 is None
     clock = [Comparison("SubTensor", "torch.add", 4800.0, 4850.0, 50.0, (10.0, 90.0), "regression", paired=True)]
     judged = with_counts(clock, [counted])
-    table = report.comparison_table(judged, {})
+    table = report_comparison.comparison_table(judged, {})
     assert "1 seed" in table.splitlines()[2]
-    notes = report.comparison_notes(judged, {"instructions": {"seeds": [7], "threshold": 50.0, "threshold_pct": 0.25}})
+    notes = report_comparison.comparison_notes(judged, {"instructions": {"seeds": [7], "threshold": 50.0, "threshold_pct": 0.25}})
     assert any(n.startswith("1 seed: SubTensor moved by more than 1% of the count") for n in notes)

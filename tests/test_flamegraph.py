@@ -8,8 +8,8 @@ import xml.etree.ElementTree as ElementTree
 import pytest
 
 from conftest import ROOT, run_tool
-from overrides import flamegraph, flamesvg
 from overrides.errors import UsageError
+from overrides.flame import differential, flamegraph, flamesvg, pyspy, stacks
 
 
 def test_pyspybench_runs_exactly_nreps_and_prints_nothing():
@@ -40,22 +40,22 @@ def test_a_short_record_gives_an_svg_titled_with_what_it_shows(recording):
     assert root.find("{http://www.w3.org/2000/svg}title").text == "SubWithTorchFunction · torch.add"
     assert ".partial" not in svg and "--output" not in svg  # not py-spy's command line
     assert "hot_loop_SubWithTorchFunction" in svg
-    # the case's own __torch_function__ (overrides/cases.py) and torch's, under it
-    assert "__torch_function__ (overrides/cases.py" in svg
+    # the case's own __torch_function__ (overrides/cases/seedcases.py, named by its last folder) and torch's, under it
+    assert "__torch_function__ (cases/seedcases.py" in svg
     assert "torch/_tensor.py" in svg
 
 
 def test_the_raw_stacks_cover_the_hot_loop(recording):
-    stacks = flamegraph.read_folded(recording.folded_path)
-    loop = flamegraph.hot_loop_stacks(stacks)
+    raw = stacks.read_folded(recording.folded_path)
+    loop = stacks.hot_loop_stacks(raw)
     # 2 s at 200 samples a second; py-spy --native on a loaded machine keeps up with about half
     # (172 with both cores busy). Imports are not sampled: pyspybench hands py-spy its loop after them.
     assert recording.samples == sum(loop.values()) >= 100
-    assert recording.samples >= 0.9 * sum(stacks.values())
+    assert recording.samples >= 0.9 * sum(raw.values())
     assert all(stack[0] == "hot_loop_SubWithTorchFunction (<hot loop: torch.add(x, y)>)" for stack in loop)
-    inclusive, _ = flamegraph.frame_samples(loop)
+    inclusive, _ = stacks.frame_samples(loop)
     # raw stacks carry qualified names
-    assert "SubWithTorchFunction.__torch_function__ (overrides/cases.py)" in inclusive
+    assert "SubWithTorchFunction.__torch_function__ (cases/seedcases.py)" in inclusive
     assert "Tensor.__torch_function__ (torch/_tensor.py)" in inclusive
     assert not any(":" in f.rsplit("(", 1)[-1] for f in inclusive)  # line numbers are cleaned away
 
@@ -86,7 +86,7 @@ def test_the_seed_command_shows_the_loop_as_one_frame_over_one_torch_tower(tmp_p
     """`py-spy record -o subtensor.svg --native -- python pyspybench.py SubTensor`, as the seed
     README has it (raw format, to read the stacks; py-spy samples the same way either way)."""
     raw = tmp_path / "subtensor.txt"
-    out = subprocess.run([flamegraph.find_pyspy(sys.executable), "record", "-o", str(raw), "--format",
+    out = subprocess.run([pyspy.find_pyspy(sys.executable), "record", "-o", str(raw), "--format",
                           "raw", "--native", "--", sys.executable, "pyspybench.py", "SubTensor"],
                          cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr
@@ -104,9 +104,9 @@ def test_a_recording_cut_at_the_loop_holds_one_loop_frame(recording):
 
 
 def test_frames_are_cleaned_of_lines_addresses_and_directories():
-    assert flamegraph.clean_frame("add (/usr/lib/python3/site-packages/torch/_tensor.py:1512)") == \
+    assert stacks.clean_frame("add (/usr/lib/python3/site-packages/torch/_tensor.py:1512)") == \
         "add (torch/_tensor.py)"
-    assert flamegraph.clean_frame("0x7f3a2b1c (libtorch_cpu.so)") == "? (libtorch_cpu.so)"
+    assert stacks.clean_frame("0x7f3a2b1c (libtorch_cpu.so)") == "? (libtorch_cpu.so)"
 
 
 def _stacks(**frames_to_counts):
@@ -117,7 +117,7 @@ def test_the_differential_finds_a_new_frame_and_prices_it_per_call():
     loop = "hot_loop_X"
     base = {(loop, "add", "kernel"): 600, (loop, "add", "wrap"): 400}
     branch = {(loop, "add", "kernel"): 600, (loop, "add", "wrap"): 400, (loop, "shim"): 100}
-    deltas = flamegraph.differential(base, branch, base_per_call_ns=1000.0, branch_per_call_ns=1100.0)
+    deltas = differential.differential(base, branch, base_per_call_ns=1000.0, branch_per_call_ns=1100.0)
     by_frame = {d.frame: d for d in deltas}
     shim = by_frame["shim"]
     assert shim.new and shim.branch_self_ns == pytest.approx(100.0)  # 100/1100 of 1100 ns
@@ -125,9 +125,9 @@ def test_the_differential_finds_a_new_frame_and_prices_it_per_call():
     assert by_frame["kernel"].delta_ns == pytest.approx(0.0, abs=1e-9)  # same ns, smaller share
     # own times add up to the change of the whole call
     assert sum(d.delta_ns for d in deltas) == pytest.approx(100.0)
-    grew, shrank = flamegraph.top_changes(deltas)
+    grew, shrank = differential.top_changes(deltas)
     assert [d.frame for d in grew] == ["shim"] and shrank == []
-    svg = flamegraph.differential_svg(base, branch, 1000.0, 1100.0, "test")
+    svg = differential.differential_svg(base, branch, 1000.0, 1100.0, "test")
     root = ElementTree.fromstring(svg)
     titles = [t.text for t in root.iter("{http://www.w3.org/2000/svg}title")]
     assert any(t.startswith("shim: 100 samples on this path; own time 0 -> 100 ns per call") for t in titles)
@@ -144,13 +144,13 @@ def test_time_that_moved_with_the_same_instructions_is_amber_not_red():
         return {g.find(ns + "title").text.split(":")[0]: g.find(ns + "rect").get("fill")
                 for g in root.iter(ns + "g") if g.find(ns + "title") is not None}
 
-    plain = fills(flamegraph.differential_svg(base, branch, 1000.0, 1100.0, "test"))
+    plain = fills(differential.differential_svg(base, branch, 1000.0, 1100.0, "test"))
     assert plain["tuple"].startswith("rgb(235,")  # red: more time
-    marked_svg = flamegraph.differential_svg(base, branch, 1000.0, 1100.0, "test", {"tuple"})
+    marked_svg = differential.differential_svg(base, branch, 1000.0, 1100.0, "test", {"tuple"})
     marked = fills(marked_svg)
     assert marked["tuple"] == flamesvg.SAME_WORK and marked["kernel"] == plain["kernel"]
     assert "amber: the same instructions in the counts" in marked_svg
-    assert "the same instructions in the counts" not in flamegraph.differential_svg(
+    assert "the same instructions in the counts" not in differential.differential_svg(
         base, branch, 1000.0, 1100.0, "test")
 
 
@@ -160,22 +160,22 @@ def test_a_new_wrapper_is_named_even_when_its_own_time_is_within_noise():
     # The branch puts a wrapper between add and its callees; the wrapper itself is seldom the leaf.
     branch = {(loop, "add", "wrapper", "kernel"): 300, (loop, "add", "wrapper", "check"): 95,
               (loop, "add", "wrapper"): 5}
-    deltas = {d.frame: d for d in flamegraph.differential(base, branch, 1000.0, 1010.0)}
+    deltas = {d.frame: d for d in differential.differential(base, branch, 1000.0, 1010.0)}
     wrapper = deltas["wrapper"]
-    assert abs(wrapper.z) < flamegraph.SIGNIFICANT_Z  # own time alone would not name it
+    assert abs(wrapper.z) < differential.SIGNIFICANT_Z  # own time alone would not name it
     assert wrapper.new_in_path and wrapper.significant
-    grew, shrank = flamegraph.top_changes(list(deltas.values()))
+    grew, shrank = differential.top_changes(list(deltas.values()))
     assert [d.frame for d in grew] == ["wrapper"] and shrank == []
     # A frame seen a handful of times only in the branch is noise, not a new function in the path.
     rare = {(loop, "add", "kernel"): 300, (loop, "add", "check"): 97, (loop, "add", "fluke"): 3}
-    fluke = {d.frame: d for d in flamegraph.differential(base, rare, 1000.0, 1000.0)}["fluke"]
+    fluke = {d.frame: d for d in differential.differential(base, rare, 1000.0, 1000.0)}["fluke"]
     assert fluke.new and not fluke.new_in_path and not fluke.significant
 
 
 def test_missing_pyspy_says_how_to_install_it(monkeypatch):
     monkeypatch.setenv("PYSPY", "/nonexistent/py-spy")
     with pytest.raises(UsageError, match="pip install py-spy"):
-        flamegraph.find_pyspy(sys.executable)
+        pyspy.find_pyspy(sys.executable)
 
 
 def test_record_script_reports_a_missing_pyspy_before_measuring(tmp_path):
@@ -198,7 +198,7 @@ def test_png_footers_say_what_a_picture_shows_not_what_to_hover():
     base = {(loop, "add (torch/_tensor.py)", "kernel (libtorch_cpu.so)"): 600}
     branch = {(loop, "add (torch/_tensor.py)", "kernel (libtorch_cpu.so)"): 600, (loop, "shim (a.py)"): 60}
     footers = [_footer(flamegraph.flamegraph_svg(base, "one build")),
-               _footer(flamegraph.differential_svg(base, branch, 1000.0, 1100.0, "diff"))]
+               _footer(differential.differential_svg(base, branch, 1000.0, 1100.0, "diff"))]
     for footer in footers:
         assert "hover" not in footer.lower()  # a PNG cannot be hovered
     assert footers[0].startswith("Python frames yellow, native frames orange-red")
@@ -221,17 +221,17 @@ def test_a_phantom_of_one_recording_is_within_its_spread_and_a_consistent_change
     base = _two_recordings(common)
     with_helper = {**common, (loop, "add", "helper"): 40}
     branch = _two_recordings(with_helper, phantom={(loop, "add", "tuple"): 90})
-    deltas = {d.frame: d for d in flamegraph.differential(base, branch, 1000.0, 1050.0)}
+    deltas = {d.frame: d for d in differential.differential(base, branch, 1000.0, 1050.0)}
     tuple_, helper = deltas["tuple"], deltas["helper"]
     assert tuple_.delta_ns > helper.delta_ns > 0  # the phantom moved further than the change...
     assert tuple_.spread_ns is not None and not tuple_.significant  # ...but in one process only
     assert helper.significant and helper.new_in_path
-    grew, shrank = flamegraph.top_changes(list(deltas.values()))
+    grew, shrank = differential.top_changes(list(deltas.values()))
     assert [d.frame for d in grew] == ["helper"] and shrank == []
     # One recording a side cannot tell them apart: both are listed.
-    single = {d.frame: d for d in flamegraph.differential(base[0], branch[0], 1000.0, 1050.0)}
+    single = {d.frame: d for d in differential.differential(base[0], branch[0], 1000.0, 1050.0)}
     assert single["tuple"].spread_ns is None and single["tuple"].significant
-    grew, _ = flamegraph.top_changes(list(single.values()))
+    grew, _ = differential.top_changes(list(single.values()))
     assert {"helper", "tuple"} <= {d.frame for d in grew}
 
 
@@ -239,9 +239,9 @@ def test_the_spread_never_makes_the_error_smaller_than_the_usual_one():
     loop = "hot_loop_X"
     same = [{(loop, "add", "kernel"): 500, (loop, "add", "wrap"): 100}] * 2
     moved = [{(loop, "add", "kernel"): 500, (loop, "add", "wrap"): 112}] * 2  # identical recordings
-    by_frame = {d.frame: d for d in flamegraph.differential(same, moved, 1000.0, 1000.0)}
-    pooled = {d.frame: d for d in flamegraph.differential(
-        flamegraph.merged(same), flamegraph.merged(moved), 1000.0, 1000.0)}
+    by_frame = {d.frame: d for d in differential.differential(same, moved, 1000.0, 1000.0)}
+    pooled = {d.frame: d for d in differential.differential(
+        stacks.merged(same), stacks.merged(moved), 1000.0, 1000.0)}
     assert by_frame["wrap"].spread_ns == pytest.approx(0.0)
     assert by_frame["wrap"].error_ns == pytest.approx(pooled["wrap"].error_ns)  # all samples' error
 
@@ -253,8 +253,8 @@ def test_a_function_the_counts_name_is_labelled_in_the_differential_picture():
               (loop, "Tensor.__torch_function__ (torch/_tensor.py)",
                "_check_types_extra (torch/_tensor.py)"): 12}  # ~9 px wide: room for "_c.."
     counted = {"_check_types_extra (torch/_tensor.py)": 1}
-    plain = flamegraph.differential_svg(base, branch, 4000.0, 4030.0, "diff")
-    named = flamegraph.differential_svg(base, branch, 4000.0, 4030.0, "diff", counted=counted)
+    plain = differential.differential_svg(base, branch, 4000.0, 4030.0, "diff")
+    named = differential.differential_svg(base, branch, 4000.0, 4030.0, "diff", counted=counted)
     texts = [t.text for t in ElementTree.fromstring(named).iter("{http://www.w3.org/2000/svg}text")]
     assert "_check_types_extra" in texts and not any(t and t.startswith("_c") and t.endswith("..") for t in texts)
     assert "_check_types_extra" not in [t.text for t in ElementTree.fromstring(plain).iter(

@@ -13,7 +13,9 @@ import zipfile
 import pytest
 
 from conftest import ROOT
-from overrides import keep, record
+from overrides.builds import keep
+from overrides.review import record
+from overrides.review.runs import load_label, recorded_labels
 
 
 def script(name, *args, env=None, timeout=600):
@@ -66,7 +68,7 @@ def test_a_disk_too_short_for_the_copy_costs_a_warning_not_the_recording(tmp_pat
     assert "keeping a copy of torch needs" in manifest["kept"]["skipped"]
     assert any("warning:" in line and "--clean" in line for line in said)
     assert not (tmp_path / "base" / "kept").exists()
-    run = record.load_label(str(tmp_path), "base")
+    run = load_label(str(tmp_path), "base")
     assert run.kept_root is None and "no copy was kept" in run.why_not_kept()
 
 
@@ -171,14 +173,14 @@ def test_list_and_clean_kept_copies(develop):
     lines = listed.stdout.splitlines()
     assert lines[0].split() == ["label", "recorded", "torch", "kept", "copy", "interpreter"]
     assert any(line.startswith("other ") and " MB " in line for line in lines)
-    assert lines[-1].startswith(f"{len(record.recorded_labels(str(runs)))} label(s) in {runs}; kept copies: ")
+    assert lines[-1].startswith(f"{len(recorded_labels(str(runs)))} label(s) in {runs}; kept copies: ")
 
     cleaned = script("record.sh", "--clean", "other", "--runs-dir", str(runs), env=env)
     assert cleaned.returncode == 0, cleaned.stderr
     assert cleaned.stdout.startswith("other: deleted its kept copy, ")
     assert not (runs / "other" / "kept").exists() and (runs / "base" / "kept").exists()
     assert "deleted" in json.loads((runs / "other" / "record.json").read_text())["kept"]
-    assert record.load_label(str(runs), "other").why_not_kept().startswith("its copy was deleted")
+    assert load_label(str(runs), "other").why_not_kept().startswith("its copy was deleted")
     again = script("record.sh", "--list", "--runs-dir", str(runs), env=env)
     assert any(line.startswith("other ") and " deleted " in line for line in again.stdout.splitlines())
 

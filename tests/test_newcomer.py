@@ -2,7 +2,8 @@
 delta is, what the base and branch columns are, progress that says what comes next, a busy run
 flagged, and a system interpreter refused with what to do instead."""
 
-from overrides import ab, report
+from overrides import report, report_comparison
+from overrides.ab.countfirst import counts_progress
 from overrides.compare import Comparison
 
 
@@ -13,25 +14,25 @@ def _counted(delta_instructions: float = 120.0) -> Comparison:
 
 
 def test_the_counted_table_gives_both_deltas_in_percent():
-    table = report.comparison_table([_counted()], {"pairs": 5, "threshold_ns": 20, "threshold_pct": 0.75})
+    table = report_comparison.comparison_table([_counted()], {"pairs": 5, "threshold_ns": 20, "threshold_pct": 0.75})
     header, _, row = table.splitlines()[:3]
     assert "delta %" in header and "delta instr %" in header
     assert "+5.79%" in row and "+0.30%" in row  # 297 of 5,126 ns; 120 of 40,000 instructions
 
 
 def test_the_notes_say_the_paired_delta_is_not_the_difference_of_the_columns():
-    notes = " ".join(report.comparison_notes([_counted()], {"pairs": 5}))
+    notes = " ".join(report_comparison.comparison_notes([_counted()], {"pairs": 5}))
     assert "paired estimate, so it need not equal their difference" in notes
 
 
 def test_progress_says_what_the_clock_does_next():
-    assert ab.counts_progress(4, 4) == "counts decide all 4 cases; the clock checks them over 5 pairs"
-    assert ab.counts_progress(3, 4).endswith("until the other 1 is decided, or its cap")
-    assert "case(s)" not in ab.counts_progress(2, 4)
+    assert counts_progress(4, 4) == "counts decide all 4 cases; the clock checks them over 5 pairs"
+    assert counts_progress(3, 4).endswith("until the other 1 is decided, or its cap")
+    assert "case(s)" not in counts_progress(2, 4)
 
 
 def test_a_run_whose_median_is_many_times_its_figure_is_flagged():
-    from overrides import stats
+    from overrides.clock import stats
     from overrides.results import CaseResult, RunResult
 
     floor = [1_150.0 + i % 7 for i in range(60)]  # a narrow fast floor: the old flags stay quiet

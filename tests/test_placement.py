@@ -13,11 +13,14 @@ import sys
 
 import pytest
 
-from overrides import samepath, ab, cases, placement
-from overrides.ops import DEFAULT_OP
+from overrides.ab.config import ABConfig
+from overrides.ab.paired import _hash_seed_base, run_ab
+from overrides.builds import samepath, placement
+from overrides.cases import seedcases
+from overrides.cases.ops import DEFAULT_OP
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="views are Linux-only")
-TINY = ab.ABConfig(pairs=2, seconds_per_pair=0.3)  # behaviour, not precision
+TINY = ABConfig(pairs=2, seconds_per_pair=0.3)  # behaviour, not precision
 
 
 def _torch_dir() -> str:
@@ -95,7 +98,7 @@ def test_no_views_when_torch_cannot_be_located():
 
 def test_two_installs_of_one_torch_map_the_same_library_pages(second_install, torch_python):
     python, torch_dir = second_install
-    outcome = ab.run_ab(torch_python, python, cases.SEED_CASES[:1], [DEFAULT_OP], TINY)
+    outcome = run_ab(torch_python, python, seedcases.SEED_CASES[:1], [DEFAULT_OP], TINY)
     record = outcome.settings["placement"]
     assert record["views"] and record["matched"], record
     assert record["replaced_per_pair"] == [] and record["shared_libraries"] >= 5
@@ -113,7 +116,7 @@ def test_a_changed_library_is_copied_anew_for_every_pair(second_install, torch_p
     try:
         with open(changed, "ab") as library:
             library.write(b"\0" * 64)  # trailing bytes: the loader ignores them, the bytes differ
-        outcome = ab.run_ab(torch_python, python, cases.SEED_CASES[:1], [DEFAULT_OP], TINY)
+        outcome = run_ab(torch_python, python, seedcases.SEED_CASES[:1], [DEFAULT_OP], TINY)
     finally:
         with open(changed, "wb") as library:
             library.write(original)
@@ -137,9 +140,9 @@ def test_copies_never_go_to_a_memory_file_system_when_a_disk_is_there(monkeypatc
 
 
 def test_every_comparison_draws_fresh_layouts():
-    seeds = {ab._hash_seed_base(ab.ABConfig()) for _ in range(5)}
+    seeds = {_hash_seed_base(ABConfig()) for _ in range(5)}
     assert len(seeds) == 5
-    assert ab._hash_seed_base(ab.ABConfig(hash_seed_base=77)) == 77
+    assert _hash_seed_base(ABConfig(hash_seed_base=77)) == 77
 
 
 def test_mapped_libraries_of_this_process_include_torch():

@@ -6,7 +6,8 @@ import textwrap
 
 import pytest
 
-from overrides import pycalls, shimenv
+from overrides.ab import shimenv
+from overrides.counts import pycalls
 
 SEED_TARGETS = [("SubTensor", "torch.add"), ("SubWithTorchFunction", "torch.add"),
                 ("Tensor", "torch.add")]
@@ -121,20 +122,22 @@ def test_file_keys_do_not_depend_on_where_the_build_is_installed():
 
 def test_the_report_section_lists_changed_cases_new_rows_first_and_fills_differential_json(tmp_path):
     from overrides import compare
-    from overrides.pr_report import Report
+    from overrides.review import sections
+    from overrides.review.measuring import Evidence
+    from overrides.review.pack import Pack
 
     base = [_calls({"f (torch/a.py)": (1, 40), "builtins.isinstance [C]": (3, 0)}),
             pycalls.CaseCalls("Tensor", "torch.add", 100, {})]
     branch = [_calls({"f (torch/a.py)": (1, 45), "_check_types_extra (torch/a.py)": (1, 14),
                       "builtins.isinstance [C]": (4, 0)}),
               pycalls.CaseCalls("Tensor", "torch.add", 100, {})]
-    report = Report(str(tmp_path), str(tmp_path), lambda message: None)
-    report.python_calls = [base, branch]
+    pack = Pack(str(tmp_path), lambda message: None, [])
     comparisons = [compare.Comparison("X", "torch.add", 4000.0, 4100.0, 100.0, (50.0, 150.0),
                                       "regression", True),
                    compare.Comparison("Tensor", "torch.add", 1000.0, 1001.0, 1.0, (-5.0, 7.0),
                                       "no change", True)]
-    parts = report.python_call_sections(comparisons, all_cases=False)
+    parts = sections.python_call_sections(Evidence(comparisons, {}, {}, python_calls=[base, branch]),
+                                          comparisons, all_cases=False, pack=pack)
     text = "\n".join(parts)
     assert parts[0] == "## Where the Python calls went"
     assert "### X: +1 Python call, +19 bytecodes per call (regression)" in text
@@ -142,15 +145,16 @@ def test_the_report_section_lists_changed_cases_new_rows_first_and_fills_differe
     assert rows[0].startswith("| new | `_check_types_extra (torch/a.py:10)`")
     assert rows[1].startswith("| more bytecodes | `f (torch/a.py:10)`")
     assert "Tensor" not in text  # no change, and the same Python ran: nothing to say
-    entry = report.differentials["X [torch.add]"]["python_calls"]
+    entry = pack.differentials["X [torch.add]"]["python_calls"]
     assert [f["function"] for f in entry["functions"]][0] == "_check_types_extra (torch/a.py)"
     assert entry["functions"][0]["change"] == "new" and entry["branch"]["calls"] == 2
-    assert report.differentials["Tensor [torch.add]"]["python_calls"]["functions"] == []
+    assert pack.differentials["Tensor [torch.add]"]["python_calls"]["functions"] == []
     # a side that cannot run (an unpaired label) costs the section, with a note
-    from overrides.pr_report import Side
+    from overrides.review.measuring import count_python_calls
+    from overrides.review.sides import Side
 
-    quiet = Report(str(tmp_path), str(tmp_path), lambda message: None)
-    quiet.count_python_calls([Side("base", "base", label="base", unpaired_reason="no copy kept"),
-                              Side("branch", "/x/python", python="/x/python", build=object())],
-                             comparisons)
+    quiet = Evidence(comparisons, {}, {})
+    count_python_calls(quiet, [Side("base", "base", label="base", unpaired_reason="no copy kept"),
+                               Side("branch", "/x/python", python="/x/python", build=object())],
+                       lambda message: None)
     assert quiet.python_calls is None and "Python calls were not counted: base (no copy kept)" in quiet.notes[0]

@@ -19,7 +19,9 @@ import zipfile
 import pytest
 
 from conftest import ROOT
-from overrides import pr_report, record, results
+from overrides import results
+from overrides.review import pr_report, record
+from overrides.review.runs import listing
 
 # Generous: the machine is shared with heavy jobs; these bound a hang, they time nothing.
 SCRIPT_TIMEOUT_S = 300
@@ -104,7 +106,7 @@ def test_list_marks_an_interrupted_label_incomplete_and_says_what_it_misses(tmp_
     runs = tmp_path / "runs"
     make_label(runs, "base", kept_mb=700)
     make_label(runs, "half", complete=False, flamegraphs=("Tensor",))
-    lines = record.listing(str(runs)).splitlines()
+    lines = listing(str(runs)).splitlines()
     row = next(line for line in lines if line.startswith("half "))
     assert row.split()[4] == "incomplete", row  # the kept copy column: not "none (not kept)"
     assert "half: incomplete (interrupted): missing flamegraphs (SubTensor) and the kept copy; " \
@@ -120,7 +122,7 @@ def test_list_removes_what_an_interrupted_recording_half_wrote_but_not_a_running
         (runs / label / f"{label}-subtensor.folded.partial").write_text("half a profile")
         (runs / label / "kept.partial" / "torch").mkdir(parents=True)
         (runs / label / ".tmp-k2j4.json").write_text("{")  # files.py's file being written
-    listed = record.listing(str(runs))
+    listed = listing(str(runs))
     assert sorted(os.listdir(runs / "half")) == ["half-tensor.folded", "half-tensor.svg", "half.json",
                                                  "record.json"]
     assert "removed its half-written .tmp-k2j4.json, half-subtensor.folded.partial and kept.partial" in listed
@@ -222,7 +224,7 @@ def test_ctrl_c_stops_record_sh_while_py_spy_records(tmp_path, target):
     assert after == ["record.sh: interrupted; what finished is kept and listed in record.json"]
     assert not left, left
     assert not [name for name in os.listdir(runs / "half") if name.endswith(".partial")]
-    row = next(line for line in record.listing(str(runs)).splitlines() if line.startswith("half "))
+    row = next(line for line in listing(str(runs)).splitlines() if line.startswith("half "))
     assert "incomplete" in row
 
 
@@ -256,10 +258,10 @@ def test_record_says_first_which_interpreter_and_torch_it_measures(recorded):
 
 
 def test_without_python_the_first_line_says_it_is_the_default_and_how_to_choose():
-    from overrides import ab
+    from overrides.builds import interpreters
 
     version, folder = _torch_of_this_interpreter()
-    line = record.interpreter_line(ab.Interpreter(sys.executable, folder), "python3")
+    line = record.interpreter_line(interpreters.Interpreter(sys.executable, folder), "python3")
     assert line.startswith(sys.executable) and "the default: pass --python" in line
     assert line.endswith(f"with torch {version} from {folder}")
 
@@ -321,7 +323,7 @@ def test_the_report_title_names_the_two_labels(tmp_path, capsys):
 
 
 def test_the_report_title_names_environments_by_their_folder(tmp_path):
-    from overrides.pr_report import Side, title
+    from overrides.review.sides import Side, title
 
     for name in ("base-env", "branch-env"):
         (tmp_path / name / "bin").mkdir(parents=True)
@@ -341,7 +343,7 @@ def test_list_shows_each_copys_size_and_which_label_frees_most(tmp_path):
     make_label(runs, "base", kept_mb=300)
     make_label(runs, "big", kept_mb=700)
     make_label(runs, "small")
-    lines = record.listing(str(runs)).splitlines()
+    lines = listing(str(runs)).splitlines()
     assert next(line for line in lines if line.startswith("base ")).split()[4:6] == ["300", "MB"]
     assert next(line for line in lines if line.startswith("big ")).split()[4:6] == ["700", "MB"]
     assert lines[-1].endswith("kept copies: 1,000 MB; `scripts/record.sh --clean big` frees most, 700 MB")

@@ -9,7 +9,8 @@ import zipfile
 import pytest
 
 from conftest import script
-from overrides import results, shimenv
+from overrides import results
+from overrides.ab import shimenv
 
 SLOWED = {"SubTensor", "SubWithTorchFunction"}  # the only seed cases that reach the shim
 # The label workflow is unpaired: a bench run taken while another tenant loads this shared

@@ -9,8 +9,9 @@ import sys
 import pytest
 
 from conftest import ROOT
-from overrides import callgrind, samepath
+from overrides.builds import samepath
 from overrides.compare import Comparison
+from overrides.counts import judge, records
 
 _SHOW = ("import json, os, sys; print(json.dumps({'executable': sys.executable, 'prefix': sys.prefix, "
          "'path': sys.path, 'cwd': os.getcwd(), 'environ': open('/proc/self/environ', 'rb').read().hex(), "
@@ -73,8 +74,8 @@ def test_switched_off_each_side_keeps_its_own_path_and_says_what_it_costs(two_en
     assert f"{samepath.PATH_ALLOWANCE_INSTRUCTIONS:.0f} instructions" in said["summary"]
 
 
-def _runs(python: str, per_call: list[float], same_path: bool) -> list[callgrind.CountRun]:
-    return [callgrind.CountRun(seed, (callgrind.CaseCounts("SubTensor", "torch.add", value, (value,) * 3, {}),),
+def _runs(python: str, per_call: list[float], same_path: bool) -> list[records.CountRun]:
+    return [records.CountRun(seed, (records.CaseCounts("SubTensor", "torch.add", value, (value,) * 3, {}),),
                                {"python": python, "import_path": None, "same_path": same_path}, 1.0)
             for seed, value in enumerate(per_call)]
 
@@ -84,54 +85,55 @@ def test_counts_from_different_paths_get_the_path_allowance():
     # the 150 that paths of their own may move a count by.
     base = _runs("/a/bin/python", [10_000, 10_010, 10_005], same_path=False)
     branch = _runs("/longer/bin/python", [10_110, 10_115, 10_112], same_path=False)
-    assert callgrind.compare_counts(base, branch)[0].verdict == "no change"
-    fixed = callgrind.compare_counts(_runs("/f/bin/python", [10_000, 10_010, 10_005], True),
+    assert judge.compare_counts(base, branch)[0].verdict == "no change"
+    fixed = judge.compare_counts(_runs("/f/bin/python", [10_000, 10_010, 10_005], True),
                                      _runs("/f/bin/python", [10_110, 10_115, 10_112], True))
     assert fixed[0].verdict == "regression"
     # One environment on both sides needs no allowance, fixed path or not.
-    same = callgrind.compare_counts(_runs("/a/bin/python", [10_000, 10_010, 10_005], False),
+    same = judge.compare_counts(_runs("/a/bin/python", [10_000, 10_010, 10_005], False),
                                     _runs("/a/bin/python", [10_110, 10_115, 10_112], False))
     assert same[0].verdict == "regression"
 
 
 def test_a_clock_change_the_instructions_cannot_explain_is_named():
-    from overrides import report
+    from overrides import report_comparison
 
     # torch 2.12.1 -> 2.14.1 on SubTensor: -544 ns on the clock, -162 instructions.
     c = Comparison("SubTensor", "torch.add", 5_400.0, 4_856.0, -544.0, (-595.0, -492.0), "improvement",
                    True, base_instructions=45_000.0, branch_instructions=44_838.0,
                    instructions_ci95=(-200.0, -120.0), wall_verdict="improvement", counts_verdict="improvement")
     assert c.clock_unexplained and round(c.clock_to_instructions) == 28
-    assert report.verdict_cell(c) == "improvement, clock 28x"
-    note = report.unexplained_note(c)
+    assert report_comparison.verdict_cell(c) == "improvement, clock 28x"
+    note = report_comparison.unexplained_note(c)
     assert "same work got faster" in note and "SubTensor" in note
     assert c.to_dict()["clock_unexplained"] is True
     # A clock change the instructions do account for is not named.
     explained = Comparison("SubTensor", "torch.add", 5_400.0, 5_500.0, 100.0, (80.0, 120.0), "regression",
                            True, base_instructions=45_000.0, branch_instructions=45_800.0,
                            instructions_ci95=(700.0, 900.0), wall_verdict="regression", counts_verdict="regression")
-    assert not explained.clock_unexplained and report.verdict_cell(explained) == "regression"
+    assert not explained.clock_unexplained and report_comparison.verdict_cell(explained) == "regression"
     # Counts that could not decide: the verdict is the clock's, and says so.
     undecided = Comparison("SubTensor", "torch.add", 5_400.0, 5_500.0, 100.0, (80.0, 120.0), "regression",
                            True, base_instructions=45_000.0, branch_instructions=45_100.0,
                            instructions_ci95=(-300.0, 500.0), wall_verdict="regression",
                            counts_verdict="inconclusive")
-    assert report.verdict_cell(undecided) == "regression (clock)"
+    assert report_comparison.verdict_cell(undecided) == "regression (clock)"
     assert undecided.to_dict()["judged_on"] == "clock"
 
 
 def test_the_reports_verdict_line_names_a_clock_change_the_instructions_cannot_explain(tmp_path):
-    from overrides import pr_report
     from overrides.results import RunResult
+    from overrides.review.markdown import report_markdown
+    from overrides.review.measuring import Evidence
+    from overrides.review.sides import ROLES, Side
 
     c = Comparison("SubTensor", "torch.add", 5_400.0, 4_856.0, -544.0, (-595.0, -492.0), "improvement",
                    True, base_instructions=45_000.0, branch_instructions=44_838.0,
                    instructions_ci95=(-200.0, -120.0), wall_verdict="improvement", counts_verdict="improvement")
-    sides = [pr_report.Side(role, f"/envs/{role}/bin/python", python=f"/envs/{role}/bin/python")
-             for role in pr_report.ROLES]
-    runs = {role: RunResult({}, {}, ()) for role in pr_report.ROLES}
-    text = pr_report.Report(str(tmp_path), str(tmp_path), lambda m: None).markdown(
-        [c], {"threshold_ns": 20, "threshold_pct": 0.75, "pairs": 5}, runs, sides, False, False, 60.0)
+    sides = [Side(role, f"/envs/{role}/bin/python", python=f"/envs/{role}/bin/python") for role in ROLES]
+    runs = {role: RunResult({}, {}, ()) for role in ROLES}
+    text = report_markdown(Evidence([c], runs, {"threshold_ns": 20, "threshold_pct": 0.75, "pairs": 5}),
+                           sides, wall_s=60.0)
     headline = text.split("## Comparison")[0]
     assert "Clock and counts tell different stories" in headline
     assert "improvement, clock 28x" in headline and "the same work got faster or slower" in headline

@@ -5,7 +5,7 @@ import zlib
 
 import pytest
 
-from overrides import screenshot
+from overrides.flame import screenshot
 
 FLAMEGRAPH_LIKE = """<svg xmlns="http://www.w3.org/2000/svg" width="1200" height="{height}">
 <rect x="0" y="0" width="1200" height="{height}" fill="white"/>
@@ -67,20 +67,20 @@ def test_a_failing_browser_is_an_error_with_its_reason_and_leaves_no_png(tmp_pat
 def test_report_screenshots_run_beside_the_report_and_a_failed_one_is_named(tmp_path, browser):
     """The report's screenshots are taken on a thread while it goes on; one that fails leaves
     no figure, its SVG named in the markdown instead, and a note with the reason."""
-    from overrides.pr_report import Report
+    from overrides.review.pack import Pack, without_screenshot
 
-    said = []
-    report = Report(str(tmp_path), str(tmp_path), said.append)
+    said, notes = [], []
+    pack = Pack(str(tmp_path), said.append, notes)
     good, bad = tmp_path / "good.svg", tmp_path / "bad.svg"
     good.write_text(FLAMEGRAPH_LIKE.format(height=400, bar=360, text=372))
     bad.write_text(FLAMEGRAPH_LIKE.format(height=400, bar=360, text=372))
-    assert report._shoot(str(good), "base-x.png", browser)
-    assert report._shoot(str(bad), "diff-x.png", "/bin/false")  # counted on until it is done
-    report.sections.append("base: ![base-x](base-x.png)\nDifferential flamegraph: ![diff-x](diff-x.png)")
-    report.finish_screenshots()
-    assert [f.name for f in report.files] == ["base-x.png"]
+    assert pack.shoot(str(good), "base-x.png", browser)
+    assert pack.shoot(str(bad), "diff-x.png", "/bin/false")  # counted on until it is done
+    sections = ["base: ![base-x](base-x.png)\nDifferential flamegraph: ![diff-x](diff-x.png)"]
+    failed = pack.finish_screenshots()
+    assert failed == ["diff-x.png"] and [f.name for f in pack.files] == ["base-x.png"]
     assert screenshot.png_size(str(tmp_path / "base-x.png"))[0] == screenshot.WINDOW_WIDTH
-    assert report.sections == ["base: ![base-x](base-x.png)\nDifferential flamegraph: "
-                               "`diff-x.svg` (no screenshot, see the notes)"]
-    assert any(n.startswith("No diff-x.png: Chromium wrote no PNG") for n in report.notes)
+    assert without_screenshot(sections, "diff-x.png") == [
+        "base: ![base-x](base-x.png)\nDifferential flamegraph: `diff-x.svg` (no screenshot, see the notes)"]
+    assert any(n.startswith("No diff-x.png: Chromium wrote no PNG") for n in notes)
     assert "report: screenshot base-x.png" in said

@@ -5,7 +5,7 @@ and a hook that answered only the first look-up left the shim out of every plain
 import subprocess
 import sys
 
-from overrides import shimenv
+from overrides.ab import shimenv
 
 _ASK_FIRST = ("import importlib.util; assert importlib.util.find_spec('torch') is not None; "
               "import torch; print(torch.Tensor.__torch_function__.__name__)")

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from overrides import stats
+from overrides.clock import stats
 
 
 @pytest.mark.parametrize("q", [0.0, 0.1, 0.25, 0.5, 0.9, 1.0])

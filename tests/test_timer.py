@@ -5,9 +5,9 @@ import time
 
 import torch
 
-from overrides import stats, timer
-from overrides.timer import (CALIBRATION_BURSTS, CALIBRATION_GAP_S, TARGET_SAMPLE_NS, UNROLL,
-                             Target, TimerConfig, calibrate_calls, compile_loop, time_targets)
+from overrides.clock import stats, timer
+from overrides.clock.timer import (CALIBRATION_BURSTS, CALIBRATION_GAP_S, TARGET_SAMPLE_NS, UNROLL,
+                                   Target, TimerConfig, calibrate_calls, compile_loop, time_targets)
 
 
 def _operands():

@@ -1,0 +1,66 @@
+"""The paired comparison's settings: `ABConfig`, and the flags that set it (`bench.py --compare`
+and `report.sh` share them)."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Sequence
+
+from overrides.verdicts import DEFAULT_THRESHOLD_NS, DEFAULT_THRESHOLD_PCT
+
+DEFAULT_SECONDS_PER_PAIR = 2.5  # a pair is ~2.5 s of start-up and this much sampling
+# Pairs are added until every case has a verdict or the cap is reached: a clear change stops
+# early, an unclear one gets all the time there is. 60 s is ~12 pairs of the four seed cases.
+DEFAULT_MAX_SECONDS = 60.0
+MIN_PAIRS = 5  # before this the t-interval (4 degrees of freedom, t = 2.78) decides nothing
+MAX_PAIRS = 200  # a bound for --max-seconds far beyond the default
+
+
+@dataclasses.dataclass(frozen=True)
+class ABConfig:
+    pairs: int | None = None  # None: add pairs until decided or max_seconds (see estimates.why_stop)
+    max_seconds: float = DEFAULT_MAX_SECONDS
+    seconds_per_pair: float = DEFAULT_SECONDS_PER_PAIR
+    threads: int = 1
+    threshold_ns: float = DEFAULT_THRESHOLD_NS
+    threshold_pct: float = DEFAULT_THRESHOLD_PCT
+    fix_layout: bool = True  # setarch -R + per-pair hash seed; off only to show why it is on
+    # Load identical shared libraries from one file and copy differing ones per pair
+    # (overrides/builds/placement.py); off only to show why it is on.
+    match_placement: bool = True
+    # Hash seeds to count instructions under (Callgrind), before the timing; empty: no counts.
+    instruction_seeds: tuple[int, ...] = ()
+    # The seeds were drawn (no --seeds): cases their counts leave undecided are counted under
+    # more drawn seeds, up to rounds.MAX_COMPARE_SEEDS. A user's own seeds are kept as given.
+    add_seeds: bool = False
+    hash_seed_base: int | None = None  # None: drawn at random per comparison
+    call_paths: bool = False  # count with Callgrind's call paths (overrides/counts/calltree.py)
+    # Counts asked for by default rather than by the user: when counting fails (a torch built
+    # without valgrind support), keep the clock's verdicts and say why instead of failing.
+    instructions_optional: bool = False
+
+
+def add_arguments(group) -> None:
+    """The A/B's flags, shared by `bench.py --compare` and `report.sh`."""
+    from overrides.argtypes import non_negative_float, positive_float, positive_int
+
+    group.add_argument("--pairs", type=positive_int, default=None, metavar="P",
+                       help="exactly P fresh worker pairs, each with its own memory layout "
+                            "(default: add pairs until every case is decided or --max-seconds)")
+    group.add_argument("--max-seconds", type=positive_float, default=DEFAULT_MAX_SECONDS, metavar="S",
+                       help=f"time cap for the timed pairs (default {DEFAULT_MAX_SECONDS:g}; "
+                            f"at least {MIN_PAIRS} pairs run)")
+    group.add_argument("--pair-seconds", type=positive_float, default=DEFAULT_SECONDS_PER_PAIR,
+                       metavar="S", help=f"sampling time per pair (default {DEFAULT_SECONDS_PER_PAIR:g})")
+    group.add_argument("--threshold-ns", type=non_negative_float, default=DEFAULT_THRESHOLD_NS,
+                       metavar="NS", help=f"smallest change worth a verdict, ns (default {DEFAULT_THRESHOLD_NS:g})")
+    group.add_argument("--threshold-pct", type=non_negative_float, default=DEFAULT_THRESHOLD_PCT,
+                       metavar="PCT", help=f"... or percent of base, whichever is larger "
+                                           f"(default {DEFAULT_THRESHOLD_PCT:g})")
+
+
+def config_from_arguments(args, instruction_seeds: Sequence[int] = (), threads: int = 1) -> ABConfig:
+    return ABConfig(pairs=args.pairs, max_seconds=args.max_seconds,
+                    seconds_per_pair=args.pair_seconds, threads=threads,
+                    threshold_ns=args.threshold_ns, threshold_pct=args.threshold_pct,
+                    instruction_seeds=tuple(instruction_seeds), add_seeds=not args.seeds)

@@ -1,0 +1,126 @@
+"""Instruction counts before the timed pairs: both builds counted under the same hash seeds, so
+that a case the counts decide needs no more than MIN_PAIRS of the clock.
+
+Counted after the pairs (the first version), A/A comparisons ran the clock to its 60 s cap in 19
+of 24 and then counted for ~50 s more, although the counts said "no change" to the instruction.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import subprocess
+import time
+from typing import Sequence
+
+from overrides import ROOT
+from overrides.ab.config import MIN_PAIRS, ABConfig
+from overrides.builds.interpreters import PROBE_TIMEOUT_S, with_import_path
+from overrides.cases.casenames import USER_DIR_VARIABLE, Case
+from overrides.cases.ops import Op
+from overrides.errors import UsageError
+from overrides.verdicts import DECIDED
+
+# Asks an interpreter which (case, op)s apply (overrides.cases.ops.not_applicable_reason) and
+# prints them as JSON, or {"error": ...} for a user case that cannot be built.
+_NOT_APPLICABLE_PROBE = (
+    "import json, sys\n"
+    "from overrides.errors import UsageError\n"
+    "try:\n"
+    "    from overrides.cases.ops import get_op, not_applicable_reason\n"
+    "    from overrides.cases.registry import get_case\n"
+    "    answer = [not_applicable_reason(get_case(c), get_op(o)) for c, o in json.loads(sys.argv[1])]\n"
+    "except UsageError as error:\n"
+    "    answer = {'error': str(error)}\n"
+    "print(json.dumps(answer))\n")
+
+
+def countable(targets: Sequence[tuple[Case, Op]], python: str,
+               import_path: str | None) -> list[tuple[str, str]]:
+    """The (case, op) names worth counting: those the op applies to. A built-in case declares
+    where it does not; a user case (`pkg.module:factory`) is tried by `python`, as a worker
+    would, because this process has no torch to try it with."""
+    declared = [(case.name, op.name) for case, op in targets if not case.not_applicable_to(op)]
+    unknown = [(case, op) for case, op in declared if ":" in case]
+    if not unknown:
+        return declared
+    env = with_import_path(dict(os.environ), ROOT, import_path)
+    env[USER_DIR_VARIABLE] = os.getcwd()
+    try:
+        asked = subprocess.run([python, "-c", _NOT_APPLICABLE_PROBE, json.dumps(unknown)],
+                               capture_output=True, text=True, env=env, cwd=ROOT,
+                               timeout=PROBE_TIMEOUT_S)
+        answer = json.loads(asked.stdout.strip().splitlines()[-1])
+    except subprocess.TimeoutExpired:
+        raise UsageError(f"{python} took over {PROBE_TIMEOUT_S} s to build the user cases") from None
+    except (IndexError, json.JSONDecodeError):
+        err = asked.stderr.strip().splitlines()
+        raise UsageError(f"{python} could not build the user cases: "
+                         f"{err[-1] if err else 'no message'}") from None
+    if isinstance(answer, dict):
+        raise UsageError(answer["error"])
+    skipped = {target for target, reason in zip(unknown, answer) if reason}
+    return [target for target in declared if target not in skipped]
+
+
+def counts_progress(settled: int, wanted: int) -> str:
+    """What the clock does next, once the counts are in."""
+    left = wanted - settled
+    if not left:
+        return (f"counts decide all {wanted} case{'s' if wanted != 1 else ''}; the clock checks "
+                f"them over {MIN_PAIRS} pairs")
+    return (f"counts decide {settled} of {wanted} cases; the clock runs until the other {left} "
+            f"{'is' if left == 1 else 'are'} decided, or its cap")
+
+
+@dataclasses.dataclass(frozen=True)
+class Counted:
+    """Both builds' instruction counts, made before the timed pairs."""
+
+    runs: tuple = ()  # (base CountRuns, branch CountRuns)
+    comparisons: tuple = ()  # judge.CountComparison per counted target
+    seconds: float = 0.0
+    skipped: str | None = None  # why there are no counts (optional counting that failed)
+    seeds: tuple[int, ...] = ()  # every seed counted under, the added ones last
+    seeds_added: tuple[int, ...] = ()  # those that counted only the cases left undecided
+
+    @property
+    def settled(self) -> dict:
+        """(case, op) -> the counts' verdict, for the cases the counts decide."""
+        return {(c.case, c.op): c.verdict for c in self.comparisons if c.verdict in DECIDED}
+
+
+def count_first(base_py: str, branch_py: str, targets, config: ABConfig, say,
+                 import_paths: Sequence[str | None], sources: Sequence[str | None]) -> Counted:
+    """Count instructions on both sides under the same seeds, before the timed pairs. The
+    counts judge (see overrides/compare.py), so a case they decide needs no more than MIN_PAIRS of the clock:
+    a clear change, or none at all between two copies of one build, ends the timing early.
+    Counted through the views, like the workers: both sides' import paths have one length."""
+    from overrides.counts import callgrind, rounds
+
+    started = time.monotonic()
+    wanted = countable(targets, base_py, import_paths[0])
+    first = rounds.first_round(config.instruction_seeds, config.add_seeds)
+    say(f"counting instructions first: {first} seed{'s' if first != 1 else ''} x 2 builds with Callgrind, "
+        f"{min(2 * first, callgrind.count_jobs())} at once"
+        + (f"; more seeds for cases left undecided, up to {rounds.MAX_COMPARE_SEEDS}" if config.add_seeds else ""))
+
+    def count(targets_: list, seeds_: Sequence[int]) -> list[list]:
+        return callgrind.count_builds([base_py, branch_py], targets_, seeds_, say=say,
+                                      tree=config.call_paths, import_paths=import_paths, sources=sources)
+
+    try:
+        base_counts, branch_counts, comparisons, seeds = rounds.count_until_decided(
+            count, wanted, config.instruction_seeds, config.add_seeds, say,
+            threshold_pct=config.threshold_pct)
+    except UsageError as error:
+        if not config.instructions_optional:
+            raise
+        say(f"instruction counts skipped: {error}")
+        return Counted(skipped=str(error))
+    added = tuple(run.seed for run in base_counts if len(run.cases) < len(wanted))
+    counted = Counted((base_counts, branch_counts), tuple(comparisons), time.monotonic() - started,
+                       seeds=seeds, seeds_added=added)
+    say(counts_progress(len(counted.settled), len(wanted)))
+    return counted

@@ -1,0 +1,339 @@
+"""Paired, interleaved A/B: two environments measured side by side, with intervals you can trust.
+
+Why each piece is there (figures measured on the 2-core VM this was built on):
+- One persistent worker process per environment (`overrides/ab/worker.py`); the parent asks for
+  one ~1 ms sample at a time, alternating base and branch for each case (and which goes first
+  alternates every round), so only one worker runs at a time and both see the same machine.
+  The machine's slow spells last seconds, so neighbouring samples see the same spell.
+- A pair's estimate per case is the median, over rounds, of log(branch sample / base sample
+  beside it). Pairing in time cancels the slow spells sample by sample: over ~1 s of rounds its
+  spread was 1.0-1.5%, against 4-7% for the ratio of the two sides' p10 headlines (the first
+  version), which must wait for enough undisturbed samples on both sides.
+- Nothing else runs while a pair samples: the parent pins itself and both workers to one CPU,
+  and the next pair starts only after this one is done. Load on the other vCPU slows this one
+  (p10 +5%, medians +20-40% here); starting the next pair in the background (the first
+  version) made p10-ratio estimates swing by +-10%, and even with the paired median it gained
+  nothing (two imports on one CPU take as long as a pair samples) and read the bare shim
+  0.9% against 1.3% without it, over 30 pairs each.
+- Every process is launched by its interpreter's real path (`sys.executable` as the interpreter
+  reports it), never through a wrapper: pyenv's `python3` shim adds its own variables to the
+  environment, which moved the stack and faked -1% on SubTensor in a venv-against-base A/A.
+  The environment blocks of the two sides are padded to the same size, so the stacks line up.
+- Memory layout differs per process and moves a 5 us call by +-5% under address-space
+  randomisation. Within a pair, layouts are matched: randomisation off (`setarch -R`), the same
+  `PYTHONHASHSEED`, the same environment padding, the same CPU. What is left still differs
+  from process to process (~1% on the subclass cases in A/A, same interpreter on both sides),
+  and two *different* environments differ by a layout amount too. So the layout is varied
+  between pairs (a new hash seed and padding each pair), which side starts and prepares first
+  alternates, and the 95% interval is a t-interval over the per-pair estimates: as wide as
+  process-to-process luck really is.
+- glibc malloc's heap-top state alone moved plain `torch.add` by ~4% between a virtualenv and
+  its base interpreter, the same in every pair; each worker pins it (`overrides/clock/allocator.py`).
+- Calls per sample are calibrated once (first pair, base side) and used by both sides in every
+  pair, so each case's samples are alike and pool into one result per side.
+- Each side imports torch through a view (`overrides/builds/placement.py`): libraries identical on
+  both sides are mapped from one file, differing ones from fresh copies every pair. Two installs
+  of one wheel otherwise differed by up to ~2% through where their pages sat in memory.
+- Pairs are added until every case has a verdict or the time cap (`estimates.why_stop`), and every
+  comparison draws its own hash seeds: the same seeds every time made every run's pairs the same
+  sample of layouts.
+- Instruction counts, when asked for, are made first (`countfirst.py`): they judge, so a case
+  whose counts are decided needs only MIN_PAIRS of the clock. Counted after the pairs (the first
+  version), A/A comparisons ran the clock to its 60 s cap in 19 of 24 and then counted for ~50 s
+  more, although the counts said "no change" to the instruction. Cases whose counts spread too
+  far over the drawn seeds are counted under more (`counts/rounds.py`); counts
+  still too spread settle nothing: the clock goes on for those cases, and judges them.
+  Nor do counts settle a case whose clock goes against them (`estimates.decided`): it is sampled on to
+  the cap before it may be called `clock only`.
+
+This module runs a comparison (`run_ab`); beside it in `overrides/ab/`: `config.py` (ABConfig
+and the flags), `pairs.py` (the parent's handles on its workers), `worker.py` (the worker
+process), `estimates.py` (what the pairs say, and when to stop) and `countfirst.py` (the counts
+made first).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import random
+import time
+from typing import Callable, Sequence
+
+from overrides.ab.config import MAX_PAIRS, MIN_PAIRS, ABConfig
+from overrides.ab.countfirst import Counted, count_first
+from overrides.ab.estimates import (PairEstimate, Pooled, compare_pooled, pair_estimates, waiting_for,
+                                    why_stop)
+from overrides.ab.pairs import Pair, WorkerError, pin, timing_cpu
+from overrides.builds import placement, samepath
+from overrides.builds.interpreters import Build, Interpreter, probe_interpreter
+from overrides.cases.casenames import Case
+from overrides.cases.ops import Op
+from overrides.compare import Comparison
+from overrides.errors import UsageError
+from overrides.results import CaseResult, RunResult
+from overrides.verdicts import NO_CHANGE_CONFIDENCE
+
+HASH_SEED_LIMIT = 2**32 - 1  # PYTHONHASHSEED's largest value
+PROGRESS_EVERY_S = 1.0
+
+
+@dataclasses.dataclass(frozen=True)
+class ABResult:
+    comparisons: tuple[Comparison, ...]
+    base_run: RunResult
+    branch_run: RunResult
+    pairs: tuple[PairEstimate, ...]
+    settings: dict
+    wall_s: float
+    interrupted: bool = False
+
+
+def _live_targets(pair: Pair, pooled: Pooled) -> list[int]:
+    """The targets both prepared workers of `pair` can time; records the others' errors."""
+    live = []
+    for i, (e_base, e_branch) in enumerate(zip(pair.prepared["base"]["errors"],
+                                              pair.prepared["branch"]["errors"])):
+        if e_base or e_branch:
+            pooled.errors[i] = "; ".join(f"{side}: {e}" for side, e in
+                                         (("base", e_base), ("branch", e_branch)) if e)
+        elif pooled.errors[i] is None:
+            live.append(i)
+    return live
+
+
+def _first_pair(base_py: str, branch_py: str, pooled: Pooled, config: ABConfig,
+                views: placement.Views, import_paths: dict, sources: dict) -> Pair:
+    """Pair 0, started on an idle machine; its base worker calibrates the calls per sample that
+    every worker then uses."""
+    views.for_pair(0)
+    pair = Pair(base_py, branch_py, 0, config, import_paths, sources)
+    try:
+        pair.wait_ready()
+        _check_views(pair, views)
+        wire = pooled.wire_targets()
+        pair.start_prepare(wire, pooled.calls, only=("base",))
+        pair.finish_prepare(("base",))
+        pooled.calls = pair.prepared["base"]["calls"]
+        pair.start_prepare(wire, pooled.calls, only=("branch",))
+        pair.finish_prepare(("branch",))
+    except BaseException:  # Ctrl-C or a failure: the caller never gets the pair to close
+        pair.close()
+        raise
+    return pair
+
+
+def _check_views(pair: Pair, views: placement.Views) -> None:
+    """Each worker must have imported torch from its view, and both must map every library the
+    plan shares from one file; otherwise placement is not matched, and the record says so."""
+    if not views.plan.active:
+        return
+    for label, worker in pair.workers.items():
+        torch_path = worker.environment.get("torch_path", "")
+        if not torch_path.startswith(pair.placements[label].import_path + os.sep):
+            views.failed(f"the {label} worker imported torch from {torch_path}, not from its view")
+            return
+    # A GPU-only library never runs here, so where it sits does not matter; and one the plan
+    # shares may still be mapped from its install, found through another GPU-only library's
+    # own RPATH (libcupti.so.13 of torch 2.14.1 against 2.15.0).
+    names = {os.path.basename(rel) for rel in views.plan.shared if not placement.GPU_ONLY.search(rel)}
+    same = placement.shared_inodes(pair.workers["base"].process.pid,
+                                   pair.workers["branch"].process.pid, names)
+    views.verified = sorted(name for name, one_file in same.items() if one_file)
+    unmatched = sorted(name for name, one_file in same.items() if not one_file)
+    if unmatched:
+        views.failed(f"libraries meant to be shared were mapped from different files: {', '.join(unmatched)}")
+
+
+def _sample_pair(pair: Pair, live: list[int], pooled: Pooled, config: ABConfig,
+                 say: Callable[[str], None], of: str) -> None:
+    """Alternate one sample of base and branch per target until the pair's time is spent."""
+    base, branch = pair.workers["base"], pair.workers["branch"]
+    cpu = timing_cpu()
+    parent_cpus = os.sched_getaffinity(0) if cpu is not None else None
+    pin([base.process.pid, branch.process.pid, 0], cpu)
+    try:
+        started = time.monotonic()
+        next_report = started + PROGRESS_EVERY_S
+        rounds = 0
+        while live and time.monotonic() - started < config.seconds_per_pair:
+            for position, i in enumerate(live):
+                order = (base, branch) if (rounds + position) % 2 == 0 else (branch, base)
+                for worker in order:
+                    reply = worker.ask({"cmd": "sample", "target": i})
+                    if "error" in reply:
+                        pooled.errors[i] = f"{worker.label}: {reply['error']}"
+            live = [i for i in live if pooled.errors[i] is None]
+            rounds += 1
+            if time.monotonic() >= next_report:
+                say(f"pair {pair.index + 1}{of}: sampling, round {rounds}")
+                next_report += PROGRESS_EVERY_S
+    finally:
+        if parent_cpus is not None:
+            os.sched_setaffinity(0, parent_cpus)
+
+
+def _collect(pair: Pair, pooled: Pooled) -> None:
+    """The pair's samples into the pool, and its per-case estimates."""
+    outputs = {label: pair.workers[label].ask({"cmd": "result"})["targets"] for label in ("base", "branch")}
+    for side, out in outputs.items():
+        for i, target in enumerate(out):
+            pooled.samples[side][i].extend(target["samples_ns"])
+            pooled.loop_cost[side][i] = target["loop_overhead_ns"]
+    ok = [i for i in range(len(pooled.targets)) if pooled.errors[i] is None]
+    pooled.estimates += pair_estimates(pair.index, [pooled.targets[i] for i in ok],
+                                        [outputs["base"][i] for i in ok],
+                                        [outputs["branch"][i] for i in ok])
+
+
+def _hash_seed_base(config: ABConfig) -> int:
+    """Pair p runs with PYTHONHASHSEED = base + p: a fresh set of layouts every comparison
+    (the first version used the same seeds every time), unless the config fixes it."""
+    if config.hash_seed_base is not None:
+        return config.hash_seed_base
+    return random.SystemRandom().randrange(1, HASH_SEED_LIMIT - MAX_PAIRS)
+
+
+def run_ab(
+    base_spec: "str | Build",
+    branch_spec: "str | Build",
+    cases: Sequence[Case],
+    ops: Sequence[Op],
+    config: ABConfig = ABConfig(),
+    progress: Callable[[str], None] | None = None,
+    keep_interrupted: bool = True,
+) -> ABResult:
+    """Measure base and branch side by side; see the module docstring for the method. A side
+    is an interpreter spec, or a Build (an interpreter with a kept copy of torch). Ctrl-C
+    returns what was measured, marked interrupted; without `keep_interrupted` (a caller that
+    keeps nothing partial) the KeyboardInterrupt goes on once the workers are stopped."""
+    say = progress or (lambda message: None)
+    base, branch = probe_interpreter(base_spec), probe_interpreter(branch_spec)
+    base_py, branch_py = base.executable, branch.executable
+    config = dataclasses.replace(config, hash_seed_base=_hash_seed_base(config))
+    pooled = Pooled.empty([(case, op) for op in ops for case in cases])
+    started = time.monotonic()
+    interrupted = False
+    pairs_done = 0
+    stopped = "interrupted"
+    current = upcoming = None
+    if config.match_placement:
+        say("matching the two builds' shared libraries (placement)")
+        # A kept copy's folder holds torch alone: then both views do (placement.plan).
+        plan = placement.plan(base.torch_dir, branch.torch_dir,
+                              torch_only=bool(base.torch_root or branch.torch_root))
+    else:
+        plan = placement.PlacementPlan(None, reason="switched off")
+    views = placement.Views(plan)
+    # Where each side imports torch from first: its view, or without views its kept copy.
+    import_paths = {"base": views.paths["base"] or base.torch_root,
+                    "branch": views.paths["branch"] or branch.torch_root}
+    # ... and the folder that stands for (a view is new every comparison; its source is not).
+    sources = ({side: root for side, root in zip(placement.SIDES, plan.roots)} if views.paths["base"]
+               else dict(import_paths))
+    same_path = samepath.record(samepath.place(python, import_paths[side], os.getcwd(), in_tool=True,
+                                               source=sources[side])
+                                for side, python in (("base", base_py), ("branch", branch_py)))
+    say(f"start-up paths: {same_path['summary']}")
+    of = f"/{config.pairs}" if config.pairs is not None else f" (until decided, up to {config.max_seconds:.0f} s)"
+    counted: Counted | None = None
+    try:  # the views live until the pairs are done
+        try:
+            if config.instruction_seeds:
+                counted = count_first(base_py, branch_py, pooled.targets, config, say,
+                                       [import_paths["base"], import_paths["branch"]],
+                                       [sources["base"], sources["branch"]])
+            settled = counted.settled if counted else {}
+            say(f"pair 1{of}: starting workers and calibrating")
+            # The time cap is the clock's: counting first does not shorten it.
+            pairs_started = pair_started = time.monotonic()
+            current = _first_pair(base_py, branch_py, pooled, config, views, import_paths, sources)
+            while True:
+                pooled.environments = {label: w.environment for label, w in current.workers.items()}
+                live = _live_targets(current, pooled)
+                _sample_pair(current, live, pooled, config, say, of)
+                _collect(current, pooled)
+                current.close()
+                current = None
+                pairs_done += 1
+                now = time.monotonic()
+                why = why_stop(pooled, config, pairs_done, now - pairs_started, now - pair_started,
+                                settled)
+                if why:
+                    stopped = why
+                    break
+                # Started only now, on an idle machine: see the module docstring.
+                say(f"pair {pairs_done + 1}{of}: starting workers; "
+                    f"{waiting_for(pooled, config, pairs_done, now - pairs_started, settled)}")
+                pair_started = now
+                views.for_pair(pairs_done)
+                upcoming = Pair(base_py, branch_py, pairs_done, config, import_paths, sources)
+                upcoming.start_prepare(pooled.wire_targets(), pooled.calls)
+                upcoming.finish_prepare()
+                current, upcoming = upcoming, None
+        except KeyboardInterrupt:
+            if not keep_interrupted:
+                raise
+            interrupted = True
+            say(f"interrupted after {pairs_done} pairs; keeping what was measured")
+        except WorkerError as exc:
+            raise UsageError(str(exc)) from None
+        finally:
+            for pair in (current, upcoming):
+                if pair is not None:
+                    pair.close()
+        return _finish(base, branch, pooled, config, views, pairs_done, stopped, interrupted,
+                       started, counted, same_path)
+    finally:
+        views.close()
+
+
+def _finish(base: Interpreter, branch: Interpreter, pooled: Pooled, config: ABConfig,
+            views: placement.Views, pairs_done: int, stopped: str, interrupted: bool,
+            started: float, counted: "Counted | None", same_path: dict) -> ABResult:
+    """The timed pairs' results, judged with the instruction counts where they were counted."""
+    settings = {"mode": "paired A/B", "pairs": pairs_done, "pairs_asked": config.pairs,
+                "max_seconds": config.max_seconds if config.pairs is None else None,
+                "stopped": stopped, "min_pairs": MIN_PAIRS,
+                "seconds_per_pair": config.seconds_per_pair, "threads": config.threads,
+                "fix_layout": config.fix_layout, "hash_seed_base": config.hash_seed_base,
+                "threshold_ns": config.threshold_ns, "threshold_pct": config.threshold_pct,
+                "no_change_confidence": NO_CHANGE_CONFIDENCE,
+                "calls_per_sample": pooled.calls, "placement": views.record(), "same_path": same_path,
+                "torch_roots": {"base": base.torch_root, "branch": branch.torch_root},
+                "estimator": "mean over pairs of the median log ratio of neighbouring samples"}
+    runs = {}
+    for side in ("base", "branch"):
+        case_results = tuple(
+            CaseResult(case=case.name, op=op.name, stmt=case.stmt_for(op), description=case.description,
+                       calls_per_sample=pooled.calls[i] or 0, samples_ns=tuple(pooled.samples[side][i]),
+                       loop_overhead_ns=pooled.loop_cost[side][i],
+                       error=pooled.errors[i] if not pooled.samples[side][i] else None,
+                       baseline=case.baseline)
+            for i, (case, op) in enumerate(pooled.targets))
+        runs[side] = RunResult(pooled.environments.get(side, {}), dict(settings, side=side),
+                               case_results, interrupted=interrupted,
+                               wall_s=time.monotonic() - started)
+    comparisons = compare_pooled(pooled, config)
+    if counted is not None and counted.skipped:
+        settings["instructions_skipped"] = counted.skipped
+    elif counted is not None:
+        from overrides import compare
+        from overrides.counts import records
+        from overrides.counts.judge import DEFAULT_THRESHOLD_INSTRUCTIONS
+
+        settings["instructions"] = {"seeds": list(counted.seeds),
+                                    "threshold": DEFAULT_THRESHOLD_INSTRUCTIONS,
+                                    "threshold_pct": config.threshold_pct,
+                                    "seeds_added": list(counted.seeds_added),
+                                    "counted_first_s": round(counted.seconds, 1),
+                                    "settled_by_counts": sorted(f"{case} {op}" for case, op in counted.settled)}
+        runs = {side: dataclasses.replace(run, instructions=records.to_dict(counts))
+                for (side, run), counts in zip(runs.items(), counted.runs)}
+        sure_clock = {(c.case, c.op): c.verdict
+                      for c in compare_pooled(pooled, config, NO_CHANGE_CONFIDENCE)}
+        comparisons = compare.with_counts(comparisons, counted.comparisons, sure_clock)
+    return ABResult(tuple(comparisons), runs["base"], runs["branch"], tuple(pooled.estimates),
+                    settings, time.monotonic() - started, interrupted)
+
+

@@ -1,0 +1,170 @@
+"""The parent's handles on its timing workers: one `Worker` per side, started two at a time as a
+`Pair` with matched layouts, and the CPU a pair samples on.
+
+The workers themselves are `overrides/ab/worker.py`, started as `python -m overrides.ab.worker`
+in each side's own interpreter; this module speaks their JSON-lines protocol.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import shutil
+import subprocess
+from typing import Sequence
+
+from overrides import ROOT
+from overrides.ab.config import ABConfig
+from overrides.builds import samepath
+from overrides.builds.interpreters import with_import_path
+from overrides.cases.casenames import USER_DIR_VARIABLE
+from overrides.clock.allocator import MALLOC_ENV
+from overrides.errors import UsageError
+
+PAD_STEP = 1531  # bytes of environment padding added per pair: moves the initial stack
+PAD_VARIABLE = "OVERRIDES_LAYOUT_PAD"
+
+
+class WorkerError(Exception):
+    """A worker died or said it cannot go on."""
+
+
+class Worker:
+    """The parent's handle on one worker process."""
+
+    def __init__(self, label: str, where: samepath.Placement, env: dict, config: ABConfig):
+        self.label = label
+        self.python = where.python
+        command = [where.python, "-m", "overrides.ab.worker"]
+        setarch = shutil.which("setarch")
+        if config.fix_layout and setarch:
+            command = [setarch, platform.machine(), "-R"] + command
+        # Run from this checkout (`-m` puts the working directory first on sys.path, and a
+        # PyTorch checkout's torch/ must not shadow the build); user cases are found through
+        # USER_DIR_VARIABLE (see worker_env). Where `where` is fixed, the checkout is seen at
+        # samepath.FIXED_ROOT and the namespace launcher changes into it.
+        self.process = subprocess.Popen(where.wrap(command), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                        stderr=subprocess.PIPE, text=True, bufsize=1, env=env,
+                                        cwd=ROOT)
+        self.environment: dict = {}
+
+    def send(self, request: dict) -> None:
+        self.process.stdin.write(json.dumps(request) + "\n")
+        self.process.stdin.flush()
+
+    def read(self) -> dict:
+        line = self.process.stdout.readline()
+        if not line:
+            err = self.process.stderr.read().strip().splitlines()
+            raise WorkerError(f"{self.label} worker ({self.python}) exited: "
+                              f"{err[-1] if err else 'no message'}")
+        reply = json.loads(line)
+        if "fatal" in reply:
+            raise WorkerError(f"{self.label} worker ({self.python}): {reply['fatal']}")
+        return reply
+
+    def ask(self, request: dict) -> dict:
+        self.send(request)
+        return self.read()
+
+    def wait_ready(self) -> None:
+        self.environment = self.read()["environment"]
+
+    def close(self) -> None:
+        # A worker holds nothing worth a graceful exit, and tearing down torch takes ~1 s that
+        # would come out of the comparison's time budget; kill it.
+        if self.process.poll() is None:
+            self.process.kill()
+        self.process.wait()
+        for stream in (self.process.stdin, self.process.stdout, self.process.stderr):
+            stream.close()
+
+
+def worker_env(config: ABConfig, pair: int, extra_pad: int, where: samepath.Placement) -> dict:
+    """The environment of one worker: the same on both sides of a pair but for `extra_pad`,
+    which makes up for a shorter interpreter path so both stacks start at the same place, and
+    the side's import path (its view, overrides/builds/placement.py, or else its Build.torch_root),
+    which comes before anything else torch could be imported from; all as `where` says the
+    worker sees them."""
+    env = dict(os.environ)
+    env.pop(PAD_VARIABLE, None)
+    with_import_path(env, where.tool, where.import_path)
+    env["OVERRIDES_WORKER_THREADS"] = str(config.threads)
+    env[USER_DIR_VARIABLE] = where.user_dir
+    if where.pycache:  # each side's bytecode compiled at the fixed path (samepath.prime)
+        env["PYTHONPYCACHEPREFIX"] = where.pycache
+    env.update(MALLOC_ENV)
+    if config.fix_layout:
+        env["PYTHONHASHSEED"] = str(config.hash_seed_base + pair)
+        env[PAD_VARIABLE] = "p" * (PAD_STEP * pair % 8192 + extra_pad)
+    return env
+
+
+class Pair:
+    """Two workers started together with matched layouts; which side starts (and prepares)
+    first alternates from pair to pair, so an order effect cannot pose as a change."""
+
+    def __init__(self, base_py: str, branch_py: str, index: int, config: ABConfig,
+                 import_paths: dict | None = None, sources: dict | None = None):
+        self.index = index
+        sides = (("base", base_py), ("branch", branch_py))
+        self.order = sides if index % 2 == 0 else sides[::-1]
+        where = {label: samepath.place(python, (import_paths or {}).get(label), os.getcwd(),
+                                       in_tool=True, source=(sources or {}).get(label))
+                 for label, python in sides}
+        for placed in where.values():
+            samepath.prime(placed)
+        self.placements = where
+        # argv[0] and the kernel's copy of the path both sit on the new stack; the import path
+        # once, in the environment (with one fixed path for both sides, these are equal).
+        longest = max(len(w.python) for w in where.values())
+        longest_path = max(len(w.import_path or "") for w in where.values())
+        self.workers = {label: Worker(label, where[label],
+                                       worker_env(config, index,
+                                                   2 * (longest - len(where[label].python))
+                                                   + longest_path - len(where[label].import_path or ""),
+                                                   where[label]), config)
+                        for label, _ in self.order}
+        self.prepared: dict[str, dict] = {}
+
+    def in_order(self) -> list[Worker]:
+        return [self.workers[label] for label, _ in self.order]
+
+    def start_prepare(self, wire_targets: list, calls: list, only: Sequence[str] = ("base", "branch")) -> None:
+        """Queue the prepare request: a worker reads it once it has imported torch."""
+        for worker in self.in_order():
+            if worker.label in only:
+                worker.send({"cmd": "prepare", "targets": wire_targets, "calls": calls})
+
+    def wait_ready(self) -> None:
+        try:
+            for worker in self.in_order():
+                if not worker.environment:
+                    worker.environment = worker.read()["environment"]
+        except (WorkerError, json.JSONDecodeError) as exc:
+            self.close()
+            raise UsageError(f"a worker could not start: {exc}") from None
+
+    def finish_prepare(self, labels: Sequence[str] = ("base", "branch")) -> None:
+        self.wait_ready()
+        for worker in self.in_order():
+            if worker.label in labels:
+                self.prepared[worker.label] = worker.read()
+
+    def close(self) -> None:
+        for worker in self.workers.values():
+            worker.close()
+
+
+def timing_cpu() -> int | None:
+    """The CPU a pair samples on: the parent and both workers share it, one runs at a time."""
+    if not hasattr(os, "sched_getaffinity"):
+        return None
+    return max(os.sched_getaffinity(0))
+
+
+def pin(pids: Sequence[int], cpu: int | None) -> None:
+    if cpu is not None:
+        for pid in pids:
+            os.sched_setaffinity(pid, {cpu})

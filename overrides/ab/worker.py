@@ -1,0 +1,92 @@
+"""A timing worker: one persistent process per environment, driven by the A/B parent over a pipe.
+
+Started as `PY -m overrides.ab.worker` with this checkout on PYTHONPATH, so any interpreter that
+has torch can be measured without installing anything into it. It speaks JSON lines: one
+request on stdin, one reply on stdout. The protocol's stdout is kept private; `sys.stdout` is
+pointed at stderr so a stray print from user code cannot corrupt it.
+
+Requests:
+  {"cmd": "prepare", "targets": [[case, op], ...], "calls": [int|null, ...]}
+      build operands, warm up, calibrate (or take the given calls); reply {"calls": [...],
+      "errors": [...]}
+  {"cmd": "sample", "target": i}   one timed sample; reply {"ok": true} or {"error": "..."}
+  {"cmd": "result"}                reply {"targets": [{"samples_ns", "loop_overhead_ns",
+                                   "calls_per_sample", "error"}, ...]} and forget the samples
+  {"cmd": "exit"}
+Every reply may instead be {"fatal": "..."} if the worker cannot go on.
+The first line a worker writes is {"ready": true, "environment": {...}}.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+
+def _serve(protocol_out) -> None:
+    import gc
+
+    import torch
+
+    from overrides import environment
+    from overrides.cases.registry import resolve_cases
+    from overrides.cases.ops import get_op
+    from overrides.measure import target_for
+    from overrides.clock.timer import TimerConfig, _Slot
+
+    def reply(payload: dict) -> None:
+        protocol_out.write(json.dumps(payload) + "\n")
+        protocol_out.flush()
+
+    threads = int(os.environ.get("OVERRIDES_WORKER_THREADS", "1"))
+    torch.set_num_threads(threads)
+    reply({"ready": True, "environment": environment.collect(threads)})
+    slots: list[_Slot] = []
+    for line in sys.stdin:
+        request = json.loads(line)
+        cmd = request["cmd"]
+        if cmd == "prepare":
+            slots = []
+            for (case_name, op_name), calls in zip(request["targets"], request["calls"]):
+                (case,) = resolve_cases([case_name])
+                op = get_op(op_name)
+                slot = _Slot(target_for(case, op))  # the case's own statement and mode
+                slot.prepare(TimerConfig(calls_per_sample=calls))
+                slots.append(slot)
+            gc.collect()
+            gc.disable()  # off for the rest of the worker's life: it only times
+            reply({"calls": [s.calls for s in slots], "errors": [s.error for s in slots]})
+        elif cmd == "sample":
+            slot = slots[request["target"]]
+            if slot.error is None:
+                slot.sample()
+            reply({"error": slot.error} if slot.error else {"ok": True})
+        elif cmd == "result":
+            out = []
+            for slot in slots:
+                timed = slot.result()
+                out.append({"samples_ns": list(timed.samples_ns),
+                            "loop_overhead_ns": timed.loop_overhead_ns,
+                            "calls_per_sample": timed.calls_per_sample, "error": timed.error})
+                slot.raw_ns, slot.empty_ns = [], []
+            reply({"targets": out})
+        elif cmd == "exit":
+            return
+        else:
+            reply({"fatal": f"unknown command {cmd!r}"})
+
+
+def main() -> None:
+    protocol_out = os.fdopen(os.dup(sys.stdout.fileno()), "w")
+    sys.stdout = sys.stderr
+    try:
+        _serve(protocol_out)
+    except Exception as exc:  # tell the parent, then die: it decides what to do
+        protocol_out.write(json.dumps({"fatal": f"{type(exc).__name__}: {exc}"}) + "\n")
+        protocol_out.flush()
+        raise SystemExit(1)
+
+
+if __name__ == "__main__":
+    main()

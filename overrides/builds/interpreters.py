@@ -1,0 +1,131 @@
+"""The builds a comparison runs: an interpreter (and a kept copy of torch), asked who it is.
+
+A side of a comparison is named by the user as an interpreter, a virtualenv folder or a name on
+PATH, and, for a label recorded by record.sh, the folder of its kept torch (`Build`). Before
+anything runs, the interpreter is asked for its real path and the torch it would import
+(`probe_interpreter`): every process of a side is then started by that path, never through a
+wrapper, and one without torch is refused in one line. The A/B, the counts, the flamegraphs and
+record.sh all start their processes from what this module answers.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import re
+import shutil
+import subprocess
+
+from overrides.errors import UsageError
+
+PROBE_TIMEOUT_S = 120  # asking an interpreter for its path and torch; a cold disk is slow
+# Printed by an interpreter asked who it is: its real path, and whether torch is importable
+# (found, not imported: that would take seconds).
+_PROBE = ("import importlib.util, json, sys; spec = importlib.util.find_spec('torch'); "
+          "print(json.dumps({'executable': sys.executable, 'torch': spec is not None, 'torch_dir': "
+          "(list(spec.submodule_search_locations or []) or [None])[0] if spec else None}))")
+
+
+def _interpreter_path(spec: str) -> str:
+    """The executable a spec names: an interpreter, a virtualenv directory, or a name on PATH."""
+    if os.path.isdir(spec):
+        for candidate in ("bin/python", "bin/python3", "Scripts/python.exe"):
+            path = os.path.join(spec, candidate)
+            if os.access(path, os.X_OK):
+                return os.path.abspath(path)
+        raise UsageError(f"{spec} is a directory without bin/python; pass a virtualenv or an interpreter")
+    if os.sep in spec:
+        if os.access(spec, os.X_OK) and not os.path.isdir(spec):
+            return os.path.abspath(spec)
+        raise UsageError(f"no interpreter at {spec}; pass a Python executable or a virtualenv directory")
+    found = shutil.which(spec)
+    if not found:
+        raise UsageError(f"no interpreter {spec!r} on PATH; pass a Python executable or a virtualenv directory")
+    return found
+
+
+@dataclasses.dataclass(frozen=True)
+class Build:
+    """What one side of a comparison runs: an interpreter (a spec: a path, a virtualenv, a name
+    on PATH) and, for a build kept by record.sh (`overrides/builds/keep.py`), the folder to import
+    torch from first instead of the interpreter's own."""
+
+    python: str
+    torch_root: str | None = None
+
+    def describe(self) -> str:
+        return f"{self.python} with torch from {self.torch_root}" if self.torch_root else self.python
+
+
+@dataclasses.dataclass(frozen=True)
+class Interpreter:
+    executable: str  # the real path, as the interpreter reports it
+    torch_dir: str | None  # the torch package folder it would import, found without importing it
+    torch_root: str | None = None  # Build.torch_root: put first on the import path
+
+    @property
+    def torch_version(self) -> str:
+        """torch's version from its version.py (importing torch would take seconds)."""
+        try:
+            with open(os.path.join(self.torch_dir or "", "version.py"), encoding="utf-8") as src:
+                found = re.search(r"^__version__\s*=\s*['\"]([^'\"]+)", src.read(), re.M)
+        except OSError:
+            return "?"
+        return found.group(1) if found else "?"
+
+
+def resolve_interpreter(spec: str) -> str:
+    """The real path of the interpreter `spec` names, checked to run and to have torch.
+
+    The interpreter is asked for its own `sys.executable`, so a wrapper (pyenv's shims, a
+    script) is looked through: the workers then start the same way on both sides.
+    """
+    return probe_interpreter(spec).executable
+
+
+def probe_interpreter(spec: "str | Build") -> Interpreter:
+    """`resolve_interpreter`, with the torch folder that interpreter would import (for a Build
+    with a torch_root: the one in that folder, or exit 2)."""
+    build = spec if isinstance(spec, Build) else Build(spec)
+    path = _interpreter_path(build.python)
+    env = with_import_path(dict(os.environ), build.torch_root)
+    fix = "pass a Python executable or a virtualenv directory"
+    try:
+        probe = subprocess.run([path, "-c", _PROBE], capture_output=True, text=True,
+                               timeout=PROBE_TIMEOUT_S, env=env)
+    except OSError as exc:
+        raise UsageError(f"{build.python} does not run ({exc.strerror or exc}): {fix}") from None
+    except subprocess.TimeoutExpired:
+        raise UsageError(f"{build.python} did not answer as a Python interpreter within "
+                         f"{PROBE_TIMEOUT_S} s: {fix}") from None
+    answer = _probe_answer(probe.stdout)
+    if answer is None:
+        raise UsageError(f"{build.python} is not a Python interpreter (it printed nothing a Python "
+                         f"would): {fix}")
+    if not answer["torch"]:
+        raise UsageError(f"{build.describe()} has no torch; install torch into that environment or "
+                         "pass an interpreter that has it")
+    torch_dir = answer.get("torch_dir")
+    if build.torch_root and not (torch_dir or "").startswith(os.path.join(build.torch_root, "")):
+        raise UsageError(f"{build.python} imports torch from {torch_dir}, not from {build.torch_root}")
+    return Interpreter(answer["executable"], torch_dir, build.torch_root)
+
+
+def _probe_answer(stdout: str) -> dict | None:
+    """What an interpreter answered to _PROBE, or None if the output is not a Python's answer."""
+    lines = stdout.strip().splitlines()
+    try:
+        answer = json.loads(lines[-1]) if lines else None
+    except json.JSONDecodeError:
+        return None
+    return answer if isinstance(answer, dict) and "executable" in answer and "torch" in answer else None
+
+
+def with_import_path(env: dict, *folders: str | None) -> dict:
+    """`env` with `folders` (those given) first on PYTHONPATH."""
+    front = [folder for folder in folders if folder]
+    if front:
+        rest = [env["PYTHONPATH"]] if env.get("PYTHONPATH") else []
+        env["PYTHONPATH"] = os.pathsep.join(front + rest)
+    return env

@@ -1,0 +1,155 @@
+"""Kept builds: a runnable copy of the torch a label was recorded with, for the one-checkout workflow.
+
+Why it exists. Most contributors have one PyTorch checkout: record base, switch branch, rebuild,
+record branch. Two separate runs can only be compared unpaired, where machine drift between the
+runs sits in the interval and only changes of several percent get a verdict. If `record.sh`
+keeps a copy of the build it measured, `report.sh base branch` can run base's copy and the
+branch side by side, paired, like two environments, and count instructions on both.
+
+What is kept: the `torch` package folder the interpreter imports (site-packages or a checkout
+on `sys.path`), with `functorch` and `torchgen` when they sit beside it. The copy is made of new
+files, never hard links, and symlinks are copied as the files they point to: a rebuild that
+rewrites a file in place, or a library symlinked into a build tree, must not change the copy.
+The copy is written under a temporary name and renamed when whole. A side then runs the
+recorded interpreter with the copy's folder first on its import path (`interpreters.Build`); the views of
+`overrides/builds/placement.py` load its libraries from the same pages as the other side's wherever
+the two are byte-identical, so a copy carries no placement offset of its own.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import shutil
+import time
+
+KEPT_DIR = "kept"  # runs/LABEL/kept/torch, ...
+SIBLINGS = ("functorch", "torchgen")  # packages of a PyTorch build kept beside torch when present
+# Room left on the disk after a copy. Below it the copy is skipped with a warning: a full disk
+# breaks the user's next build, which matters more than a paired report.
+DISK_MARGIN_BYTES = 2 * 2**30
+# Above this much in kept copies, record.sh reminds the user how to list and delete them.
+KEPT_WARNING_BYTES = 10 * 2**30
+
+
+@dataclasses.dataclass(frozen=True)
+class KeptCopy:
+    """What keep() made, as record.json's "kept" entry says it."""
+
+    root: str  # the folder to put first on the import path
+    packages: tuple[str, ...]
+    bytes: int
+    seconds: float
+    source: str  # the torch folder it was copied from
+
+    def to_dict(self, label_dir: str) -> dict:
+        return {"root": os.path.relpath(self.root, label_dir), "packages": list(self.packages),
+                "bytes": self.bytes, "seconds": round(self.seconds, 1), "source": self.source}
+
+
+class DiskShort(Exception):
+    """Not enough free disk for the copy (the message says how much is needed)."""
+
+
+def packages_of(torch_dir: str) -> list[str]:
+    """The folders to copy: torch itself and the build's sibling packages that exist."""
+    torch_dir = os.path.realpath(torch_dir)
+    parent = os.path.dirname(torch_dir)
+    found = [torch_dir]
+    for name in SIBLINGS:
+        path = os.path.join(parent, name)
+        if os.path.isdir(path) and os.path.isfile(os.path.join(path, "__init__.py")):
+            found.append(path)
+    return found
+
+
+def tree_bytes(path: str) -> int:
+    """Bytes of every file under `path`, following symlinks the way the copy will."""
+    total = 0
+    for folder, _, files in os.walk(path, followlinks=True):
+        for name in files:
+            try:
+                total += os.stat(os.path.join(folder, name)).st_size
+            except OSError:
+                pass  # a dangling link: the copy skips it too
+    return total
+
+
+def keep(torch_dir: str, label_dir: str) -> KeptCopy:
+    """Copy the build whose torch package is `torch_dir` into `label_dir/kept`, replacing an
+    earlier copy there. Raises DiskShort when the disk cannot take it with room to spare."""
+    sources = packages_of(torch_dir)
+    needed = sum(tree_bytes(path) for path in sources)
+    os.makedirs(label_dir, exist_ok=True)
+    free = shutil.disk_usage(label_dir).free
+    if free < needed + DISK_MARGIN_BYTES:
+        raise DiskShort(f"keeping a copy of torch needs {needed / 2**30:.1f} GB and leaves less than "
+                        f"{DISK_MARGIN_BYTES / 2**30:.0f} GB of the {free / 2**30:.1f} GB free")
+    started = time.monotonic()
+    final = os.path.join(label_dir, KEPT_DIR)
+    partial = final + ".partial"
+    shutil.rmtree(partial, ignore_errors=True)
+    os.makedirs(partial)
+    try:
+        for source in sources:
+            shutil.copytree(source, os.path.join(partial, os.path.basename(source)),
+                            symlinks=False, ignore_dangling_symlinks=True,
+                            copy_function=shutil.copy2)
+    except BaseException:
+        shutil.rmtree(partial, ignore_errors=True)
+        raise
+    if os.path.exists(final):
+        shutil.rmtree(final)
+    os.replace(partial, final)
+    return KeptCopy(final, tuple(os.path.basename(s) for s in sources), needed,
+                    time.monotonic() - started, os.path.realpath(torch_dir))
+
+
+def kept_root(label_dir: str, manifest: dict) -> str | None:
+    """The kept copy's folder, if the manifest names one and it is still on disk."""
+    entry = manifest.get("kept") or {}
+    root = os.path.join(label_dir, entry["root"]) if entry.get("root") else None
+    return root if root and os.path.isdir(os.path.join(root, "torch")) else None
+
+
+def why_not_kept(label_dir: str, manifest: dict) -> str:
+    """Why a label has no usable copy, in words for the report."""
+    entry = manifest.get("kept")
+    if entry is None:
+        return "it was recorded by a version of record.sh that kept no copy"
+    if entry.get("skipped"):
+        return f"no copy was kept ({entry['skipped']})"
+    if entry.get("deleted"):
+        return f"its copy was deleted (`record.sh --clean`, {entry['deleted']})"
+    return f"its copy is gone from {os.path.join(label_dir, entry.get('root', KEPT_DIR))}"
+
+
+def status_word(label_dir: str, manifest: dict) -> str:
+    """The kept copy's state for `record.sh --list`, in a word or two (why_not_kept says more)."""
+    entry = manifest.get("kept")
+    if entry is None:
+        return "none (older record.sh)"
+    if entry.get("skipped") == "recorded with --no-keep":
+        return "none (--no-keep)"
+    if entry.get("skipped"):
+        return "none (not kept)"
+    if entry.get("deleted"):
+        return "deleted"
+    if not os.path.isdir(os.path.join(label_dir, entry.get("root", KEPT_DIR))):
+        return "gone"
+    return human(int(entry.get("bytes", 0)))
+
+
+def remove(label_dir: str) -> int:
+    """Delete a label's kept copy; returns the bytes freed."""
+    freed = 0
+    for name in (KEPT_DIR, KEPT_DIR + ".partial"):
+        path = os.path.join(label_dir, name)
+        if os.path.isdir(path):
+            freed += tree_bytes(path)
+            shutil.rmtree(path)
+    return freed
+
+
+def human(size: int) -> str:
+    return f"{size / 2**30:.1f} GB" if size >= 2**30 else f"{size / 2**20:,.0f} MB"

@@ -1,0 +1,255 @@
+"""Every side starts from one path: a build's processes see their folders at fixed places.
+
+Why it exists. Instruction counts (and, less visibly, the clock) depend on the history of
+allocations before the measured loop, and that history depends on every path string the process
+builds while it starts: `sys.executable`, `sys.prefix`, site-packages, every module's `__file__`,
+the checkout on `sys.path`. Two virtualenvs of one wheel whose paths differed in length and name
+(`/tmp/x/main`, `/tmp/x/fix-subclass-dispatch-env`) counted SubWithTorchFunction +43..+102
+instructions a call apart over six seeds (five positive), a `cp -a` copy at a longer path -161
+[-267..-56] on SubTensor through `--compare`: an offset that belongs to the pair of
+environments, which no interval over seeds carries, on code that is byte for byte the same.
+
+So each counting process (and each timing worker of a comparison) runs in a private mount
+namespace of its own (`samepath_enter.py`: user + mount namespaces, which unprivileged users
+have on most Linux systems; root needs only the mount namespace) where a small tmpfs at
+FIXED_ROOT holds, as bind mounts:
+- `env`: the interpreter's prefix (a virtualenv's folder, or an installation's), so the
+  interpreter runs as `FIXED_ROOT/env/bin/python` whichever side it is;
+- `view`: the folder torch is imported from first (the side's placement view, or a kept copy);
+- `tool`: this checkout, put first on `PYTHONPATH`;
+- `user`: the working directory, for `pkg.module:factory` cases;
+- `env/pyvenv.cfg`: a virtualenv's configuration without the line naming its folder;
+- `pycache`: the side's own bytecode cache (`PYTHONPYCACHEPREFIX`), compiled in the namespace.
+  A module's `.pyc` holds the path it was compiled at: pip compiles at install, so two
+  virtualenvs' caches hold their own paths, and loading one allocates those strings before the
+  import fixes them up. With the fixed path alone, a `cp -a` copy counted +0.0 against its
+  original on every case and seed, while a second install of the wheel still read -82..+39 a
+  call. So each side's imports are first run natively in its namespace (`prime`), which writes
+  every module it loads into a cache of its own (one per interpreter, torch folder and
+  checkout, kept between runs, refreshed as sources change), compiled at the fixed paths.
+Nothing is mounted outside the namespace and nothing is left behind; the kernel removes the
+mounts when the process ends.
+
+Where it cannot be done (not Linux, namespaces refused, an interpreter outside its prefix), a
+`Placement` says so and why, each side keeps its own paths, and the counts' comparison widens
+its threshold by PATH_ALLOWANCE_INSTRUCTIONS (the offset measured between environments whose
+paths differ) instead of claiming exactness.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import time
+
+from overrides import ROOT
+from overrides.errors import UsageError
+
+FIXED_ROOT = "/tmp/overrides-same-path"
+ENTER_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "samepath_enter.py")
+# What a comparison between environments whose paths differ must allow its counts (a floor under
+# the threshold, which the mean over seeds must pass): without the fixed path, two installs of
+# one wheel and a `cp -a` copy at a longer path read means over three seeds of up to +104
+# instructions a call (SubWithTorchFunction; single seeds up to +202), nothing changed
+# (benchmarks/README.md, "One path for both sides"). 150 clears the largest mean by ~1.4x.
+PATH_ALLOWANCE_INSTRUCTIONS = 150.0
+PROBE_TIMEOUT_S = 60
+VENV_CONFIG = "pyvenv.cfg"
+VENV_CONFIG_PER_FOLDER = ("command",)  # keys whose value names the virtualenv's own folder
+PRIME_TIMEOUT_S = 600  # compiling a torch's modules from nothing on a busy machine
+# What every counting process and timing worker imports before it measures: run natively once per
+# side so that each of these modules' bytecode sits in the side's cache, compiled at the fixed path.
+PRIME_CODE = ("import torch, overrides.ab.worker, overrides.counts.callgrind, overrides.cases.registry, "
+              "overrides.cases.seedcases, overrides.cases.catalog, "
+              "overrides.cases.ops, overrides.clock.timer, overrides.measure")
+# `OVERRIDES_SAME_PATH=off` starts every side from its own paths, as before this module: for the
+# validation benchmarks that measure what the fixed path buys (benchmarks/samepath_validation.py).
+SWITCH_VARIABLE = "OVERRIDES_SAME_PATH"
+_PREFIX_PROBE = "import sys; print(sys.prefix)"
+
+
+@dataclasses.dataclass(frozen=True)
+class Placement:
+    """How one process of a side is started: its command prefix and the paths it sees."""
+
+    python: str  # the interpreter as the process sees it
+    import_path: str | None  # the folder torch is imported from first, as the process sees it
+    tool: str  # this checkout, as the process sees it
+    user_dir: str | None
+    prefix: tuple[str, ...] = ()  # put before the command: the namespace launcher
+    fixed: bool = False  # True: every path above is one of FIXED_ROOT's, the same for every build
+    reason: str = ""  # why not fixed
+    pycache: str | None = None  # PYTHONPYCACHEPREFIX as the process sees it (fixed only)
+
+    def wrap(self, command: list[str]) -> list[str]:
+        return [*self.prefix, *command]
+
+
+@functools.lru_cache(maxsize=None)
+def interpreter_prefix(python: str) -> str | None:
+    """`sys.prefix` of the interpreter, asked once per interpreter."""
+    try:
+        out = subprocess.run([python, "-I", "-c", _PREFIX_PROBE], capture_output=True, text=True,
+                             timeout=PROBE_TIMEOUT_S, check=True).stdout
+        return out.strip().splitlines()[-1]
+    except (OSError, subprocess.SubprocessError, IndexError):
+        return None
+
+
+@functools.lru_cache(maxsize=None)
+def unavailable_reason() -> str:
+    """'' when a private mount namespace can be entered here, else why not (tried once)."""
+    if not sys.platform.startswith("linux"):
+        return "private mount namespaces are Linux only"
+    try:
+        os.makedirs(FIXED_ROOT, exist_ok=True)
+    except OSError as error:
+        return f"cannot create {FIXED_ROOT} ({error.strerror})"
+    try:
+        trial = subprocess.run(_launcher({"root": FIXED_ROOT, "binds": [[ROOT, "tool"]]})
+                               + ["/bin/sh", "-c", f"test -d {FIXED_ROOT}/tool/overrides"],
+                               capture_output=True, text=True, timeout=PROBE_TIMEOUT_S)
+    except (OSError, subprocess.SubprocessError) as error:
+        return f"the namespace launcher did not run ({error})"
+    if trial.returncode != 0:
+        said = (trial.stderr.strip().splitlines() or ["no message"])[-1]
+        return f"no private mount namespace here ({said})"
+    return ""
+
+
+def _launcher(spec: dict) -> list[str]:
+    # The parent's own interpreter runs the launcher, isolated from the side's variables.
+    return [sys.executable, "-I", ENTER_SCRIPT, json.dumps(spec)]
+
+
+def cache_folder(*sources: str | None) -> str:
+    """The bytecode cache of one side: one folder per interpreter prefix, torch source and
+    checkout, under the user's cache directory."""
+    home = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    key = hashlib.sha1("\0".join(os.path.realpath(s) if s else "" for s in sources).encode()).hexdigest()
+    folder = os.path.join(home, "torch-function-overhead", "pycache", key[:16])
+    os.makedirs(folder, exist_ok=True)
+    return folder
+
+
+def place(python: str, import_path: str | None = None, user_dir: str | None = None,
+          enabled: bool = True, in_tool: bool = False, source: str | None = None) -> Placement:
+    """Where a process of the interpreter `python`, importing torch first from `import_path`,
+    should see its folders: at FIXED_ROOT when a namespace can be had, else where they are.
+    `in_tool`: the process starts in this checkout (`FIXED_ROOT/tool` when fixed), not in the
+    working directory its caller gives it. `source`: the folder `import_path` stands for (a
+    view's original), which names the side's bytecode cache; `import_path` itself by default.
+    Worked out once per set of arguments: every pair and every seed asks again."""
+    return _place(python, import_path, user_dir, enabled and os.environ.get(SWITCH_VARIABLE) != "off",
+                  in_tool, source)
+
+
+@functools.lru_cache(maxsize=None)
+def _place(python: str, import_path: str | None, user_dir: str | None, enabled: bool, in_tool: bool,
+           source: str | None) -> Placement:
+    own = Placement(python, import_path, ROOT, user_dir)
+    if not enabled:
+        return dataclasses.replace(own, reason="switched off")
+    why = unavailable_reason()
+    if why:
+        return dataclasses.replace(own, reason=why)
+    prefix = interpreter_prefix(python)
+    if not prefix:
+        return dataclasses.replace(own, reason=f"{python} did not report its prefix")
+    rel = os.path.relpath(python, prefix)
+    if rel.startswith(os.pardir):
+        return dataclasses.replace(own, reason=f"{python} lies outside its prefix {prefix}")
+    cache = cache_folder(prefix, source or import_path, ROOT)
+    bytecode = os.path.join(cache, "bytecode")
+    os.makedirs(bytecode, exist_ok=True)
+    binds = [[prefix, "env"], [ROOT, "tool"], [bytecode, "pycache"]]
+    config = _same_venv_config(prefix, cache)
+    if config:
+        binds.append([config, os.path.join("env", VENV_CONFIG)])
+    if import_path:
+        binds.append([import_path, "view"])
+    if user_dir:
+        binds.append([user_dir, "user"])
+    tool = os.path.join(FIXED_ROOT, "tool")
+    spec = {"root": FIXED_ROOT, "binds": binds, "cwd": tool if in_tool else None}
+    return Placement(os.path.join(FIXED_ROOT, "env", rel),
+                     os.path.join(FIXED_ROOT, "view") if import_path else None, tool,
+                     os.path.join(FIXED_ROOT, "user") if user_dir else None,
+                     tuple(_launcher(spec)), fixed=True, pycache=os.path.join(FIXED_ROOT, "pycache"))
+
+
+def _same_venv_config(prefix: str, cache: str) -> str | None:
+    """A virtualenv's `pyvenv.cfg` without the line that names the folder it was made in
+    (`command = ... -m venv /the/env`), written into the side's cache, to be mounted over the
+    original: the interpreter reads the whole file at start-up, and that one line was what
+    still told two installs of one wheel apart (-28..+131 instructions a call). None for an
+    interpreter that is not a virtualenv."""
+    original = os.path.join(prefix, VENV_CONFIG)
+    try:
+        with open(original, encoding="utf-8") as src:
+            lines = src.readlines()
+    except OSError:
+        return None
+    kept = "".join(line for line in lines if line.partition("=")[0].strip() not in VENV_CONFIG_PER_FOLDER)
+    target = os.path.join(cache, VENV_CONFIG)
+    try:
+        with open(target, encoding="utf-8") as old:
+            if old.read() == kept:
+                return target
+    except OSError:
+        pass
+    from overrides.files import write_text_atomic
+
+    write_text_atomic(target, kept)
+    return target
+
+
+_PRIMED: set = set()
+
+
+def prime(where: Placement, extra_path: str = "") -> float:
+    """Compile what a side imports into its bytecode cache, natively, at the fixed paths (once
+    per placement and process: Python rewrites what is stale, so a rebuilt torch is compiled
+    anew). Returns the seconds it took; nothing to do unless `where` is fixed."""
+    if not where.fixed or where.prefix in _PRIMED:
+        return 0.0
+    started = time.monotonic()
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": os.environ.get("HOME", "/"),
+           "LC_ALL": "C.UTF-8", "PYTHONPYCACHEPREFIX": where.pycache, "OPENBLAS_NUM_THREADS": "1",
+           "PYTHONPATH": os.pathsep.join(p for p in (where.tool, where.import_path, extra_path) if p)}
+    done = subprocess.run(where.wrap([where.python, "-c", PRIME_CODE]), capture_output=True, text=True,
+                          env=env, timeout=PRIME_TIMEOUT_S, cwd="/")
+    if done.returncode != 0:
+        said = (done.stderr.strip().splitlines() or ["no message"])[-1]
+        raise UsageError(f"{where.python} could not import torch at the fixed path: {said}")
+    _PRIMED.add(where.prefix)
+    return time.monotonic() - started
+
+
+def record(placements) -> dict:
+    """What a comparison's settings say about its sides' start-up paths, with one line for
+    people (`summary`)."""
+    placements = list(placements)
+    fixed = bool(placements) and all(p.fixed for p in placements)
+    reasons = sorted({p.reason for p in placements if not p.fixed})
+    if fixed:
+        summary = f"every side ran from one path ({FIXED_ROOT}, in a private mount namespace of its own)"
+    else:
+        summary = (f"the sides started from their own paths ({'; '.join(reasons)}), so counts "
+                   f"between environments may differ by up to ~{PATH_ALLOWANCE_INSTRUCTIONS:.0f} "
+                   "instructions a call with nothing changed; the counts' threshold allows for it")
+    return {"fixed": fixed, "root": FIXED_ROOT if fixed else None,
+            "reason": "; ".join(reasons) or None, "summary": summary}
+
+
+def paths_differ(settings: list[dict]) -> bool:
+    """Whether counting runs (their settings) started from different paths: some run not from
+    the fixed path, and the interpreters or import paths not all alike."""
+    if all(one.get("same_path") for one in settings):
+        return False
+    return len({(one.get("python"), one.get("import_path")) for one in settings}) > 1

@@ -1,0 +1,179 @@
+"""Every case by name and what it is, without importing torch.
+
+`import torch` takes seconds (7-13 s on a busy machine), and not every process needs it:
+`bench.py` checks `--cases` here before torch is imported, so a typo is refused at once;
+`--list` prints these names and descriptions; and the parent of `--compare` never imports torch
+at all (each side's worker does, in its own interpreter), so it works from a Python without
+torch. A case here is a `Case` without operands: `overrides/cases/seedcases.py` (the seed cases)
+and `overrides/cases/catalog.py` (the rest) give each its operands, by name, and tests check that
+both lists name the same cases. A user's own case, `pkg.module:factory`, can only be built where
+torch is (`overrides/cases/usercases.py`); here only its form is checked.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from typing import Callable, ContextManager
+
+from overrides.errors import UsageError, did_you_mean
+
+BASELINE_CASE = "Tensor"  # overheads are quoted against plain tensors
+SPEC_FORM = "pkg.module:factory"
+USER_DIR_VARIABLE = "OVERRIDES_USER_DIR"  # the user's directory, for worker processes run elsewhere
+ALL = "all"  # `--cases all`: the whole catalog
+
+# Operands of the many-operands case: the issue's example (torch.cat of 8 subclass tensors). With
+# 8 overloaded operands, the per-operand part of dispatch (collecting overloaded arguments and
+# their types) is several times the fixed part, so a change there shows up.
+MANY_OPERANDS = 8
+
+
+@dataclasses.dataclass(frozen=True)
+class Case:
+    """A named way to build the operands `(x, y)` of the timed op."""
+
+    name: str
+    description: str
+    # None for a case known by name only (this module): the process that times it builds its
+    # operands (`overrides.cases.registry.get_case`), where torch is.
+    make_operands: Callable[[], tuple] | None
+    # Flamegraph file stem; the original README names the seed cases' SVGs this way.
+    file_stem: str = ""
+    # A fresh context manager (a TorchFunctionMode, a TorchDispatchMode) to hold active while
+    # the statement runs; the Timer core enters it around each sample, outside the clock.
+    context: Callable[[], ContextManager] | None = None
+    # (op name, statement) pairs: this case's own statement for an op, e.g. torch.cat over 8
+    # operands for the function-call op. Pairs, not a dict, so that a Case stays hashable.
+    stmts: tuple[tuple[str, str], ...] = ()
+    # (op name, reason) pairs: ops that make no sense for these operands; shown as "n/a: reason".
+    not_applicable: tuple[tuple[str, str], ...] = ()
+    # The case whose figure for the same op this one's overhead is quoted against.
+    baseline: str = BASELINE_CASE
+
+    @property
+    def stem(self) -> str:
+        return self.file_stem or self.name.lower()
+
+    def stmt_for(self, op) -> str:
+        """The statement timed for `op` on this case: the case's own, else the op's."""
+        return dict(self.stmts).get(op.name, op.stmt)
+
+    def not_applicable_to(self, op) -> str | None:
+        """Why `op` makes no sense for this case, or None if it does."""
+        return dict(self.not_applicable).get(op.name)
+
+    def active(self) -> ContextManager:
+        """The context to hold while running a statement on this case (for one-off runs)."""
+        import contextlib
+
+        return self.context() if self.context is not None else contextlib.nullcontext()
+
+
+SEED: tuple[Case, ...] = (
+    Case("Tensor", "plain torch.Tensor operands: the baseline every overhead is measured against",
+         None, "tensor"),
+    Case("SubTensor", "a torch.Tensor subclass that overrides nothing", None, "subtensor"),
+    Case("WithTorchFunction", "a tensor-like (not a Tensor) whose __torch_function__ answers the call",
+         None, "overridden",
+         # It has no methods, operators or attributes: these ops say so instead of failing.
+         not_applicable=(("x.add", "not a Tensor"), ("x+y", "not a Tensor"),
+                         ("x.shape", "not a Tensor"))),
+    Case("SubWithTorchFunction", "a torch.Tensor subclass whose __torch_function__ defers to super()",
+         None, "suboverridden"),
+)
+
+# The many-operands cases bring their own statements: torch.cat for the function call, and the
+# same Python function as the broadcast_tensors op, over all 8 operands. A method, an operator
+# or an attribute has no 8-operand form.
+_MANY_STMTS = (("torch.add", "torch.cat(x)"), ("broadcast_tensors", "torch.broadcast_tensors(*x)"))
+_MANY_NOT_APPLICABLE = tuple(
+    (op, f"x is a list of {MANY_OPERANDS}") for op in ("x.add", "x+y", "x.shape"))
+
+CATALOG: tuple[Case, ...] = (
+    Case("TorchFunctionMode",
+         "plain tensors under an active TorchFunctionMode that forwards every call",
+         None, "functionmode"),
+    Case("TorchDispatchMode",
+         "plain tensors under an active TorchDispatchMode that forwards every aten op",
+         None, "dispatchmode"),
+    Case("WrapperDispatchTensor",
+         "a _make_wrapper_subclass tensor whose __torch_dispatch__ unwraps, runs and rewraps "
+         "with pytree (default __torch_function__, like DTensor)",
+         None, "wrapperdispatch"),
+    Case("SubWithDisabledTorchFunction",
+         "a torch.Tensor subclass with __torch_function__ = torch._C._disabled_torch_function_impl",
+         None, "subdisabled"),
+    Case("MixedTensorSub",
+         "x a plain Tensor, y a SubWithTorchFunction: only one operand overrides",
+         None, "mixed"),
+    Case("Cat8Tensor",
+         f"{MANY_OPERANDS} plain tensors: torch.cat(x) for torch.add, "
+         f"torch.broadcast_tensors(*x) for broadcast_tensors (baseline of Cat8SubWithTorchFunction)",
+         None, "cat8tensor",
+         stmts=_MANY_STMTS, not_applicable=_MANY_NOT_APPLICABLE, baseline="Cat8Tensor"),
+    Case("Cat8SubWithTorchFunction",
+         f"{MANY_OPERANDS} SubWithTorchFunction tensors, statements as Cat8Tensor: many "
+         "overloaded operands in one call (overhead against Cat8Tensor)",
+         None, "cat8suboverridden",
+         stmts=_MANY_STMTS, not_applicable=_MANY_NOT_APPLICABLE, baseline="Cat8Tensor"),
+)
+
+_BY_NAME: dict[str, Case] = {case.name: case for case in SEED + CATALOG}
+
+
+def case_names() -> list[str]:
+    return list(_BY_NAME)
+
+
+def all_described() -> tuple[Case, ...]:
+    return tuple(_BY_NAME.values())
+
+
+def described(name: str) -> Case:
+    """The built-in case `name`, without operands; a UsageError (with the nearest name) if none."""
+    try:
+        return _BY_NAME[name]
+    except KeyError:
+        raise UsageError(
+            f"unknown case {name!r};{did_you_mean(name, case_names() + [ALL])} valid cases: "
+            f"{', '.join(case_names())}, or your own as {SPEC_FORM}") from None
+
+
+def is_user_spec(name: str) -> bool:
+    return ":" in name
+
+
+def split_user_spec(spec: str) -> tuple[str, str]:
+    """(module, attribute) of `pkg.module:factory`; a UsageError if it is not of that form."""
+    module_name, _, attribute = spec.partition(":")
+    if not module_name or not attribute or ":" in attribute:
+        raise UsageError(f"case {spec!r} is not of the form {SPEC_FORM}")
+    return module_name, attribute
+
+
+def user_stem(spec: str) -> str:
+    """A file stem for a user case: its spec, lower case, safe in a file name."""
+    return re.sub(r"[^a-z0-9_.-]+", "_", spec.lower())
+
+
+def resolve(names: list[str] | None) -> tuple[Case, ...]:
+    """The cases a `--cases` list names, without operands: None means the seed cases, `all` the
+    whole catalog (and may sit beside user cases: `all mypkg.mod:MyTensor`). A user case is
+    checked for its form only; whatever builds its operands checks the rest."""
+    if not names:
+        return SEED
+    resolved: list[Case] = []
+    for name in names:
+        if name == ALL:
+            found = all_described()
+        elif is_user_spec(name):
+            split_user_spec(name)
+            found = (Case(name, f"your case {name}", None, user_stem(name)),)
+        else:
+            found = (described(name),)
+        for case in found:
+            if case.name in [c.name for c in resolved]:
+                raise UsageError(f"case {case.name!r} is named twice in --cases; name each case once")
+            resolved.append(case)
+    return tuple(resolved)

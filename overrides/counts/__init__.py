@@ -1,0 +1,11 @@
+"""Counting instead of timing: instructions per call (Callgrind) and Python calls per call, and
+where they went.
+
+- `callgrind.py`: the valgrind processes that count every case;
+- `records.py`: the counts as records and their JSON (inside results files);
+- `dumps.py`: reading one Callgrind dump;
+- `judge.py`: verdicts on count deltas between builds;
+- `rounds.py`: which hash seeds, counted in rounds until the counts decide;
+- `calltree.py`: where the instructions went, by call path;
+- `pycalls.py`: where the Python calls went, counted in each side's interpreter.
+"""

@@ -1,0 +1,437 @@
+"""Instruction counts with Callgrind: the valgrind processes that count every case per call.
+
+Wall time on a shared machine is noisy; instruction counts are not. A 95 ns change is hundreds
+of instructions. How the counts are made, and why (figures from the valgrind 3.19 / torch 2.13
+CPU machine this was built on):
+
+- All selected cases are counted in ONE valgrind process started with the interpreter asked
+  for (never `python` from PATH). `torch.utils.benchmark`'s `collect_callgrind` starts valgrind
+  and imports torch anew for every Timer: ~68 s a case here.
+- Instrumentation is off while Python starts and imports torch (`--instr-atstart=no`: 57 s of
+  a 66 s run was `import torch` under instrumentation). When the worker is ready, the parent
+  switches it on from outside (`callgrind_control -i on PID`); with instrumentation off the
+  collection toggles count nothing. Collection (`--collect-atstart=no`) is toggled on and off
+  around each measured loop through torch's client requests, and each loop dumps its own
+  profile. The worker leaves with `os._exit`: interpreter shutdown under valgrind costs 6-11 s.
+- `import torch` under valgrind is most of the wall time (20-28 s here: translating libtorch's
+  static initialisers and torch's Python modules; no VEX option made it faster, and
+  `--vex-iropt-level=0` made it 1.7x slower). So `bench.py` starts the worker before it imports
+  torch itself (`head_start`, from a guess at its command line): the parent's own ~3 s
+  start-up then overlaps it.
+- Repeats of a loop were bimodal (9.98M or 10.28M for 1000 plain calls): glibc's
+  `malloc_consolidate`, reached from torch's allocator about every 1,650 calls.
+  `MALLOC_TOP_PAD_` (set in every timing process anyway, `overrides/clock/allocator.py`) makes it
+  rare. The first repeat of each case runs 0.4-1.8k per call high once, so it is run and
+  dropped. Noise in counts only adds, as in wall time: a consolidation, pymalloc's arena
+  bookkeeping, or a streak of cache misses in the interpreter (in some layouts SubTensor's
+  repeats were bimodal, +500 instructions a call in some of them, and whether a repeat was high
+  even differed between two runs of the same layout). So the figure is the *minimum* of the
+  remaining repeats, the undisturbed count. Over the same 30 runs (15 seeds, base against
+  itself and against the bare shim) the per-seed deltas on SubTensor were, by the median of
+  four repeats, -506..+279 (A/A) and +47..+999 (A/B); by the minimum -41..0 and +310..+970.
+  The spread of the repeats is reported.
+- Counts depend on object addresses, and under valgrind addresses move only when the history
+  before the loop changes: the hash seed, the environment (content, length, order), the
+  listing of the first folder on sys.path. So the worker runs with a fixed, minimal
+  environment, padded so both builds' argument lists are the same length, from a fixed empty
+  folder, with a given `PYTHONHASHSEED`. Two such runs gave identical counts. Across layouts
+  counts still move (0.2-0.8% per case), so a verdict should rest on several hash seeds
+  (`--seeds`), matched between base and branch, with the interval from their spread.
+
+Beside this module: `records.py` (the counts as records and their JSON), `dumps.py` (reading a
+dump), `judge.py` (verdicts on the deltas between builds) and `rounds.py` (which seeds, and
+counting in rounds until the counts decide).
+"""
+
+from __future__ import annotations
+
+import atexit
+import dataclasses
+import gc
+import glob
+import json
+import math
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from typing import Callable, Sequence
+
+from overrides import ROOT, children
+from overrides.builds import samepath
+from overrides.clock.allocator import MALLOC_ENV
+from overrides.counts.dumps import read_dump
+from overrides.counts.records import CaseCounts, CountRun
+from overrides.errors import UsageError
+
+# No torch at module level: bench.py imports this before torch to give valgrind a head start.
+
+INSTALL_HINT = "install it with `apt-get install valgrind` (Debian/Ubuntu) or your system's package manager"
+DEFAULT_SEEDS = (1,)
+# Repeats per case; the first is dropped, the figure is the minimum of the rest (see above).
+# Each repeat of the four seed cases costs ~2.2 s under valgrind: 7 repeats kept the run above
+# the 45 s aim on a busy machine.
+DEFAULT_REPEATS = 5
+CALLS_PER_REPEAT = 1000  # ~10M instructions for plain tensors: the toggles' cost is lost in it
+# Uninstrumented calls before counting. The interpreter re-tries failed specialisations with
+# exponential back-off; after 500 calls the second and third repeats still paid ~15
+# instructions a call in _Py_Specialize_* that later repeats did not.
+WARMUP_CALLS = 5000
+# Valgrind processes at once: one per CPU this process may use (counts do not care what else
+# runs, and each is single-threaded). `taskset -c 0` gives one.
+def count_jobs() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+RUN_TIMEOUT_S = 600
+FUNCTIONS_KEPT = 400  # per case, by self cost: enough to diff, small enough for a JSON file
+# Call paths are kept when asked for (`tree=True`: the report and comparisons, where "where did
+# it go" is the question): `--separate-callers=CONTEXT_DEPTH` names every function by its chain
+# of callers, so the last repeat's profile is a call tree with exact self counts per path. It
+# changes no count, only how counts are attributed; it costs ~4 s a case more under valgrind
+# (SubTensor and Tensor, 5 repeats: 53 s against 45 s), so `bench.py --instructions` goes without.
+# The deepest chain of the seed cases was 40 (SubTensor, counted from the loop's own frame).
+CONTEXT_DEPTH = 80
+STACK_MIN_PER_CALL = 0.05  # call paths below this many instructions a call are not kept
+PAD_VARIABLE = "OVERRIDES_LAYOUT_PAD"
+
+
+def find_valgrind() -> tuple[str, str]:
+    """(valgrind, callgrind_control) paths, or a UsageError saying how to install them."""
+    valgrind, control = shutil.which("valgrind"), shutil.which("callgrind_control")
+    if not valgrind or not control:
+        raise UsageError(f"valgrind not found; {INSTALL_HINT}")
+    return valgrind, control
+
+
+def valgrind_version(valgrind: str) -> str:
+    return subprocess.run([valgrind, "--version"], capture_output=True, text=True).stdout.strip()
+
+
+# ---------------------------------------------------------------------------------------------
+# The worker: runs under valgrind, started as `python -c _WORKER_CODE SPEC`. The spec is parsed
+# before torch is imported, as it always was: reading it from stdin after the imports (to start
+# the worker before the parent knew the spec) moved the heap and made SubTensor's repeats
+# bimodal (+500 instructions a call in some of them), spreading the bare shim's per-seed deltas
+# over 142..924 where argv gave 515..714. So a head start must guess the whole spec instead.
+
+_WORKER_CODE = "import sys; from overrides.counts.callgrind import _worker_main; _worker_main(sys.argv[1])"
+
+
+def _worker_main(spec_json: str) -> None:
+    """Build every target, warm up, say ready, wait for instrumentation, count, leave."""
+    spec = json.loads(spec_json)
+    import torch
+
+    from overrides.cases import ops, registry
+    from overrides.clock.timer import UNROLL, compile_hot_loop
+
+    torch.set_num_threads(1)
+    targets = []
+    for case_name, op_name in spec["targets"]:
+        case = registry.get_case(case_name)
+        op = ops.get_op(op_name)
+        loop = compile_hot_loop(case.stmt_for(op), "counted_loop")
+        targets.append((case, tuple(case.make_operands()), loop))
+    empty = compile_hot_loop("pass", "counted_loop", unroll=1)  # the loop and toggles alone
+    turns = spec["calls"] // UNROLL
+    for case, operands, loop in targets:
+        with case.active():
+            loop(operands, max(1, spec["warmup_calls"] // UNROLL))
+    toggle, toggle_and_dump = torch._C._valgrind_toggle, torch._C._valgrind_toggle_and_dump_stats
+    gc.collect()
+    gc.disable()  # as when timing: a collection every ~700 allocations moved repeats by 0.3%
+    print(json.dumps({"ready": os.getpid()}), flush=True)
+    sys.stdin.readline()  # the parent has switched instrumentation on
+    order = []
+    for repeat in range(spec["repeats"]):
+        for index, (case, operands, loop) in enumerate(targets):
+            with case.active():
+                toggle()
+                loop(operands, turns)
+                toggle_and_dump()
+            order.append(["target", index, repeat])
+        toggle()
+        empty((None, None), turns)
+        toggle_and_dump()
+        order.append(["empty", -1, repeat])
+    print(json.dumps({"dumps": order}), flush=True)
+    os._exit(0)
+
+
+# ---------------------------------------------------------------------------------------------
+# Running it
+
+def _own_python_path() -> list[str]:
+    """The caller's own PYTHONPATH entries, this checkout left out (it comes first anyway)."""
+    return [path for path in os.environ.get("PYTHONPATH", "").split(os.pathsep)
+            if path and os.path.realpath(path) != os.path.realpath(ROOT)]
+
+
+def _environment(seed: int, pad: int, where: samepath.Placement) -> dict:
+    """The whole environment of the valgrind process: fixed content, fixed order. The user's
+    directory is passed only when a user case needs it (it would move the layout otherwise).
+    The side's import path (its view or kept copy of torch) comes first after this checkout,
+    both as `where` says the process sees them; the caller's own PYTHONPATH follows (a develop
+    build is often found only through it)."""
+    own = _own_python_path()
+    env = {
+        "PATH": "/usr/local/bin:/usr/bin:/bin",
+        "HOME": os.environ.get("HOME", "/"),
+        "LC_ALL": "C.UTF-8",
+        "PYTHONHASHSEED": str(seed),
+        "PYTHONPATH": os.pathsep.join([where.tool] + ([where.import_path] if where.import_path else [])
+                                      + own),
+        "PYTHONDONTWRITEBYTECODE": "1",  # no __pycache__ appearing between two runs
+        # Each side's bytecode compiled at the fixed path (samepath.prime), not pip's at its own.
+        **({"PYTHONPYCACHEPREFIX": where.pycache} if where.pycache else {}),
+        # numpy's OpenBLAS starts an idle worker thread at import; with it, two runs of one layout
+        # side by side differed by up to 85 instructions a call (callgrind counts every thread).
+        "OPENBLAS_NUM_THREADS": "1",
+        **MALLOC_ENV,
+        PAD_VARIABLE: "p" * pad,
+    }
+    if where.user_dir:
+        from overrides.cases.casenames import USER_DIR_VARIABLE
+
+        env[USER_DIR_VARIABLE] = where.user_dir
+    return env
+
+
+def _fixed_cwd() -> str:
+    """An empty folder with a fixed name: the first entry of sys.path for `python -c`."""
+    path = os.path.join(tempfile.gettempdir(), "overrides-callgrind-cwd")
+    os.makedirs(path, exist_ok=True)
+    return path
+
+
+@dataclasses.dataclass
+class _Launch:
+    """A valgrind worker started with its spec, importing torch."""
+
+    key: tuple  # (python, seed, pad, user_dir, spec, tree, import_path): what the counts depend on
+    process: subprocess.Popen
+    out_dir: str
+    started: float
+    where: samepath.Placement
+
+    def close(self) -> None:
+        children.reap(self.process)
+        for stream in (self.process.stdin, self.process.stdout, self.process.stderr):
+            stream.close()
+        shutil.rmtree(self.out_dir, ignore_errors=True)
+
+
+def _spec(targets: Sequence[tuple[str, str]], repeats: int, calls: int) -> str:
+    return json.dumps({"targets": [list(t) for t in targets], "calls": calls, "repeats": repeats,
+                       "warmup_calls": WARMUP_CALLS})
+
+
+def _launch(python: str, seed: int, pad: int, user_dir: str | None, spec: str,
+            tree: bool = False, import_path: str | None = None, source: str | None = None) -> _Launch:
+    valgrind, _ = find_valgrind()
+    where = samepath.place(python, import_path, user_dir, source=source)
+    samepath.prime(where, os.pathsep.join(_own_python_path()))
+    out_dir = tempfile.mkdtemp(prefix="overrides-callgrind-")
+    contexts = [f"--separate-callers={CONTEXT_DEPTH}"] if tree else []
+    command = [valgrind, "--tool=callgrind", "--instr-atstart=no", "--collect-atstart=no",
+               "--compress-strings=no", "--compress-pos=no", "-q", *contexts,
+               f"--callgrind-out-file={out_dir}/callgrind.out.%p", where.python, "-c", _WORKER_CODE,
+               spec]
+    process = children.start(where.wrap(command), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True, cwd=_fixed_cwd(),
+                             env=_environment(seed, pad, where))
+    return _Launch((python, seed, pad, user_dir, spec, tree, import_path), process, out_dir,
+                   time.monotonic(), where)
+
+
+# Workers started ahead by head_start(), taken by count_once() when the key matches exactly. The
+# import of torch under valgrind (20-28 s) then overlaps the parent's own start-up (~3 s).
+_HEAD_STARTS: dict[tuple, _Launch] = {}
+# What `bench.py --instructions` counts by default: the seed cases under torch.add. Named here
+# because the head start must not import torch (overrides.cases.registry's cases do); if the defaults change
+# and this does not, the guess misses and counting merely starts later
+# (tests/test_callgrind.py checks that the default command line is started ahead).
+GUESS_DEFAULT_CASES = ("Tensor", "SubTensor", "WithTorchFunction", "SubWithTorchFunction")
+GUESS_DEFAULT_OPS = ("torch.add",)
+
+
+def head_start(python: str, targets: Sequence[tuple[str, str]], seeds: Sequence[int]) -> None:
+    """Start the first count_jobs() workers now, before the caller imports torch.
+
+    A guess: a worker whose key does not match what is finally counted is never used (its
+    layout, so its counts, would differ), and any not taken are killed at exit.
+    """
+    if not shutil.which("valgrind") or not shutil.which("callgrind_control"):
+        return  # count() says how to install it, in its own time
+    spec = _spec(targets, DEFAULT_REPEATS, CALLS_PER_REPEAT)
+    for seed in list(dict.fromkeys(seeds))[:count_jobs()]:
+        launch = _launch(python, seed, 0, None, spec)
+        _HEAD_STARTS[launch.key] = launch
+    atexit.register(_drop_head_starts)
+
+
+def head_start_for_command_line(argv: Sequence[str], python: str) -> None:
+    """`bench.py --instructions` without --compare/--load: head-start the workers it will need.
+    Only a guess at the command line (the real parser runs later, after torch), so anything
+    unusual (user cases, 'all', unknown names, unparsable arguments, an interpreter without
+    torch: all refused at once by the real one) gets none."""
+    import argparse
+    import importlib.util
+
+    from overrides.cases.casenames import case_names
+    from overrides.cases.ops import all_ops
+
+    guess = argparse.ArgumentParser(add_help=False)
+    guess.add_argument("--instructions", action="store_true")
+    guess.add_argument("--seeds", nargs="+", type=int, default=list(DEFAULT_SEEDS))
+    guess.add_argument("--cases", nargs="+", default=list(GUESS_DEFAULT_CASES))
+    guess.add_argument("--op", nargs="+", default=list(GUESS_DEFAULT_OPS))
+    for flag in ("--compare", "--load", "--list", "--list-ops", "-h", "--help", "-n", "--nreps",
+                 "-m", "--nrepreps", "--min-time"):
+        guess.add_argument(flag, nargs="?", const=True, dest=flag.lstrip("-").replace("-", "_"))
+    try:
+        known, _ = guess.parse_known_args(list(argv))
+    except (SystemExit, ValueError):
+        return
+    other = [value for name, value in vars(known).items()
+             if name not in ("instructions", "seeds", "cases", "op") and value is not None]
+    known_names = set(case_names()) | {op.name for op in all_ops()}
+    names = known.cases + known.op
+    if (known.instructions and not other and all(name in known_names for name in names)
+            and importlib.util.find_spec("torch") is not None):
+        head_start(python, [(case, op) for op in known.op for case in known.cases], known.seeds)
+
+
+def _drop_head_starts() -> None:
+    while _HEAD_STARTS:
+        _HEAD_STARTS.popitem()[1].close()
+
+
+def count_once(python: str, targets: Sequence[tuple[str, str]], seed: int, *, pad: int = 0,
+               repeats: int = DEFAULT_REPEATS, calls: int = CALLS_PER_REPEAT,
+               say: Callable[[str], None] | None = None, tree: bool = False,
+               import_path: str | None = None, source: str | None = None) -> CountRun:
+    """Count every (case, op) in one valgrind process under hash seed `seed` (with `tree`, the
+    last repeat's call paths too)."""
+    valgrind, control = find_valgrind()
+    say = say or (lambda message: None)
+    user_dir = os.getcwd() if any(":" in case for case, _ in targets) else None
+    spec = _spec(targets, repeats, calls)
+    ahead = _HEAD_STARTS.pop((python, seed, pad, user_dir, spec, tree, import_path), None)
+    launch = ahead or _launch(python, seed, pad, user_dir, spec, tree, import_path, source)
+    process, out_dir, started = launch.process, launch.out_dir, launch.started
+    try:
+        ready = _read_json(process, "ready")
+        say(f"callgrind seed {seed}: imports done in {time.monotonic() - started:.0f} s"
+            f"{' (started ahead)' if ahead else ''}; counting")
+        switched = subprocess.run([control, "-i", "on", str(ready["ready"])],
+                                  capture_output=True, text=True, timeout=60)
+        if switched.returncode != 0:
+            raise UsageError(f"callgrind_control could not switch instrumentation on: "
+                             f"{switched.stderr.strip() or switched.stdout.strip()}")
+        process.stdin.write("go\n")
+        process.stdin.flush()
+        order = _read_json(process, "dumps")["dumps"]
+        process.wait(timeout=RUN_TIMEOUT_S)
+        dumps = sorted(glob.glob(os.path.join(out_dir, f"callgrind.out.{ready['ready']}.*")),
+                       key=lambda p: int(p.rsplit(".", 1)[1]))
+        if len(dumps) < len(order):
+            raise UsageError(f"callgrind wrote {len(dumps)} profiles, {len(order)} expected; "
+                             "is this torch built with valgrind support (torch._C._valgrind_toggle)?")
+        per_target: dict[int, list[tuple[int, dict, dict]]] = {}
+        empty: dict[int, int] = {}
+        for (kind, index, repeat), path in zip(order, dumps):
+            last = repeat == repeats - 1
+            stacks: dict | None = {} if tree and kind != "empty" else None
+            total, functions = read_dump(path, stacks)
+            if kind == "empty":
+                empty[repeat] = total
+            else:
+                per_target.setdefault(index, []).append((total, functions if last else {}, stacks or {}))
+    finally:
+        launch.close()
+    results = []
+    for index, (case, op) in enumerate(targets):
+        rows = per_target.get(index, [])
+        repeats_per_call = tuple((total - empty.get(r, 0)) / calls for r, (total, _, _) in enumerate(rows))
+        last_functions = rows[-1][1] if rows else {}
+        top = sorted(last_functions.items(), key=lambda kv: -kv[1])[:FUNCTIONS_KEPT]
+        figure = min(repeats_per_call[1:] or repeats_per_call) if rows else math.nan
+        # The call paths of the repeat that gave the figure, so that they add up to it.
+        chosen = repeats_per_call.index(figure) if rows else 0
+        figure_stacks = {path: value / calls for path, value in (rows[chosen][2] if rows else {}).items()
+                         if value / calls >= STACK_MIN_PER_CALL}
+        results.append(CaseCounts(case, op, figure, repeats_per_call,
+                                  {name: value / calls for name, value in top},
+                                  None if rows else "no profile", figure_stacks))
+    settings = {"seed": seed, "repeats": repeats, "calls_per_repeat": calls, "call_paths": tree,
+                "statistic": "minimum of repeats 2..n, loop and toggles removed",
+                "valgrind": valgrind_version(valgrind), "python": python,
+                "environment": sorted(_environment(seed, pad, launch.where)),
+                "import_path": import_path,
+                "same_path": launch.where.fixed,
+                "same_path_reason": launch.where.reason or None,
+                "malloc_top_pad": MALLOC_ENV.get("MALLOC_TOP_PAD_")}
+    return CountRun(seed, tuple(results), settings, time.monotonic() - started)
+
+
+def _read_json(process: subprocess.Popen, key: str) -> dict:
+    for line in process.stdout:
+        line = line.strip()
+        if line.startswith("{"):
+            message = json.loads(line)
+            if key in message:
+                return message
+    err = process.stderr.read().strip().splitlines()
+    raise UsageError(f"the counting process ended early: {err[-1] if err else 'no message'}")
+
+
+def count(python: str, targets: Sequence[tuple[str, str]], seeds: Sequence[int] = DEFAULT_SEEDS,
+          *, pad: int = 0, repeats: int = DEFAULT_REPEATS,
+          say: Callable[[str], None] | None = None, tree: bool = False,
+          import_path: str | None = None) -> list[CountRun]:
+    """One valgrind process per seed, up to count_jobs() at once; runs in seed order."""
+    return count_builds([python], targets, seeds, pads=[pad], repeats=repeats, say=say, tree=tree,
+                        import_paths=[import_path])[0]
+
+
+def count_builds(pythons: Sequence[str], targets: Sequence[tuple[str, str]],
+                 seeds: Sequence[int] = DEFAULT_SEEDS, *, pads: Sequence[int] | None = None,
+                 repeats: int = DEFAULT_REPEATS, say: Callable[[str], None] | None = None,
+                 tree: bool = False, import_paths: Sequence[str | None] | None = None,
+                 sources: Sequence[str | None] | None = None) -> list[list[CountRun]]:
+    """Every build under every seed (the same seeds, so layouts are matched build to build),
+    count_jobs() valgrind processes at once; one list of runs per build, in seed order.
+    `import_paths`: per build, a folder to import torch from first (a view or a kept copy);
+    `sources`: per build, the folder a view stands for (names its bytecode cache, samepath)."""
+    find_valgrind()
+    paths = list(import_paths) if import_paths is not None else [None] * len(pythons)
+    origins = list(sources) if sources is not None else paths
+    pads = list(pads) if pads is not None else pads_for(pythons, paths)
+    jobs = [(python, pad, path, origin, seed) for python, pad, path, origin in zip(pythons, pads, paths, origins)
+            for seed in seeds]
+
+    def run(job: tuple) -> CountRun:
+        python, pad, path, origin, seed = job
+        return count_once(python, targets, seed, pad=pad, repeats=repeats, say=say, tree=tree,
+                          import_path=path, source=origin)
+
+    # Ctrl-C kills the valgrind processes at once (overrides/children.py), not after counting.
+    runs = children.parallel(run, jobs, count_jobs())
+    per_build = len(seeds)
+    return [runs[i * per_build:(i + 1) * per_build] for i in range(len(pythons))]
+
+
+def pads_for(pythons: Sequence[str], import_paths: Sequence[str | None] | None = None) -> list[int]:
+    """Environment padding per build so that every argument list and environment together are
+    as long as the longest (the interpreter's path is in the arguments, the import path in the
+    environment), measured as each process sees them (samepath: often the same already)."""
+    paths = list(import_paths or [None] * len(pythons))
+    placed = [samepath.place(python, path) for python, path in zip(pythons, paths)]
+    sizes = [len(where.python) + len(where.import_path or "") for where in placed]
+    return [max(sizes) - size for size in sizes]
+
+

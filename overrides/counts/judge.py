@@ -1,0 +1,165 @@
+"""Verdicts on instruction counts: base against branch, per case, over matched hash seeds.
+
+Counts see no machine noise, but memory layout moves them: each hash seed is a layout, so a
+comparison's deltas are taken seed by seed (the same seeds on both sides), pooled with layout's
+known spread into an interval, and judged by the one verdict rule (`overrides/verdicts.py`)
+against the clock's own threshold fraction. How many seeds to count is `rounds.py`'s question.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Sequence
+
+from overrides.builds import samepath
+from overrides.clock import stats
+from overrides.counts.records import CountRun
+from overrides.verdicts import judge
+
+# Verdicts on counts. Across 9 layouts SubTensor's per-call count ranged 0.83% (+-108 of 39k),
+# so a single layout cannot carry a change of less than ~1% (SINGLE_LAYOUT_ALLOWANCE_PCT).
+# The threshold is the clock's own fraction of the base (verdicts.DEFAULT_THRESHOLD_PCT, or the
+# user's --threshold-pct), so a verdict means one size of change in both views: at ~0.12 ns an
+# instruction 0.75% of a case's instructions is 0.75% of its time. It was 0.25% until the bare
+# shim's untouched WithTorchFunction, whose per-seed deltas move -94..+39 by layout (0.12% sd),
+# stayed undecided in 4 of 20 comparisons: a third of the clock's threshold no count could reach.
+DEFAULT_THRESHOLD_INSTRUCTIONS = 50.0
+DEFAULT_THRESHOLD_INSTRUCTIONS_PCT = 0.75
+SINGLE_LAYOUT_ALLOWANCE_PCT = 1.0  # one seed: no spread to measure, so this much is layout luck
+# How far layout moves a per-seed delta, known before a comparison starts: the standard deviation
+# of the bare shim's per-seed deltas over 26 comparisons (199 seeds) was 0.12% of the count on
+# Tensor and WithTorchFunction and 0.22% on SubTensor and SubWithTorchFunction. The interval of
+# a comparison's seeds pools this prior, weighted as LAYOUT_SPREAD_WEIGHT seeds, with their own
+# spread (the moderated t of empirical Bayes): two or three seeds alone give t-intervals of
+# +-12.7 and +-4.3 standard errors, so wide that the bare shim's SubTensor (+1.2%) read
+# "regression" on two seeds only 56% of the time and its untouched cases needed three to six.
+# With the prior both are decided on one or two seeds (replayed over the 199 seed deltas: 1.1
+# and 1.6 rounds on average, no wrong verdict). A comparison whose own spread exceeds the prior
+# LAYOUT_SPREAD_TRUSTED times is not the kind the prior was measured on: its own t-interval
+# alone judges it.
+LAYOUT_SPREAD_PCT = 0.25
+LAYOUT_SPREAD_WEIGHT = 4
+LAYOUT_SPREAD_TRUSTED = 2.0
+# Counts made from one path on both sides (overrides/builds/samepath.py) are deterministic: two installs
+# or copies of one build counted 0.0 apart on every case and seed in every A/A comparison so far
+# (benchmarks/README.md, "One path for both sides"), while any change of code a case runs moved
+# its count at every seed (the bare shim's untouched Tensor: 0 on some seeds, -4..-19 on others).
+# So a case whose delta stays within this many instructions on every seed is "no change", from
+# its first seed on: the same instructions ran.
+EXACT_INSTRUCTIONS = 2.0
+# "no change" on counts: the 95% interval of the per-seed deltas inside the threshold, where the
+# clock asks 99% (verdicts.NO_CHANGE_CONFIDENCE). The clock's margin guards its threshold against
+# a sample whose noise is the machine's; the counts' noise is layout's, measured (above) and
+# pooled into the interval. At 99% the bare shim's untouched Tensor (-19..0 over seeds) took
+# five seeds, ~17 s each on two CPUs; at 95% it takes two or three.
+COUNTS_NO_CHANGE_CONFIDENCE = 0.95
+
+
+@dataclasses.dataclass(frozen=True)
+class CountComparison:
+    case: str
+    op: str
+    base: float  # mean per-call count over seeds
+    branch: float
+    delta: float
+    ci95: tuple[float, float] | None  # over matched seeds; None with one seed
+    verdict: str
+    seeds: int
+    spread: float | None = None  # standard deviation of the per-seed deltas (two seeds or more)
+    limit: float | None = None  # the threshold this case was judged against, in instructions
+    exact: bool = False  # every seed's delta within EXACT_INSTRUCTIONS, counted from one path
+
+
+def compare_counts(base_runs: Sequence[CountRun], branch_runs: Sequence[CountRun],
+                   threshold: float = DEFAULT_THRESHOLD_INSTRUCTIONS,
+                   threshold_pct: float = DEFAULT_THRESHOLD_INSTRUCTIONS_PCT) -> list[CountComparison]:
+    """Per (case, op): mean delta over seeds present on both sides, its interval, a verdict.
+
+    The interval pools the matched per-seed deltas' own spread with layout's known one
+    (layout_interval). One seed: a change must also exceed SINGLE_LAYOUT_ALLOWANCE_PCT of the
+    count, while "no change" may rest on the known spread alone.
+    From one path on both sides, a delta within EXACT_INSTRUCTIONS on every seed is "no change"
+    however few the seeds. Runs that started from different paths (no private namespace:
+    overrides/builds/samepath.py) carry an offset no interval sees, so the threshold is at least
+    PATH_ALLOWANCE_INSTRUCTIONS then."""
+    branch_by_seed = {run.seed: run for run in branch_runs}
+    one_path = not samepath.paths_differ([run.settings for run in (*base_runs, *branch_runs)])
+    if not one_path:
+        threshold = max(threshold, samepath.PATH_ALLOWANCE_INSTRUCTIONS)
+    deltas: dict[tuple[str, str], list[tuple[float, float]]] = {}
+    for run in base_runs:
+        other = branch_by_seed.get(run.seed)
+        if other is None:
+            continue
+        for c in run.cases:
+            b = other.get(c.case, c.op)
+            if c.error is None and b is not None and b.error is None:
+                deltas.setdefault((c.case, c.op), []).append((c.per_call, b.per_call))
+    out = []
+    for (case, op), pairs in deltas.items():
+        base = sum(a for a, _ in pairs) / len(pairs)
+        branch = sum(b for _, b in pairs) / len(pairs)
+        diffs = [b - a for a, b in pairs]
+        delta = sum(diffs) / len(diffs)
+        limit = max(threshold, threshold_pct / 100 * base)
+        spread = stats.stdev(diffs) if len(diffs) >= 2 else None
+        exact = one_path and all(abs(d) <= EXACT_INSTRUCTIONS for d in diffs)
+        ci = layout_interval(diffs, base, 0.95)
+        no_change_ci = layout_interval(diffs, base, COUNTS_NO_CHANGE_CONFIDENCE)
+        if exact:
+            verdict = "no change"
+        elif len(diffs) == 1:
+            # a change on one seed must pass what one layout can move a count by; "no change"
+            # needs the delta inside the threshold by the prior's interval
+            allowance = SINGLE_LAYOUT_ALLOWANCE_PCT / 100 * base
+            verdict = judge(delta, (delta - allowance, delta + allowance), max(limit, allowance))
+            if verdict in ("regression", "improvement"):
+                limit = max(limit, allowance)
+            else:
+                low, high = no_change_ci
+                verdict = "no change" if -limit <= low and high <= limit else "inconclusive"
+        else:
+            verdict = judge(delta, ci, limit, no_change_ci)
+        out.append(CountComparison(case, op, base, branch, delta,
+                                   (min(diffs), max(diffs)) if exact else ci if len(diffs) >= 2 else None,
+                                   verdict, len(diffs), spread, limit, exact))
+    return out
+
+
+def layout_interval(diffs: Sequence[float], base: float, confidence: float) -> tuple[float, float]:
+    """The `confidence` interval of the mean of the per-seed deltas `diffs` of a case counting
+    `base` instructions a call (see LAYOUT_SPREAD_PCT)."""
+    mean = sum(diffs) / len(diffs)
+    half = half_width(stats.stdev(diffs) if len(diffs) >= 2 else 0.0, len(diffs), base, confidence)
+    return mean - half, mean + half
+
+
+def half_width(own: float, seeds: int, base: float, confidence: float) -> float:
+    """Half the interval of a mean over `seeds` per-seed deltas whose own standard deviation is
+    `own`: Student's t on a variance that pools layout's known spread (LAYOUT_SPREAD_PCT of
+    `base`, worth LAYOUT_SPREAD_WEIGHT seeds) with their own, or on their own alone once it is
+    beyond LAYOUT_SPREAD_TRUSTED times the known one."""
+    known = LAYOUT_SPREAD_PCT / 100 * abs(base)
+    if own <= LAYOUT_SPREAD_TRUSTED * known:
+        df = LAYOUT_SPREAD_WEIGHT + seeds - 1
+        variance = (LAYOUT_SPREAD_WEIGHT * known ** 2 + (seeds - 1) * own ** 2) / df
+    else:
+        df, variance = seeds - 1, own ** 2
+    return stats.t_quantile(confidence, df) * math.sqrt(variance / seeds)
+
+
+def function_deltas(base_runs: Sequence[CountRun], branch_runs: Sequence[CountRun], case: str,
+                    op: str, count_: int = 15) -> list[tuple[str, float, float]]:
+    """(function, base, branch) self instructions per call, largest |change| first, from the
+    first seed present on both sides."""
+    branch_by_seed = {run.seed: run for run in branch_runs}
+    for run in base_runs:
+        other = branch_by_seed.get(run.seed)
+        a, b = run.get(case, op), other.get(case, op) if other else None
+        if a and b:
+            names = set(a.functions) | set(b.functions)
+            rows = [(n, a.functions.get(n, 0.0), b.functions.get(n, 0.0)) for n in names]
+            rows.sort(key=lambda r: -abs(r[2] - r[1]))
+            return [r for r in rows[:count_] if abs(r[2] - r[1]) >= 0.5]
+    return []

@@ -1,0 +1,371 @@
+"""Python calls per call: which Python functions a case's call runs, counted, not sampled.
+
+Most changes in `torch/overrides.py` and `torch/_tensor.py` are Python: a helper added, a check
+moved, a generator where a loop was. Callgrind sees those only as the interpreter's own work
+(`_PyEval_EvalFrameDefault`), and py-spy's few hundred samples per function move by chance from
+one process to the next, so a 100 ns helper can sit below both. The interpreter itself can
+count what runs as exactly as Callgrind counts instructions: in a separate process per side
+(never the timed one), the case's call is run CALLS times under the profiler hook
+(`sys.setprofile`: every Python function entered, every C function called from Python) and the
+trace hook with opcode events (`sys.settrace`, `f_trace_opcodes`: bytecodes executed per
+function). The same build gives the same counts, so a function the branch calls and the base
+does not is a fact, however little time it takes. (`sys.setprofile` and `sys.settrace` are
+built on `sys.monitoring` from Python 3.12 on and count the same events there.)
+
+A function is named `qualified name (file)`, the file relative to the `sys.path` entry it was
+imported from (site-packages, a kept copy's folder, this checkout), so two installs of one build
+at different paths give identical keys. Line numbers are shown but are not part of the key: a
+helper added above a class moves every line below it. Two code objects with one name in one file
+(two generator expressions in one function) are counted together. A generator's resumptions
+count as calls, as the hooks see them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+from typing import Callable, Mapping, Sequence
+
+from overrides import ROOT
+from overrides.errors import UsageError
+
+SCHEMA = "torch-function-overhead/pycalls/1"
+# Calls counted per case: counts are exact, so more calls only divide out; 1000 keeps a call made
+# once in a thousand visible as 0.001 and costs ~0.5 s a case under both hooks (SubTensor here).
+CALLS = 1000
+# Uncounted calls first: lazy imports, lru_cache fills and first-call set-up happen in them.
+WARMUP_CALLS = 200
+HASH_SEED = "0"  # set iteration order decides some loops' lengths: one seed for both sides
+RUN_TIMEOUT_S = 600  # importing torch on a cold disk beside other work, then the counting
+C_SUFFIX = " [C]"  # a C function called from Python: counted by calls, it has no bytecodes
+
+
+# ---------------------------------------------------------------------------------------------
+# Counting, in the process that runs the case
+
+def relative_file(filename: str, roots: Sequence[str]) -> str:
+    """`filename` relative to the longest of `roots` (sys.path entries) it lies under: the same
+    for two installs at different paths. Generated code (`<string>`) and files under no root
+    are kept as they are."""
+    if filename.startswith("<"):
+        return filename
+    best = ""
+    for root in roots:
+        prefix = os.path.join(root, "")
+        if filename.startswith(prefix) and len(prefix) > len(best):
+            best = prefix
+    return filename[len(best):] if best else filename
+
+
+def c_function_name(function: object) -> str:
+    """`builtins.isinstance [C]`, `Tensor.as_subclass [C]`: a C callable as the profiler hook
+    passes it, named by its module (when it has one) and qualified name."""
+    qualname = getattr(function, "__qualname__", None) or getattr(function, "__name__", None) \
+        or type(function).__name__
+    module = getattr(function, "__module__", None)
+    return (f"{module}.{qualname}" if module else qualname) + C_SUFFIX
+
+
+class Counter:
+    """The two hooks, counting per function: calls (profile hook) and own bytecodes (trace hook
+    with opcode events). `ignore`: code objects and C callables of the harness itself."""
+
+    def __init__(self, roots: Sequence[str], ignore_code: Sequence[object] = (),
+                 ignore_c: Sequence[object] = ()):
+        self.roots = sorted({os.path.abspath(r or os.getcwd()) for r in roots}, key=len, reverse=True)
+        self.ignore_code = set(ignore_code)
+        self.ignore_c = list(ignore_c)
+        self.calls: dict[str, int] = {}
+        self.bytecodes: dict[str, int] = {}
+        self.lines: dict[str, int] = {}  # first line of the function's definition
+        self._keys: dict[object, str] = {}  # code object -> key
+
+    def _key(self, code) -> str:
+        key = self._keys.get(code)
+        if key is None:
+            name = getattr(code, "co_qualname", code.co_name)
+            key = f"{name} ({relative_file(code.co_filename, self.roots)})"
+            self._keys[code] = key
+            self.lines[key] = min(self.lines.get(key, code.co_firstlineno), code.co_firstlineno)
+        return key
+
+    def profile(self, frame, event: str, arg) -> None:
+        if event == "call":
+            if frame.f_code in self.ignore_code:
+                return
+            key = self._key(frame.f_code)
+            self.calls[key] = self.calls.get(key, 0) + 1
+        elif event == "c_call":
+            if any(arg is c for c in self.ignore_c):
+                return
+            key = c_function_name(arg)
+            self.calls[key] = self.calls.get(key, 0) + 1
+
+    def trace(self, frame, event: str, arg):
+        """The global trace hook: opcode events for every frame but the harness's."""
+        if frame.f_code in self.ignore_code:
+            return None
+        frame.f_trace_opcodes = True
+        frame.f_trace_lines = False
+        return self._local
+
+    def _local(self, frame, event: str, arg):
+        if event == "opcode":
+            key = self._key(frame.f_code)
+            self.bytecodes[key] = self.bytecodes.get(key, 0) + 1
+        return self._local
+
+    def run(self, body: Callable[[], None]) -> None:
+        """`body()` with both hooks on (and the garbage collector off: a collection runs
+        finalisers whenever allocation counts say so); `body` itself is not counted."""
+        import gc
+
+        self.ignore_code.add(getattr(body, "__code__", None))
+        was_enabled = gc.isenabled()
+        gc.disable()
+        sys.settrace(self.trace)
+        sys.setprofile(self.profile)
+        try:
+            body()
+        finally:
+            sys.setprofile(None)
+            sys.settrace(None)
+            if was_enabled:
+                gc.enable()
+
+
+def count_case(case, op, calls: int = CALLS, warmup_calls: int = WARMUP_CALLS) -> dict:
+    """One case's counts in this process: {"case", "op", "calls", "functions": {key: [calls,
+    bytecodes, line]}} in totals over `calls` calls of the case's statement."""
+    from overrides.clock.timer import compile_hot_loop
+
+    loop = compile_hot_loop(case.stmt_for(op), "counted_loop", unroll=1)
+    operands = tuple(case.make_operands())
+    counter = Counter(sys.path, ignore_code=[loop.__code__], ignore_c=[sys.setprofile, sys.settrace])
+    with case.active():
+        loop(operands, warmup_calls)
+        counter.run(lambda: loop(operands, calls))
+    functions = {key: [counter.calls.get(key, 0), counter.bytecodes.get(key, 0), counter.lines.get(key)]
+                 for key in sorted(set(counter.calls) | set(counter.bytecodes))}
+    return {"case": case.name, "op": op.name, "calls": calls, "functions": functions}
+
+
+_WORKER_CODE = "import sys; from overrides.counts.pycalls import _worker_main; _worker_main(sys.argv[1])"
+
+
+def _worker_main(spec_json: str) -> None:
+    """Count every target of the spec; one JSON line on stdout."""
+    spec = json.loads(spec_json)
+    import torch
+
+    from overrides.cases import ops, registry
+    from overrides.cases.ops import not_applicable_reason
+
+    torch.set_num_threads(1)
+    counted = []
+    for case_name, op_name in spec["targets"]:
+        try:
+            case, op = registry.get_case(case_name), ops.get_op(op_name)
+            reason = not_applicable_reason(case, op)
+            if reason:
+                counted.append({"case": case_name, "op": op_name, "error": f"n/a: {reason}"})
+                continue
+            counted.append(count_case(case, op, spec["calls"], spec["warmup_calls"]))
+        except Exception as exc:  # one failing case must not cost the others their counts
+            counted.append({"case": case_name, "op": op_name, "error": f"{type(exc).__name__}: {exc}"})
+    print(json.dumps({"schema": SCHEMA, "python": sys.version.split()[0], "cases": counted}), flush=True)
+    sys.stdout.flush()
+    os._exit(0)  # torch's teardown adds seconds and nothing to count
+
+
+# ---------------------------------------------------------------------------------------------
+# Running it in a side's interpreter
+
+@dataclasses.dataclass(frozen=True)
+class CaseCalls:
+    """One case's counts on one side: per function, calls and own bytecodes in total over
+    `calls` calls of the case."""
+
+    case: str
+    op: str
+    calls: int
+    functions: Mapping[str, tuple[int, int, int | None]]  # key -> (calls, bytecodes, line)
+    error: str | None = None
+
+    def per_call(self, key: str) -> tuple[float, float]:
+        calls, bytecodes, _ = self.functions.get(key, (0, 0, None))
+        return calls / self.calls, bytecodes / self.calls
+
+    def totals(self) -> tuple[float, float]:
+        """(Python function calls, bytecodes) per call of the case; C functions not counted."""
+        python = [v for k, v in self.functions.items() if not k.endswith(C_SUFFIX)]
+        return (sum(v[0] for v in python) / self.calls, sum(v[1] for v in python) / self.calls)
+
+
+def from_dict(payload: Mapping) -> list[CaseCalls]:
+    if payload.get("schema") != SCHEMA:
+        raise ValueError(f"not a Python-calls count ({payload.get('schema')!r})")
+    return [CaseCalls(c["case"], c["op"], c.get("calls", 0),
+                      {k: tuple(v) for k, v in c.get("functions", {}).items()}, c.get("error"))
+            for c in payload["cases"]]
+
+
+def count_build(python: str, targets: Sequence[tuple[str, str]], *, import_path: str | None = None,
+                calls: int = CALLS, warmup_calls: int = WARMUP_CALLS) -> list[CaseCalls]:
+    """Count every (case, op) in one process of `python` (with `import_path` first on its
+    path: a kept copy of a build), this checkout on PYTHONPATH, from the caller's working
+    directory (for user cases). A process that fails is a UsageError with its last line."""
+    from overrides.builds.interpreters import with_import_path
+
+    env = with_import_path(dict(os.environ, PYTHONHASHSEED=HASH_SEED, PYTHONDONTWRITEBYTECODE="1"),
+                           ROOT, import_path)
+    spec = json.dumps({"targets": [list(t) for t in targets], "calls": calls,
+                       "warmup_calls": warmup_calls})
+    try:
+        done = subprocess.run([python, "-c", _WORKER_CODE, spec], capture_output=True, text=True,
+                              env=env, timeout=RUN_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        raise UsageError(f"counting Python calls under {python} took over {RUN_TIMEOUT_S} s") from None
+    lines = done.stdout.strip().splitlines()
+    try:
+        return from_dict(json.loads(lines[-1]))
+    except (IndexError, ValueError, KeyError):
+        last = done.stderr.strip().splitlines()
+        raise UsageError(f"counting Python calls under {python} failed: "
+                         f"{last[-1] if last else 'no output'}") from None
+
+
+# ---------------------------------------------------------------------------------------------
+# Base against branch
+
+@dataclasses.dataclass(frozen=True)
+class CallDelta:
+    """One function's calls and own bytecodes per call of the case, base and branch."""
+
+    function: str
+    line: int | None  # where it is defined: in the branch, or in base when the branch has none
+    base_calls: float
+    branch_calls: float
+    base_bytecodes: float
+    branch_bytecodes: float
+
+    @property
+    def delta_calls(self) -> float:
+        return self.branch_calls - self.base_calls
+
+    @property
+    def delta_bytecodes(self) -> float:
+        return self.branch_bytecodes - self.base_bytecodes
+
+    @property
+    def is_c(self) -> bool:
+        return self.function.endswith(C_SUFFIX)
+
+    @property
+    def new(self) -> bool:
+        return self.base_calls == 0 and self.branch_calls > 0
+
+    @property
+    def gone(self) -> bool:
+        return self.branch_calls == 0 and self.base_calls > 0
+
+    @property
+    def weight(self) -> float:
+        """How much interpreter work the change is, for the order: the change of calls times
+        the function's own bytecodes per call of it (a C function: its calls alone, its cost is
+        not in bytecodes), or the change of its bytecodes where that is larger (a function that
+        runs more of its own code, called as often)."""
+        if self.is_c:
+            return abs(self.delta_calls)
+        per_call = max(self.base_bytecodes / self.base_calls if self.base_calls else 0.0,
+                       self.branch_bytecodes / self.branch_calls if self.branch_calls else 0.0, 1.0)
+        return max(abs(self.delta_calls) * per_call, abs(self.delta_bytecodes))
+
+    @property
+    def tag(self) -> str:
+        if self.new:
+            return "new"
+        if self.gone:
+            return "gone"
+        if self.delta_calls:
+            return "more calls" if self.delta_calls > 0 else "fewer calls"
+        return "more bytecodes" if self.delta_bytecodes > 0 else "fewer bytecodes"
+
+    def to_dict(self) -> dict:
+        return {"function": self.function, "line": self.line, "change": self.tag,
+                "base_calls": _rounded(self.base_calls), "branch_calls": _rounded(self.branch_calls),
+                "delta_calls": _rounded(self.delta_calls),
+                "base_bytecodes": None if self.is_c else _rounded(self.base_bytecodes),
+                "branch_bytecodes": None if self.is_c else _rounded(self.branch_bytecodes),
+                "delta_bytecodes": None if self.is_c else _rounded(self.delta_bytecodes)}
+
+
+def _rounded(value: float) -> float:
+    return round(value, 3)
+
+
+def order(rows: Sequence[CallDelta]) -> list[CallDelta]:
+    """New functions first, then by weight (change of calls x own bytecodes per call), largest
+    first; ties by name: the same rows in the same order on every run."""
+    return sorted(rows, key=lambda d: (not d.new, -round(d.weight, 6), d.function))
+
+
+def compare(base: CaseCalls, branch: CaseCalls) -> list[CallDelta]:
+    """Every function whose calls or own bytecodes per call of the case differ, in `order`."""
+    rows = []
+    for key in set(base.functions) | set(branch.functions):
+        b_calls, b_codes = base.per_call(key)
+        r_calls, r_codes = branch.per_call(key)
+        if (b_calls, b_codes) == (r_calls, r_codes):
+            continue
+        line = (branch.functions.get(key) or base.functions[key])[2]
+        rows.append(CallDelta(key, line, b_calls, r_calls, b_codes, r_codes))
+    return order(rows)
+
+
+def find(runs: Sequence[CaseCalls], case: str, op: str) -> CaseCalls | None:
+    return next((r for r in runs if r.case == case and r.op == op and not r.error), None)
+
+
+def pyspy_frame(function: str) -> str | None:
+    """The name py-spy gives the same Python function (`flame.stacks.clean_frame`: qualified name,
+    the file's last two path parts); None for a C function, which py-spy names by its symbol."""
+    if function.endswith(C_SUFFIX):
+        return None
+    name, _, location = function.rpartition(" (")
+    return f"{name} ({'/'.join(location.rstrip(')').split('/')[-2:])})"
+
+
+def number(value: float) -> str:
+    """A count per call: whole where it is whole, to a thousandth (one call in CALLS) otherwise."""
+    return f"{value:,.3f}".rstrip("0").rstrip(".") if value else "0"
+
+
+def signed(value: float) -> str:
+    return "0" if not value else ("+" if value > 0 else "-") + number(abs(value))
+
+
+def markdown_table(rows: Sequence[CallDelta], base: CaseCalls, branch: CaseCalls,
+                   limit: int = 20) -> list[str]:
+    """The rows as a markdown table, with the case's totals last."""
+    table = ["| | function | calls: base | branch | delta | bytecodes: base | branch | delta |",
+             "|---|---|---:|---:|---:|---:|---:|---:|"]
+    for d in rows[:limit]:
+        where = d.function if d.line is None or d.is_c else f"{d.function[:-1]}:{d.line})"
+        codes = (["-", "-", "-"] if d.is_c else
+                 [number(d.base_bytecodes), number(d.branch_bytecodes), signed(d.delta_bytecodes)])
+        table.append(f"| {d.tag} | `{where}` | {number(d.base_calls)} | {number(d.branch_calls)} | "
+                     f"{signed(d.delta_calls)} | " + " | ".join(codes) + " |")
+    if len(rows) > limit:
+        rest = rows[limit:]
+        table.append(f"| | {len(rest)} more functions (differential.json lists them all) | | | "
+                     f"{signed(sum(d.delta_calls for d in rest))} | | | "
+                     f"{signed(sum(d.delta_bytecodes for d in rest if not d.is_c))} |")
+    (b_calls, b_codes), (r_calls, r_codes) = base.totals(), branch.totals()
+    table.append(f"| | **all Python functions** | {number(b_calls)} | {number(r_calls)} | "
+                 f"**{signed(r_calls - b_calls)}** | {number(b_codes)} | {number(r_codes)} | "
+                 f"**{signed(r_codes - b_codes)}** |")
+    return table

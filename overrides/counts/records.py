@@ -1,0 +1,110 @@
+"""Instruction counts as records: one case's counts, one valgrind run, and their JSON.
+
+The JSON (schema SCHEMA) sits inside a results file (`RunResult.instructions`, written by
+`bench.py --instructions` and by comparisons) and is record.sh's `LABEL-instructions.json`; every
+reader of counts (the results records, the verdicts on counts, the tables, the report) reads it
+through `from_dict`, so no reader needs the valgrind machinery (`callgrind.py`) to do it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Sequence
+
+from overrides.errors import UsageError
+
+SCHEMA = "torch-function-overhead/instructions/1"
+
+
+@dataclasses.dataclass(frozen=True)
+class CaseCounts:
+    """One case's instruction counts in one valgrind run (one layout)."""
+
+    case: str
+    op: str
+    per_call: float  # minimum of the repeats after the first: the figure
+    repeats: tuple[float, ...]  # every repeat's per-call count, the dropped first one included
+    functions: dict  # function -> self instructions per call (last repeat), largest first
+    error: str | None = None
+    # call path (root first) -> self instructions per call, in the repeat that gave `per_call`;
+    # empty without tree
+    stacks: dict = dataclasses.field(default_factory=dict)
+
+    @property
+    def spread_pct(self) -> float:
+        """(max - min) / figure, over the repeats that make the figure."""
+        used = self.repeats[1:]
+        if len(used) < 2 or not self.per_call:
+            return 0.0
+        return 100.0 * (max(used) - min(used)) / self.per_call
+
+
+@dataclasses.dataclass(frozen=True)
+class CountRun:
+    """One valgrind process: every case counted under one hash seed."""
+
+    seed: int
+    cases: tuple[CaseCounts, ...]
+    settings: dict
+    wall_s: float
+
+    def get(self, case: str, op: str) -> CaseCounts | None:
+        return next((c for c in self.cases if c.case == case and c.op == op), None)
+
+
+def to_dict(runs: Sequence[CountRun]) -> dict:
+    return {
+        "schema": SCHEMA,
+        "seeds": [run.seed for run in runs],
+        "settings": runs[0].settings if runs else {},
+        "runs": [{"seed": run.seed, "wall_s": round(run.wall_s, 1),
+                  "cases": [{"case": c.case, "op": c.op, "instructions_per_call": round(c.per_call, 1),
+                             "repeats": [round(r, 1) for r in c.repeats],
+                             "spread_pct": round(c.spread_pct, 4), "error": c.error,
+                             "functions": {k: round(v, 2) for k, v in c.functions.items()},
+                             **({"stacks": _pack_stacks(c.stacks)} if c.stacks else {})}
+                            for c in run.cases]}
+                 for run in runs],
+    }
+
+
+def _pack_stacks(stacks: dict) -> dict:
+    """Call paths as indices into one list of names: the same few hundred names recur in
+    thousands of paths (10 MB a results file written out in full, for the four seed cases)."""
+    names: dict[str, int] = {}
+    paths = [[[names.setdefault(name, len(names)) for name in path], round(value, 3)]
+             for path, value in stacks.items()]
+    return {"names": list(names), "paths": paths}
+
+
+def _unpack_stacks(packed: dict | None) -> dict:
+    if not packed:
+        return {}
+    names = packed["names"]
+    return {tuple(names[i] for i in path): value for path, value in packed["paths"]}
+
+
+def from_dict(data: dict, source: str = "instructions") -> list[CountRun]:
+    if not isinstance(data, dict) or data.get("schema") != SCHEMA:
+        raise UsageError(f"{source} is not an instruction-count file of this tool; "
+                         "count again with --instructions")
+    try:
+        return [CountRun(run["seed"], tuple(
+            CaseCounts(c["case"], c["op"], c["instructions_per_call"], tuple(c["repeats"]),
+                       c.get("functions", {}), c.get("error"), _unpack_stacks(c.get("stacks")))
+            for c in run["cases"]),
+            data.get("settings", {}), run.get("wall_s", math.nan)) for run in data["runs"]]
+    except (KeyError, IndexError, TypeError, ValueError) as exc:
+        raise UsageError(f"{source} is damaged or was written by another version of this tool "
+                         f"({type(exc).__name__}: {exc}); count or record it again") from None
+
+
+def per_call_by_case(runs: Sequence[CountRun]) -> dict[tuple[str, str], list[float]]:
+    """(case, op) -> the per-call count under each seed, in seed order."""
+    out: dict[tuple[str, str], list[float]] = {}
+    for run in runs:
+        for c in run.cases:
+            if c.error is None:
+                out.setdefault((c.case, c.op), []).append(c.per_call)
+    return out

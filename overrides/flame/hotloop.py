@@ -1,0 +1,201 @@
+"""What `pyspybench.py` runs under py-spy: one case's statement, over and over, and nothing else.
+
+A flamegraph is only as clean as the process it samples: no timing, no printing, no result
+kept inside the loop. The statement is pasted into a generated function (the Timer core's
+`compile_hot_loop`, all on one source line so py-spy sees one frame) named after the case, so
+the flamegraph's hot tower starts at a frame a reader recognises. `pyspybench.py` calls it from
+its own module frame: the only harness frame above the loop is `<module>`. The clock is read
+only between chunks of ~50 ms of calls, outside that function, to know when to stop.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import re
+import sys
+import time
+from typing import Callable, ContextManager, Iterator
+
+from overrides.argtypes import OneLineParser, positive_float, positive_int
+from overrides.errors import UsageError, run_command
+from overrides.flame.pyspy import PYSPY_RATE_HZ, find_pyspy
+
+# Long enough for 1000 samples at the rate the scripts record at (pyspy.PYSPY_RATE_HZ,
+# 200 a second) after torch is imported, with 20% to spare.
+DEFAULT_SECONDS = 6.0
+CHUNK_S = 0.05  # calls between two clock reads: a negligible share of the samples
+WARMUP_TURNS = 20  # turns of UNROLL calls before a recording forks: bytecode specialised
+LOOP_MARGIN_S = 1.0  # the recorded loop runs this much longer than py-spy records
+# Under `py-spy record -- python pyspybench.py CASE` py-spy samples the start-up too; the loop
+# runs at least this many times as long as start-up took, so it holds >= 80% of the samples
+# (5x: 83%; py-spy samples start-up no faster than the loop, 80-85 against 96-112 a second here).
+STARTUP_FACTOR = 5.0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = OneLineParser(prog="pyspybench.py",
+                     description="Run one case's hot loop and nothing else, for a profiler: "
+                                 "py-spy record -o subtensor.svg --native -- python pyspybench.py SubTensor")
+    parser.add_argument("case", help="a case name (python bench.py --list) or pkg.module:factory")
+    parser.add_argument("--op", default=None, help="the op to run (default torch.add; see bench.py --list-ops)")
+    how_long = parser.add_mutually_exclusive_group()
+    how_long.add_argument("--nreps", type=positive_int, metavar="N",
+                          help="run exactly N calls (rounded up to a multiple of 50)")
+    how_long.add_argument("--seconds", type=positive_float, metavar="S",
+                          help=f"run for S seconds (default {DEFAULT_SECONDS:g})")
+    profile = parser.add_argument_group(
+        "record itself with py-spy, after the imports (what scripts/record.sh uses): the graph "
+        "then holds the hot loop only, and importing torch is not slowed by sampling")
+    profile.add_argument("--record", metavar="OUTPUT", help="write py-spy's output here")
+    profile.add_argument("--format", default="flamegraph", choices=("flamegraph", "raw"),
+                         help="py-spy's output format (default flamegraph: an SVG)")
+    profile.add_argument("--rate", type=positive_int, default=None, metavar="HZ",
+                         help="py-spy samples per second (default: the scripts' rate)")
+    profile.add_argument("--pyspy", default=None, metavar="PATH", help="the py-spy to use (default: found)")
+    return parser
+
+
+def frame_name(case_name: str) -> str:
+    """The hot loop's function name for a case: `hot_loop_SubTensor`, valid as an identifier."""
+    return "hot_loop_" + re.sub(r"\W", "_", case_name)
+
+
+@dataclasses.dataclass(frozen=True)
+class HotLoop:
+    """One case's hot loop, ready to run: `pyspybench.py` calls `loop(operands, turns)` for each
+    of `chunks()` from its own module frame, so py-spy sees `<module>` and the loop, nothing more."""
+
+    loop: Callable[[tuple, int], None]
+    operands: tuple
+    active: Callable[[], ContextManager]  # the case's mode or context, held around the loop
+    nreps: int | None
+    seconds: float
+    record: Callable[[int], None] | None = None
+
+    def hand_to_recorder(self) -> None:
+        """With `record`: warm the loop up, fork, and become `record(child)` (py-spy) in the
+        parent; the child returns and runs the loop. Without: nothing."""
+        if self.record is None:
+            return
+        self.loop(self.operands, WARMUP_TURNS)  # specialised before py-spy looks
+        child = os.fork()
+        if child:
+            self.record(child)  # execs py-spy on the child: never returns
+
+    def chunks(self) -> Iterator[int]:
+        """Turns to run per call of the loop: exactly `nreps` calls (rounded up to whole turns),
+        or chunks of ~CHUNK_S until `seconds` have passed. The clock is read between chunks."""
+        from overrides.clock.timer import UNROLL
+
+        if self.nreps is not None:
+            yield -(-self.nreps // UNROLL)
+            return
+        deadline = time.monotonic() + self.seconds
+        turns = 1
+        while True:
+            started = time.monotonic()
+            yield turns
+            now = time.monotonic()
+            if now >= deadline:
+                return
+            # Grow the chunk until it lasts ~CHUNK_S, never past the deadline by much.
+            elapsed = max(now - started, 1e-6)
+            turns = max(1, min(int(turns * CHUNK_S / elapsed), int(turns * (deadline - now) / elapsed) + 1))
+
+    def done(self) -> None:
+        """Leave at once: tearing torch down takes ~0.3 s, which a profiler sampling the whole
+        process (the seed command) would count against the loop's share."""
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)
+
+
+def prepare(case_name: str, op_name: str | None, nreps: int | None, seconds: float,
+            record: Callable[[int], None] | None = None) -> HotLoop:
+    """The hot loop of a case and op; a UsageError when the op does not apply."""
+    from overrides.cases import ops, registry
+    from overrides.cases.ops import not_applicable_reason
+    from overrides.clock.timer import compile_hot_loop
+
+    case = registry.get_case(case_name)
+    op = ops.get_op(op_name) if op_name else ops.DEFAULT_OP
+    reason = not_applicable_reason(case, op)
+    if reason:
+        raise UsageError(f"op {op.name} does not apply to case {case.name}: {reason}; pick another --op")
+    return HotLoop(compile_hot_loop(case.stmt_for(op), frame_name(case.name)),
+                   tuple(case.make_operands()), case.active, nreps, seconds, record)
+
+
+def run(case_name: str, op_name: str | None, nreps: int | None, seconds: float | None) -> int:
+    """Run the hot loop in this process (for tests and callers other than pyspybench.py);
+    returns the number of calls made."""
+    from overrides.clock.timer import UNROLL
+
+    job = prepare(case_name, op_name, nreps, seconds if seconds is not None else DEFAULT_SECONDS)
+    turns = 0
+    with job.active():
+        for chunk in job.chunks():
+            job.loop(job.operands, chunk)
+            turns += chunk
+    return turns * UNROLL
+
+
+def process_age_s() -> float:
+    """Seconds since this process started (from /proc; 0 where there is none)."""
+    try:
+        with open("/proc/self/stat", encoding="ascii") as stat:
+            start_ticks = int(stat.read().rsplit(")", 1)[1].split()[19])
+        with open("/proc/uptime", encoding="ascii") as uptime:
+            return max(0.0, float(uptime.read().split()[0]) - start_ticks / os.sysconf("SC_CLK_TCK"))
+    except (OSError, ValueError, IndexError):
+        return 0.0
+
+
+def exec_pyspy(pyspy: str, output: str, fmt: str, rate: int, seconds: float) -> Callable[[int], None]:
+    """What `run` calls with the loop's pid: replace this process by py-spy recording it. py-spy
+    is then the loop's parent, so the kernel lets it trace it without root (Yama scope 1)."""
+    def become_pyspy(pid: int) -> None:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os.execv(pyspy, [pyspy, "record", "--pid", str(pid), "--native", "--rate", str(rate),
+                         "--format", fmt, "--output", output, "--duration", f"{max(1, round(seconds))}"])
+
+    return become_pyspy
+
+
+def from_command_line(argv: list[str] | None = None) -> HotLoop:
+    """`pyspybench.py`'s arguments as a ready hot loop; bad input exits 2 with one line."""
+    job: list[HotLoop] = []
+
+    def body() -> int:
+        args = build_parser().parse_args(sys.argv[1:] if argv is None else argv)
+        record = None
+        seconds = args.seconds
+        if args.record:
+            if args.nreps:
+                raise UsageError("--record runs for --seconds; drop --nreps")
+            seconds = args.seconds or DEFAULT_SECONDS
+            record = exec_pyspy(args.pyspy or find_pyspy(sys.executable), args.record,
+                                args.format, args.rate or PYSPY_RATE_HZ, seconds)
+            # The loop outlives py-spy's --duration a little, so py-spy never samples an exit.
+            seconds += LOOP_MARGIN_S
+        ready = prepare(args.case, args.op, args.nreps, seconds or DEFAULT_SECONDS, record)
+        if seconds is None:  # measured now that torch is imported: start-up is behind us
+            ready = dataclasses.replace(ready, seconds=default_seconds(process_age_s()))
+        job.append(ready)
+        return 0
+
+    status = run_command("pyspybench.py", body)
+    if status:
+        sys.exit(status)
+    return job[0]
+
+
+def default_seconds(started_s_ago: float) -> float:
+    """How long the loop runs when not told: DEFAULT_SECONDS, or long enough that a profiler
+    sampling since the process started (`py-spy record -- python pyspybench.py CASE`) finds the
+    loop in at least ~80% of its samples: start-up under py-spy --native took 1.5-5 s here, up
+    to 40% of a 6 s loop's recording."""
+    return max(DEFAULT_SECONDS, STARTUP_FACTOR * started_s_ago)

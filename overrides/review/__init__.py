@@ -1,0 +1,10 @@
+"""A report for a PR: `scripts/record.sh` (one build into runs/LABEL/) and `scripts/report.sh`
+(two builds compared into a ZIP).
+
+- `record.py`, `runs.py`: record.sh; a recorded run's folder read back, listed, cleaned;
+- `pr_report.py`: report.sh, running the pieces below in order;
+- `sides.py`: what BASE and BRANCH are (a label or an interpreter);
+- `measuring.py`: measuring and judging, into one `Evidence`;
+- `sections.py`, `flamegraphs.py`, `markdown.py`: presenting an Evidence as report.md;
+- `pack.py`: the figures, screenshots, differential.json and the ZIP.
+"""

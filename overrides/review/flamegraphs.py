@@ -1,0 +1,245 @@
+"""The report's "Where the time went" section: each chosen case's flamegraphs from both sides,
+their screenshots, and the differential view (red where the branch spends more time, blue
+less) with its table of the functions whose own time changed.
+
+It reads an `Evidence` (`measuring.py`: the counts name functions exactly, py-spy's samples
+place the time); only the flamegraphs themselves are recorded here, through
+`measuring.record_flamegraph`, since a case's recording is needed only once it is chosen.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Sequence
+
+from overrides import children
+from overrides.files import write_text_atomic
+from overrides.review.markdown import markdown_table, rounded, signed
+from overrides.review.measuring import record_flamegraph
+from overrides.review.pack import Pack
+from overrides.review.sides import ROLES, Side
+
+DIFF_ROWS = 12  # frames listed per direction (grew, shrank) in a case's differential table
+
+
+def flamegraph_sections(evidence, sides: Sequence[Side], comparisons, seconds: float | None,
+                        op: str | None, pack: Pack, runs_dir: str) -> list[str]:
+    """"Where the time went": per comparison, both sides' flamegraphs (recorded now where the
+    side's build can run, `measuring.record_flamegraph`), their screenshots, and the differential
+    view of where the branch's time went (`differential_section`). One markdown text a case."""
+    from overrides.flame import hotloop, screenshot
+    from overrides.review.runs import file_stem
+
+    browser = screenshot.find_browser()
+    if browser is None:
+        pack.notes.append(f"Screenshots were skipped: no Chromium on this machine; {screenshot.INSTALL_HINT}.")
+    sections = []
+    for comparison in comparisons:
+        stem = file_stem(comparison.case, op)
+        folded: dict[str, list[str]] = {}  # role -> its recordings' collapsed stacks
+        # Both sides at once, one core each: a profile is shares of samples, which the other
+        # core's work does not skew, and the report gets 8 s a case back. Ctrl-C kills both
+        # py-spy processes at once (overrides/children.py).
+        recorded = children.parallel(lambda side: record_flamegraph(
+            evidence, side, comparison.case, op, seconds or hotloop.DEFAULT_SECONDS, runs_dir,
+            pack.workdir, pack.say), sides, len(sides))
+        for side, paths in zip(sides, recorded):
+            if paths is None:
+                continue
+            svg, folded[side.role] = paths
+            name = f"{side.role}-{stem}"
+            pack.add(f"{name}.svg", svg)
+            if browser:
+                pack.shoot(svg, f"{name}.png", browser)
+        section = [f"### {comparison.case}: {signed(comparison.delta_ns)} ns per call "
+                   f"({comparison.verdict})", ""]
+        for role in ROLES:
+            if any(f.name == f"{role}-{stem}.png" for f in pack.files):
+                section.append(f"{role}: ![{role}-{stem}]({role}-{stem}.png)")
+        section.append("")
+        if len(folded) == 2:
+            section += differential_section(evidence, comparison, folded, stem, browser, pack)
+        else:
+            section.append("No differential view: a flamegraph is missing on one side (see notes).")
+        sections.append("\n".join(section))
+    return sections
+
+
+def differential_section(evidence, comparison, folded: dict, stem: str, browser: str | None,
+                         pack: Pack) -> list[str]:
+    """The differential flamegraph of one case (base against branch, from both sides' collapsed
+    stacks `folded`) and its table: what the Python-call counts name first, then the functions
+    whose own time moved beyond their error; differential.json's `wall_clock` entry too."""
+    from overrides.counts import calltree, pycalls
+    from overrides.flame import differential, stacks
+
+    base_runs = [stacks.read_folded(path) for path in folded["base"]]
+    branch_runs = [stacks.read_folded(path) for path in folded["branch"]]
+    deltas = differential.differential(base_runs, branch_runs, comparison.base_ns,
+                                     comparison.branch_ns)
+    lines = []
+    if not deltas:
+        return ["No differential view: no samples inside the hot loop on one side."]
+    by_frame = {d.frame: d for d in deltas}
+    counted = {frame: row for frame, row in _counted_frames(evidence, comparison).items()
+               if frame in by_frame}
+    instructions = _instructions_by_frame(evidence, comparison, [d.frame for d in deltas])
+    # Significant changes of time where the counts found the same work (the same
+    # instructions, or the same Python calls and bytecodes): drawn amber, never listed.
+    same_python = _same_python_work(evidence, comparison)
+    same_work = {d.frame for d in deltas if d.significant and d.frame not in counted and (
+        _same_instructions(instructions.get(d.frame)) or d.frame in same_python)}
+    diff_svg = os.path.join(pack.workdir, f"diff-{stem}.svg")
+    write_text_atomic(diff_svg, differential.differential_svg(
+        base_runs, branch_runs, comparison.base_ns, comparison.branch_ns,
+        f"{comparison.case}: branch against base, ns per call by call path", same_work,
+        {frame: 1 if row.delta_calls > 0 else -1 for frame, row in counted.items()}))
+    pack.add(f"diff-{stem}.svg", diff_svg)
+    legend = "red: more time than base, blue: less" + (
+        ", amber: time moved where the counts found the same work" if same_work else "") + (
+        ", labelled whatever their width: the functions the Python-call counts found new or "
+        "changed" if counted else "")
+    if browser and pack.shoot(diff_svg, f"diff-{stem}.png", browser):
+        lines.append(f"Differential flamegraph ({legend}): ![diff-{stem}](diff-{stem}.png)")
+    else:
+        lines.append(f"Differential flamegraph: `diff-{stem}.svg` ({legend}).")
+    verdicts = {comparison.verdict, comparison.wall_verdict or comparison.verdict}
+    changed = bool(verdicts & {"regression", "improvement", "clock only"})
+    # The functions the Python-call counts name come first, whatever their sampled time:
+    # the counts are exact, the samples are not. Then what moved beyond its spread.
+    first = [by_frame[frame] for frame in counted] if changed else []
+    grew, shrank = (differential.top_changes(
+        [d for d in deltas if d.frame not in counted and d.frame not in same_work], DIFF_ROWS)
+        if changed else ([], []))
+    listed = first + grew + shrank
+    spread_measured = deltas[0].spread_ns is not None
+    pack.differential_entry(comparison)["wall_clock"] = {
+        "source": "py-spy", "unit": "ns per call", "listed": changed,
+        "recordings": {"base": len(base_runs), "branch": len(branch_runs)},
+        "error": "spread between recordings" if spread_measured else
+                 f"sampling error x {differential.PROCESS_DISPERSION:g}",
+        "functions": [dict(d.to_dict(), instructions=rounded(instructions.get(d.frame)),
+                           python_calls=counted[d.frame].tag if d.frame in counted else None)
+                      for d in listed],
+        "everything_else": round(comparison.delta_ns - sum(d.delta_ns for d in listed), 1)
+        if changed else None,
+        "total_delta": round(comparison.delta_ns, 1)}
+    if not changed:
+        return lines + ["", f"No function is named: the case itself did not change beyond noise "
+                        f"({' / '.join(sorted(verdicts))}), and a function's share of ~1000 "
+                        "samples moves by chance (two installs of one build moved single "
+                        "functions by hundreds of ns).", ""]
+    explained = sum(d.delta_ns for d in listed)
+    if spread_measured:
+        error = (f"one error is the function's own spread between the recordings of each side "
+                 f"({len(base_runs)} and {len(branch_runs)} processes), or py-spy's sampling "
+                 f"error widened {differential.PROCESS_DISPERSION:g}x (the spread of one build's "
+                 "processes on average) where that is larger: a function that moved in one "
+                 "process only stays within it and goes to \"everything else\", however far "
+                 "it moved")
+    else:
+        error = (f"one error is py-spy's sampling error widened {differential.PROCESS_DISPERSION:g}x "
+                 "for the process-to-process spread of one build's profile (a side recorded "
+                 "once: the spread of each function was not measured)")
+    lines += ["", (f"Functions the Python-call counts found new or called more or less often "
+                   "first (\"Python calls\"), whatever their sampled time; then functions "
+                   f"whose own time per call changed by more than {differential.SIGNIFICANT_Z:g} "
+                   f"errors, where {error}; and functions new in the call path (\"new\": never "
+                   "sampled in base, significant with callees). Own time does not count what a "
+                   "function calls, so the rows and \"everything else\" add up to the case's "
+                   f"change (listed: {signed(explained)} of {signed(comparison.delta_ns)} ns). "
+                   "With callees: the function's time including what it calls."), ""]
+    counted_instructions = bool(instructions)
+    if counted_instructions:
+        lines += ["Instructions: the same function's own change in the Callgrind counts "
+                  "(\"-\": not in them; Python code shows there as the interpreter's)."]
+    if same_work:
+        lines += [f"Not listed, whatever their time: {len(same_work)} function(s) whose own "
+                  "work the counts found unchanged (instructions moved by less than "
+                  f"{calltree.FUNCTION_FLOOR:g} a call, \"same instructions\", or the same "
+                  "Python calls and bytecodes). Their time moved, their work did not: one "
+                  "process's layout luck, caches, or py-spy placing samples in the "
+                  "neighbouring Python frame. They are in \"everything else\" and amber in the "
+                  "picture."]
+    if counted_instructions or same_work:
+        lines.append("")
+    rows = [["", "function", "own ns: base", "branch", "delta", "±", "with callees: base", "branch"]
+            + (["instructions"] if counted_instructions else [])]
+    for d in listed:
+        change = instructions.get(d.frame)
+        tags = ["more" if d.delta_ns > 0 else "less"] if d.significant else ["within ±"]
+        tags += ["new"] if d.new and d.significant and not (
+            d.frame in counted and counted[d.frame].new) else []  # said once
+        if d.frame in counted:
+            row = counted[d.frame]
+            tags.insert(0, "Python calls: " + ("new" if row.new else
+                                               f"{pycalls.signed(row.delta_calls)} a call"))
+        rows.append([", ".join(tags), f"`{d.frame}`", f"{d.base_self_ns:,.0f}",
+                     f"{d.branch_self_ns:,.0f}", signed(d.delta_ns), f"{d.error_ns:,.0f}",
+                     f"{d.base_ns:,.0f}", f"{d.branch_ns:,.0f}"]
+                    + ([signed(change)] if counted_instructions else []))
+    if len(rows) == 1:
+        return lines + ["No function's own time changed by more than its error allows: the "
+                        f"case's change ({signed(comparison.delta_ns)} ns) is spread too thin "
+                        "over its functions for py-spy's samples to place it.", ""]
+    rest = len(deltas) - len(listed) - len(same_work)
+    rows.append(["", f"everything else ({rest} functions within their error"
+                 + (f", {len(same_work)} with the same work" if same_work else "") + ")", "", "",
+                 signed(comparison.delta_ns - explained), "", "", ""]
+                + ([""] if counted_instructions else []))
+    rows.append(["", "**total: the case's change**", "", "", f"**{signed(comparison.delta_ns)}**",
+                 "", "", ""] + ([""] if counted_instructions else []))
+    lines += markdown_table(rows, right_from=2)
+    return lines + [""]
+
+
+def _same_python_work(evidence, comparison) -> set[str]:
+    """py-spy frame names of the Python functions that ran as often, with as many
+    bytecodes, on both sides of this case (by the Python-call counts)."""
+    from overrides.counts import pycalls
+
+    if not evidence.python_calls:
+        return set()
+    base, branch = (pycalls.find(runs, comparison.case, comparison.op) for runs in evidence.python_calls)
+    if base is None or branch is None:
+        return set()
+    changed = {pycalls.pyspy_frame(row.function) for row in pycalls.compare(base, branch)}
+    return {pycalls.pyspy_frame(key) for key in set(base.functions) & set(branch.functions)
+            if pycalls.pyspy_frame(key)} - changed  # two files can share py-spy's short name
+
+
+def _counted_frames(evidence, comparison) -> dict:
+    """py-spy frame name -> the Python-call counts' row, for the Python functions the counts
+    found new or called a different number of times in this case (in the counts' order)."""
+    from overrides.counts import pycalls
+
+    if not evidence.python_calls:
+        return {}
+    base, branch = (pycalls.find(runs, comparison.case, comparison.op) for runs in evidence.python_calls)
+    if base is None or branch is None:
+        return {}
+    return {pycalls.pyspy_frame(row.function): row for row in pycalls.compare(base, branch)
+            if row.delta_calls and pycalls.pyspy_frame(row.function)}
+
+
+def _instructions_by_frame(evidence, comparison, frames: Sequence[str]) -> dict[str, float | None]:
+    """Each py-spy frame -> its function's own instruction change per call in this case's
+    counted call paths (None where they do not name it: Python code, an unresolved `?`, a
+    function only one tool saw); empty where there are no call paths to set py-spy against."""
+    from overrides.counts import calltree
+
+    deltas = (calltree.own_deltas(evidence.counts[0], evidence.counts[1], comparison.case, comparison.op)
+              if evidence.counts else None)
+    if deltas is None:
+        return {}
+    by_key = {calltree.function_key(name): delta for name, delta in deltas.items()}
+    keys = {frame: calltree.function_key(frame) for frame in frames}
+    return {frame: None if key[0] == "?" else by_key.get(key) for frame, key in keys.items()}
+
+
+def _same_instructions(instructions: float | None) -> bool:
+    """The counts name the function and its own instructions moved by less than a listed row's
+    floor: whatever its time did, its work did not change."""
+    from overrides.counts import calltree
+
+    return instructions is not None and abs(instructions) < calltree.FUNCTION_FLOOR

@@ -1,0 +1,82 @@
+"""report.md as a whole: the headline, the comparison table, the sections other modules write,
+the notes, the environments and each side's bench output; and the little markdown helpers they
+share.
+
+It reads an `Evidence` (`measuring.py`) and the sections' lines, and measures nothing.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+from overrides import environment, report, report_comparison
+from overrides.review.sides import Side, title
+
+
+def report_markdown(evidence, sides: Sequence[Side], python_calls: Sequence[str] = (),
+                    instructions: Sequence[str] = (), time: Sequence[str] | None = None,
+                    all_cases: bool = False, wall_s: float = 0.0) -> str:
+    """report.md: the headline, the comparison table, then the sections (`python_calls`,
+    `instructions`; `time`, the flamegraphs' section, None when they were not asked for), the
+    notes, the environments and each side's bench output."""
+    comparisons, settings, runs = evidence.comparisons, evidence.settings, evidence.runs
+    regressed = [c for c in comparisons if c.verdict == "regression"]
+    headline = (f"**{len(regressed)} regression{'s' if len(regressed) != 1 else ''}**: "
+                + ", ".join(f"{c.case} {signed(c.delta_ns)} ns"
+                            + (f" / {signed(c.delta_instructions)} instructions"
+                               if c.delta_instructions is not None else "") for c in regressed)
+                if regressed else "**No regression.**")
+    split = [c for c in comparisons if c.verdict in ("disagree", "clock only") or c.clock_unexplained]
+    if split:
+        headline += ("\n\n**Clock and counts tell different stories** (see the notes under the "
+                     "table): " + ", ".join(f"{c.case} {signed(c.delta_ns)} ns / "
+                                            f"{signed(c.delta_instructions)} instructions "
+                                            f"({report_comparison.verdict_cell(c)})" for c in split))
+        if any(c.clock_unexplained for c in split):
+            headline += (". Where the clock moved far more than the instructions cost, the same "
+                         "work got faster or slower (memory, caches, atomics or threads), not "
+                         "only the code.")
+    parts = [f"# `__torch_function__` overhead: {title(sides)}", "", headline, "",
+             "## Comparison", "", report_comparison.comparison_markdown(comparisons, settings), ""]
+    parts += python_calls
+    parts += instructions
+    if time is not None:
+        which = "every case (--all)" if all_cases else "each regressed case"
+        parts += [f"## Where the time went: {which}", ""]
+        parts += list(time) or ["Nothing regressed, so no flamegraphs were needed "
+                                   "(--all records them for every case)."]
+        parts.append("")
+    if evidence.notes:
+        parts += ["## Notes", ""] + [f"- {note}" for note in evidence.notes] + [""]
+    parts += ["## Environments", ""]
+    paired = settings.get("mode", "").startswith("paired")
+    for side in sides:
+        env = runs[side.role].environment
+        # A label with a copy is still compared from its recorded run when the other side
+        # cannot run live (unpaired): say what was measured, not what could have been.
+        source = (f"label `{side.label}`, " + ("run from its kept copy" if side.build and paired
+                                              else "its recorded run")
+                  + (", an incomplete recording" if side.missing else "")) if side.label else f"`{side.spec}`"
+        parts.append(f"- **{side.role}** ({source}): {environment.one_line(env)}; "
+                     f"`{env.get('python_executable', side.python)}`")
+    parts += ["", "## Bench output", ""]
+    for side in sides:
+        parts += [f"<details><summary>{side.role}</summary>", "", "```text",
+                  report.table(runs[side.role]), "```", "</details>", ""]
+    parts.append(f"_Made by `scripts/report.sh` in {wall_s:.0f} s._")
+    return "\n".join(parts) + "\n"
+
+
+def rounded(value: float | None) -> float | None:
+    return None if value is None else round(value, 1)
+
+
+def signed(value: float) -> str:
+    return "-" if value is None or not math.isfinite(value) else f"{value:+,.0f}"
+
+
+def markdown_table(rows: list[list[str]], right_from: int) -> list[str]:
+    lines = ["| " + " | ".join(row) + " |" for row in rows]
+    lines.insert(1, "|" + "|".join("---:" if i >= right_from else "---" for i in range(len(rows[0]))) + "|")
+    return lines

@@ -1,0 +1,220 @@
+"""Measuring and judging for a report: both sides compared (paired where both can run), their
+Python calls counted, their flamegraphs recorded; all of it gathered in one `Evidence`.
+
+Nothing here writes markdown: `sections.py`, `flamegraphs.py` and `markdown.py` present an
+Evidence, so each side of the report can be read and tested without the other.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from typing import Callable, Sequence
+
+from overrides import children, compare, report, results
+from overrides.errors import UsageError
+from overrides.files import write_json_atomic, write_text_atomic
+from overrides.review.sides import ROLES, Side, live_folder
+
+
+@dataclasses.dataclass
+class Evidence:
+    """What a report says, measured and judged: the comparisons (with their settings), each
+    side's RunResult and recorded folder, both sides' counts where they were made, and the
+    notes a reader must see."""
+
+    comparisons: list
+    runs: dict  # role -> RunResult
+    settings: dict
+    recorded: dict = dataclasses.field(default_factory=dict)  # role -> runs.RecordedRun
+    counts: list | None = None  # [base runs, branch runs] of Callgrind, when both counted
+    python_calls: list | None = None  # [base, branch] pycalls.CaseCalls lists
+    notes: list[str] = dataclasses.field(default_factory=list)
+
+
+def measure(sides: Sequence[Side], case_names: Sequence[str] | None, op: str | None, ab_config,
+            runs_dir: str, say: Callable[[str], None], notes: list[str] | None = None) -> Evidence:
+    """Both sides measured and judged: paired (run_ab) when both can run, else from their
+    recorded runs, unpaired (judged on counts where both have them). `notes` (the report's own
+    list, kept in the Evidence) gets what a reader must know about how."""
+    from overrides.ab.paired import run_ab
+    from overrides.cases import ops as ops_mod, registry
+    from overrides.review import record, runs as recorded_runs
+
+    evidence = Evidence([], {}, {}, notes=notes if notes is not None else [])
+    selected = registry.resolve_cases(list(case_names) if case_names else None)
+    names = [case.name for case in selected]
+    if all(side.build is not None for side in sides):
+        outcome = run_ab(sides[0].build, sides[1].build, selected,
+                         ops_mod.resolve_ops([op] if op else None), ab_config, say,
+                         keep_interrupted=False)  # Ctrl-C: no ZIP, so nothing to keep
+        runs = {"base": outcome.base_run, "branch": outcome.branch_run}
+        if all(run.instructions for run in runs.values()):
+            from overrides.counts import records
+
+            evidence.counts = [records.from_dict(runs[role].instructions) for role in ROLES]
+        kept = [side for side in sides if side.label]
+        if kept:
+            evidence.notes.append(
+                "Paired from kept builds: " + "; ".join(
+                    f"{side.role} ran label `{side.label}`'s copy of its build "
+                    f"(`{side.torch_root()}`)" for side in kept)
+                + ", side by side with the other side, exactly as two environments are.")
+        for side in sides:
+            if side.label:  # its flamegraphs were recorded with it: use them, write nothing
+                evidence.recorded[side.role] = recorded_runs.load_label(runs_dir, side.label)
+                continue
+            # An interpreter: kept as record.sh would, so flamegraphs land beside it.
+            folder = live_folder(runs_dir, side.role, [s.label for s in sides])
+            recorder = record.Recorder(runs_dir, folder, side.python, names, op, say)
+            recorder.manifest.update(results=f"{folder}.json", text=f"{folder}.txt",
+                                     measured_by="paired A/B in report.sh",
+                                     kept={"skipped": "measured by report.sh from an interpreter"})
+            results.save(runs[side.role], recorder.path(f"{folder}.json"))
+            write_text_atomic(recorder.path(f"{folder}.txt"), report.table(runs[side.role]) + "\n")
+            recorder.save()
+            evidence.recorded[side.role] = recorder.finish()
+        evidence.comparisons, evidence.runs = list(outcome.comparisons), runs
+        evidence.settings = outcome.settings
+        return evidence
+    for side in sides:
+        if side.unpaired_reason:
+            evidence.notes.append(f"Not paired: {side.unpaired_reason}. Record it again (record.sh "
+                                  "keeps a copy of the build by default) for a paired comparison.")
+    recorded = {}
+    for side in sides:
+        if side.label is not None:
+            recorded[side.role] = recorded_runs.load_label(runs_dir, side.label)
+        else:
+            recorded[side.role] = record.record(
+                live_folder(runs_dir, side.role, [s.label for s in sides]), side.python,
+                names, op=op, directory=runs_dir, flamegraphs=False,
+                instructions=bool(ab_config.instruction_seeds),
+                seeds=ab_config.instruction_seeds, keep_build=False, force=True,
+                progress=say)  # live_folder: a report.sh run's folder, never a label
+            recorded[side.role].manifest["measured_by"] = "report.sh, unpaired"
+            write_json_atomic(os.path.join(recorded[side.role].directory, recorded_runs.MANIFEST),
+                              recorded[side.role].manifest)
+    evidence.recorded = recorded
+    runs = {role: results.load(recorded[role].results_path) for role in ROLES}
+    comparisons = compare.compare_runs(runs["base"], runs["branch"], ab_config.threshold_ns,
+                                       ab_config.threshold_pct)
+    settings = {"mode": "unpaired", "threshold_ns": ab_config.threshold_ns,
+                "threshold_pct": ab_config.threshold_pct}
+    count_files = [recorded[role].instructions_path() for role in ROLES]
+    if all(count_files):
+        comparisons, runs = _judge_on_counts(evidence, comparisons, runs, count_files, settings,
+                                             ab_config.threshold_pct)
+    elif any(count_files):
+        evidence.notes.append("Only one side has instruction counts (record both with "
+                              "`record.sh --instructions`), so the verdicts rest on wall time.")
+    evidence.comparisons, evidence.runs, evidence.settings = comparisons, runs, settings
+    return evidence
+
+
+def _judge_on_counts(evidence: Evidence, comparisons, runs: dict, count_files, settings: dict,
+                     threshold_pct: float):
+    """The comparisons judged on both sides' recorded counts, where they share hash seeds."""
+    from overrides.counts import judge, records
+
+    counts = []
+    for path in count_files:
+        with open(path, encoding="utf-8") as src:
+            counts.append(records.from_dict(json.load(src), source=path))
+    evidence.counts = counts
+    seeds = sorted({run.seed for run in counts[0]} & {run.seed for run in counts[1]})
+    if not seeds:
+        evidence.notes.append("The two sides' instruction counts share no hash seed (record both "
+                              "with the same --seeds), so the verdicts rest on wall time.")
+        return comparisons, runs
+    settings["instructions"] = {"seeds": seeds,
+                                "threshold": judge.DEFAULT_THRESHOLD_INSTRUCTIONS,
+                                "threshold_pct": threshold_pct}
+    runs = {role: dataclasses.replace(runs[role], instructions=records.to_dict(c))
+            for role, c in zip(ROLES, counts)}
+    return compare.with_counts(comparisons, judge.compare_counts(*counts, threshold_pct=threshold_pct)), runs
+
+
+def count_python_calls(evidence: Evidence, sides: Sequence[Side], say: Callable[[str], None]) -> None:
+    """Both sides' Python calls per call of every compared case (overrides/counts/pycalls.py), one
+    process per side, both at once: counts do not care what else runs. Into
+    `evidence.python_calls`, or a note saying why not."""
+    from overrides.counts import pycalls
+
+    cannot = [side for side in sides if side.build is None]
+    if cannot:
+        evidence.notes.append("Python calls were not counted: " + "; ".join(
+            f"{side.role} ({side.unpaired_reason or 'no build to run'})" for side in cannot)
+            + ". They need both builds runnable, as for a paired comparison.")
+        return
+    targets = list(dict.fromkeys((c.case, c.op) for c in evidence.comparisons))
+    say(f"report: counting Python calls per call ({len(targets)} case(s), both sides)")
+    try:
+        evidence.python_calls = children.parallel(
+            lambda side: pycalls.count_build(side.python, targets, import_path=side.torch_root()),
+            sides, len(sides))
+    except UsageError as exc:
+        evidence.notes.append(f"Python calls were not counted: {exc}.")
+
+
+def record_flamegraph(evidence: Evidence, side: Side, case: str, op: str | None, seconds: float,
+                      runs_dir: str, workdir: str, say: Callable[[str], None]) -> tuple[str, list[str]] | None:
+    """(svg, the recordings' collapsed stacks) of one side: recorded now, RECORDINGS
+    processes of seconds / RECORDINGS each, wherever the side's build can run; a label's
+    own single recording only when it cannot (its spread between processes then unknown). A
+    side without one gets a note instead."""
+    from overrides.flame import flamegraph
+    from overrides.flame.differential import RECORDINGS
+    from overrides.review import runs as recorded_runs
+
+    recorded = evidence.recorded.get(side.role) or recorded_runs.load_label(runs_dir, side.label or side.role)
+    label = recorded.label
+    existing = _recordings_of(recorded, case)
+    if existing and (len(existing[1]) >= RECORDINGS or side.build is None):
+        return existing
+    if side.label and side.build is None:  # its interpreter may import another build by now
+        evidence.notes.append(f"No {side.role} flamegraph for {case}: label {label!r} was recorded "
+                              f"without it, and no copy of its build was kept to record it from.")
+        return None
+    if not (side.python and os.access(side.python, os.X_OK)):
+        evidence.notes.append(f"No {side.role} flamegraph for {case}: its interpreter "
+                              f"({side.python}) is gone.")
+        return None
+    stem = recorded_runs.file_stem(case, op)
+    # A label's folder keeps what record.sh recorded; its kept copy's recordings for this
+    # report go into the report's own folder.
+    folder, name = ((workdir, f"{side.role}-{stem}") if side.label
+                    else (recorded.directory, f"{label}-{stem}"))
+    svg, folded = os.path.join(folder, f"{name}.svg"), os.path.join(folder, f"{name}.folded")
+    say(f"report: py-spy on {case} for {side.role} ({RECORDINGS} x "
+             f"{seconds / RECORDINGS:g} s)")
+    try:
+        rec = flamegraph.record_case(side.python, case, svg, folded, op=op, seconds=seconds,
+                                     import_path=side.torch_root(),
+                                     recordings=RECORDINGS,
+                                     title=flamegraph.title(case, op, f"{side.role}: {side.spec}",
+                                                            side.python, side.torch_root()))
+    except UsageError as exc:
+        evidence.notes.append(f"No {side.role} flamegraph for {case}: {exc}")
+        return None
+    if not side.label:
+        recorded.manifest.setdefault("flamegraphs", {})[case] = {
+            "svg": os.path.basename(svg), "folded": os.path.basename(folded),
+            "recordings": [os.path.basename(path) for path in rec.folded_paths],
+            "samples": rec.samples, "seconds": seconds}
+        write_json_atomic(os.path.join(recorded.directory, recorded_runs.MANIFEST), recorded.manifest)
+    return svg, list(rec.folded_paths)
+
+
+def _recordings_of(recorded, case: str) -> tuple[str, list[str]] | None:
+    """(svg, collapsed stacks of each recording) a recorded folder holds for `case`: the
+    recordings listed in its manifest when all are there, else its one recording."""
+    found = recorded.flamegraph(case)
+    if found is None:
+        return None
+    listed = recorded.manifest.get("flamegraphs", {}).get(case, {}).get("recordings") or []
+    paths = [os.path.join(recorded.directory, name) for name in listed]
+    if len(paths) > 1 and all(os.path.exists(path) for path in paths):
+        return found[0], paths
+    return found[0], [found[1]]

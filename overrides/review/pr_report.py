@@ -1,0 +1,180 @@
+"""`scripts/report.sh BASE BRANCH`: compare two builds and pack what a PR reviewer needs into a ZIP.
+
+BASE and BRANCH are each a label recorded earlier by `scripts/record.sh` (one checkout rebuilt
+between the two) or an interpreter / virtualenv, measured on the spot. Both are measured live,
+side by side (`overrides/ab/paired.py`, paired: the sharpest verdicts) whenever both can run: an
+interpreter always can, a label through the copy of its build that record.sh kept
+(`overrides/builds/keep.py`). A label without a usable copy is compared from the two separate runs
+(`overrides/compare.py`, unpaired), and the report says why and what that costs. Then each
+build's Python calls per call of every case, counted in its own interpreter
+(`overrides/counts/pycalls.py`: which Python functions the branch runs that base does not, exactly),
+and for every case that regressed (every case with --all), both builds' py-spy
+flamegraphs, their screenshots, and a differential view of where the branch's extra time went.
+
+The ZIP holds report.md (ready to paste into a PR), comparison.json, base/branch .txt and .json
+(the bench outputs), base-NAME.svg / branch-NAME.svg with their PNGs, and diff-NAME.svg/.png.
+It is written whole or not at all; the runs/ folders keep every file finished before an
+interruption.
+
+`build` runs the pieces in order, each a module of its own that can be read and tested alone:
+what BASE and BRANCH are (`sides.py`); measuring and judging, into one `Evidence`
+(`measuring.py`); presenting it (`sections.py`, `flamegraphs.py`, `markdown.py`); and packing the
+files into the ZIP (`pack.py`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import sys
+import tempfile
+import time
+from typing import Callable, Sequence
+
+from overrides import compare, report_comparison
+from overrides.errors import UsageError
+from overrides.review import measuring, runs as recorded_runs, sections
+from overrides.review.flamegraphs import flamegraph_sections
+from overrides.review.markdown import report_markdown
+from overrides.review.pack import Pack, without_screenshot
+from overrides.review.sides import classify
+
+DEFAULT_OUTPUT = "report.zip"
+
+
+def build(base_spec: str, branch_spec: str, *, output: str = DEFAULT_OUTPUT,
+          all_cases: bool = False, flamegraphs: bool = True, cases: Sequence[str] | None = None,
+          op: str | None = None, seconds: float | None = None, ab_config=None,
+          runs_dir: str | None = None, skipped_counts: str | None = None, force: bool = False,
+          allow_incomplete: bool = False,
+          progress: Callable[[str], None] | None = None) -> tuple[str, list, dict]:
+    """Write the report ZIP; returns (its path, the comparisons, the comparison's settings).
+    An existing ZIP is refused before anything is measured unless `force`, an incomplete
+    label unless `allow_incomplete`."""
+    from overrides.ab.config import ABConfig
+    from overrides.flame.pyspy import find_pyspy
+
+    say = progress or (lambda message: None)
+    started = time.monotonic()
+    if not output.endswith(".zip"):
+        raise UsageError(f"-o {output}: the report is a ZIP; name it FILE.zip")
+    if os.path.exists(output) and not force:
+        raise UsageError(f"{output} exists; pass --force to overwrite it, or -o another FILE.zip")
+    runs = recorded_runs.runs_dir(runs_dir)
+    sides = [classify(spec, role, runs, allow_incomplete)
+             for spec, role in ((base_spec, "base"), (branch_spec, "branch"))]
+    if flamegraphs:
+        find_pyspy(sides[0].python)  # say now, before minutes of measuring
+    ab_config = ab_config or ABConfig()
+    with tempfile.TemporaryDirectory(prefix="overrides-report-") as workdir:
+        notes = [f"Label `{side.label}` is an incomplete recording (interrupted; missing "
+                 f"{recorded_runs.words(side.missing)}), compared as it is (--allow-incomplete)."
+                 for side in sides if side.missing]
+        pack = Pack(workdir, say, notes)
+        try:
+            # Measuring and judging ...
+            evidence = measuring.measure(sides, cases, op, ab_config, runs, say, notes)
+            comparisons = evidence.comparisons
+            if not evidence.settings.get("mode", "").startswith("paired"):
+                notes.append(
+                    "This comparison is UNPAIRED: base and branch were measured in separate runs, so "
+                    "machine drift and memory layout between the runs are in the interval (3% per "
+                    "side); only changes of a few percent can get a verdict. For small changes, "
+                    "compare labels that kept a copy of their build (record.sh does by default), or "
+                    "two interpreters or virtualenvs: those are measured side by side.")
+            measuring.count_python_calls(evidence, sides, say)
+            # ... then presenting: the sections, the figures they draw, the ZIP.
+            python_call_parts = sections.python_call_sections(evidence, comparisons, all_cases, pack)
+            count_parts: list[str] = []
+            if evidence.counts:
+                from overrides.flame import screenshot
+
+                count_parts = sections.count_sections(evidence, comparisons, all_cases,
+                                                      screenshot.find_browser(), pack,
+                                                      after_python_calls=bool(python_call_parts))
+            elif skipped_counts:
+                notes.append(skipped_counts)
+            time_parts = None
+            if flamegraphs:
+                chosen = [c for c in comparisons if all_cases or c.verdict in ("regression", "disagree")]
+                time_parts = flamegraph_sections(evidence, sides, chosen, seconds, op, pack, runs)
+            for png_name in pack.finish_screenshots():  # a failed one: its SVG named instead
+                count_parts = without_screenshot(count_parts, png_name)
+                if time_parts is not None:
+                    time_parts = without_screenshot(time_parts, png_name)
+            text = report_markdown(evidence, sides, python_call_parts, count_parts, time_parts,
+                                   all_cases, time.monotonic() - started)
+            pack.write_zip(output, text, evidence)
+        finally:
+            pack.stop_screenshots()
+    return output, comparisons, evidence.settings
+
+
+def build_parser():
+    from overrides.ab.config import add_arguments
+    from overrides.argtypes import OneLineParser, positive_float, positive_int
+    from overrides.flame.hotloop import DEFAULT_SECONDS
+    from overrides.review.runs import RUNS_DIR_VARIABLE
+
+    parser = OneLineParser(
+        prog="scripts/report.sh",
+        description="Compare two builds and write a ZIP for the PR: report.md, comparison.json, "
+                    "bench outputs, and base-/branch- flamegraphs with screenshots of what regressed.")
+    parser.add_argument("base", metavar="BASE", help="a label recorded by record.sh, or an interpreter / virtualenv")
+    parser.add_argument("branch", metavar="BRANCH", help="the same, for the branch")
+    parser.add_argument("-o", "--output", default=DEFAULT_OUTPUT, metavar="FILE.zip",
+                        help=f"where to write the ZIP (default {DEFAULT_OUTPUT})")
+    parser.add_argument("--force", action="store_true", help="overwrite the ZIP if it exists")
+    parser.add_argument("--allow-incomplete", action="store_true",
+                        help="compare a label whose recording was interrupted (refused without it)")
+    parser.add_argument("--all", action="store_true", help="flamegraphs for every case, not only regressed ones")
+    parser.add_argument("--no-flamegraphs", action="store_true", help="numbers only: no py-spy, no screenshots")
+    parser.add_argument("--cases", nargs="+", metavar="NAME", help="cases (default: the four seed cases)")
+    parser.add_argument("--op", default=None, help="the op (default torch.add)")
+    parser.add_argument("--seconds", type=positive_float, default=None, metavar="S",
+                        help=f"py-spy recording time per case and side (default {DEFAULT_SECONDS:g})")
+    counts = parser.add_mutually_exclusive_group()
+    counts.add_argument("--instructions", action="store_true",
+                        help="count instructions per call with Callgrind and judge on them: the "
+                             "default when valgrind is installed (with this flag, a missing "
+                             "valgrind is an error); recorded labels are judged on counts "
+                             "whenever both have them")
+    counts.add_argument("--no-instructions", action="store_true",
+                        help="no instruction counts: wall clock and py-spy only (faster)")
+    parser.add_argument("--seeds", nargs="+", type=positive_int, metavar="SEED",
+                        help="hash seeds for --instructions, matched between the builds (default: drawn afresh, counted in rounds that fill the CPUs, up to six for cases they leave undecided)")
+    add_arguments(parser.add_argument_group("paired A/B, for two interpreters"))
+    parser.add_argument("--runs-dir", default=None, metavar="DIR",
+                        help=f"where recorded runs live (default: ${RUNS_DIR_VARIABLE}, else runs/ in this checkout)")
+    parser.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    from overrides.ab.config import config_from_arguments
+    from overrides.errors import run_command
+    from overrides.progress import stderr_progress
+
+    def body() -> int:
+        args = build_parser().parse_args(sys.argv[1:] if argv is None else argv)
+        from overrides.counts import rounds
+
+        seeds, skipped = rounds.counting_plan(args.instructions, args.no_instructions, args.seeds)
+        if skipped:
+            skipped = f"Instruction counts were skipped: {skipped}, then run the report again."
+        config = dataclasses.replace(config_from_arguments(args, seeds), call_paths=bool(seeds),
+                                     instructions_optional=not args.instructions)
+        path, comparisons, settings = build(
+            args.base, args.branch, output=args.output, all_cases=args.all,
+            flamegraphs=not args.no_flamegraphs, cases=args.cases, op=args.op, seconds=args.seconds,
+            ab_config=config, runs_dir=args.runs_dir, skipped_counts=skipped, force=args.force,
+            allow_incomplete=args.allow_incomplete, progress=stderr_progress(args.quiet))
+        print(report_comparison.comparison_table(comparisons, settings))
+        print(f"report written to {path}")
+        return 1 if compare.any_regression(comparisons) else 0
+
+    return run_command("report.sh", body, "no ZIP written (runs/ keeps what was recorded)")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

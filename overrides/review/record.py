@@ -1,0 +1,305 @@
+"""`scripts/record.sh`: measure one build and record its flamegraphs under `runs/LABEL/`.
+
+This is the workflow where one checkout of PyTorch is rebuilt between base and branch: record
+`--label base`, rebuild, record `--label branch`, then `scripts/report.sh base branch`. What a
+recorded run's folder holds, and how it is read back, listed and cleaned, is `runs.py`'s.
+`record.json` is rewritten (whole) after every step, so an interrupted recording keeps, and
+lists, what it finished. A label already recorded is not recorded over without --force:
+forgetting to change the label after a rebuild would otherwise lose the base.
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from typing import Callable, Sequence
+
+from overrides import ROOT
+from overrides.errors import UsageError
+from overrides.files import write_json_atomic, write_text_atomic
+from overrides.review.runs import (MANIFEST, RUNS_DIR_VARIABLE, SCHEMA, STOPPED_BEFORE_KEEP, RecordedRun,
+                                   check_label, clean, file_stem, kept_line, listing, load_label,
+                                   recorded_labels, recorded_parts, runs_dir, torch_version_of, words)
+
+DEFAULT_PYTHON = "python3"  # the interpreter measured without --python: whatever PATH finds
+
+
+class Recorder:
+    """Writes one run folder step by step, rewriting its manifest after each."""
+
+    def __init__(self, directory: str, label: str, python: str, cases: Sequence[str],
+                 op: str | None, say: Callable[[str], None], steps: Sequence[str] = ()):
+        self.directory = os.path.join(directory, label)
+        self.label = label
+        self.say = say
+        os.makedirs(self.directory, exist_ok=True)
+        self.manifest = {
+            "schema": SCHEMA, "label": label, "python": python,
+            "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+            "cases": list(cases), "op": op, "results": None, "text": None, "flamegraphs": {},
+            "instructions": None, "complete": False, "steps": list(steps),
+            "recorder": {"pid": os.getpid(), "host": socket.gethostname()},
+            "kept": {"skipped": STOPPED_BEFORE_KEEP},
+        }
+        self.save()
+
+    def save(self) -> None:
+        write_json_atomic(os.path.join(self.directory, MANIFEST), self.manifest)
+
+    def path(self, name: str) -> str:
+        return os.path.join(self.directory, name)
+
+    def bench(self, python: str, extra: Sequence[str] = ()) -> None:
+        """bench.py under the recorded interpreter: its JSON and its table, beside each other."""
+        results, text = f"{self.label}.json", f"{self.label}.txt"
+        command = [python, os.path.join(ROOT, "bench.py"), "--json", self.path(results),
+                   "--cases", *self.manifest["cases"], *extra]
+        if self.manifest["op"]:
+            command += ["--op", self.manifest["op"]]
+        self.say(f"record {self.label}: bench.py with {python}")
+        done = subprocess.run(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              env=_env_with_root())
+        if done.returncode == 2 or not os.path.exists(self.path(results)):
+            lines = done.stderr.strip().splitlines()
+            raise UsageError(f"bench.py under {python} failed: {lines[-1] if lines else 'no message'}")
+        write_text_atomic(self.path(text), done.stdout)
+        self.manifest.update(results=results, text=text)
+        self.save()
+
+    def flamegraphs(self, python: str, seconds: float) -> None:
+        from overrides.flame import flamegraph
+        from overrides.flame.pyspy import find_pyspy
+
+        pyspy = find_pyspy(python)
+        names = self.manifest["cases"]
+        for index, case in enumerate(names, 1):
+            stem = file_stem(case, self.manifest["op"])
+            svg, folded = f"{self.label}-{stem}.svg", f"{self.label}-{stem}.folded"
+            self.say(f"record {self.label}: py-spy on {case} ({index}/{len(names)}), {seconds:g} s")
+            try:
+                recording = flamegraph.record_case(
+                    python, case, self.path(svg), self.path(folded), op=self.manifest["op"],
+                    seconds=seconds, pyspy=pyspy,
+                    title=flamegraph.title(case, self.manifest["op"], f"label {self.label}", python))
+            except UsageError as exc:
+                if index == 1:
+                    raise  # py-spy cannot record here at all (ptrace, a bad case): say so now
+                self.manifest["flamegraphs"][case] = {"error": str(exc)}
+                self.say(f"record {self.label}: {case} failed: {exc}")
+            else:
+                self.manifest["flamegraphs"][case] = {"svg": svg, "folded": folded,
+                                                      "samples": recording.samples,
+                                                      "seconds": seconds}
+            self.save()
+
+    def instructions(self, python: str, seeds: Sequence[int] | None) -> None:
+        """Callgrind's counts for every case, into LABEL-instructions.json."""
+        from overrides.counts import callgrind, records
+        from overrides.cases import ops as ops_mod, registry
+
+        op = ops_mod.get_op(self.manifest["op"]) if self.manifest["op"] else ops_mod.DEFAULT_OP
+        targets = [(name, op.name) for name in self.manifest["cases"]
+                   if not ops_mod.not_applicable_reason(registry.get_case(name), op)]
+        self.say(f"record {self.label}: counting instructions with Callgrind")
+        runs = callgrind.count(python, targets, seeds or callgrind.DEFAULT_SEEDS, say=self.say)
+        name = f"{self.label}-instructions.json"
+        write_json_atomic(self.path(name), records.to_dict(runs))
+        self.manifest["instructions"] = name
+        self.save()
+
+    def keep(self, torch_dir: str | None) -> None:
+        """A copy of the build just measured, for report.sh's paired comparison; a disk too
+        full for it costs a warning, not the recording."""
+        from overrides.builds import keep
+
+        if not torch_dir:
+            self.manifest["kept"] = {"skipped": "torch's folder could not be found"}
+            self.save()
+            return
+        self.say(f"record {self.label}: keeping a copy of the build ({torch_dir})")
+        try:
+            kept = keep.keep(torch_dir, self.directory)
+        except keep.DiskShort as exc:
+            self.manifest["kept"] = {"skipped": str(exc)}
+            self.say(f"record {self.label}: warning: {exc}; no copy kept, so report.sh will compare "
+                     "this label unpaired (free disk, or delete copies with `scripts/record.sh "
+                     "--clean LABEL`)")
+        else:
+            self.manifest["kept"] = kept.to_dict(self.directory)
+        self.save()
+
+    def finish(self) -> RecordedRun:
+        self.manifest["complete"] = True
+        self.save()
+        return RecordedRun(self.label, self.directory, self.manifest)
+
+
+def _env_with_root() -> dict:
+    return dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+
+
+def record(label: str, python_spec: str, cases: Sequence[str] | None = None, *,
+           op: str | None = None, seconds: float | None = None, directory: str | None = None,
+           flamegraphs: bool = True, instructions: bool = False,
+           seeds: Sequence[int] | None = None, min_time: float | None = None,
+           keep_build: bool = True, force: bool = False,
+           progress: Callable[[str], None] | None = None) -> RecordedRun:
+    """Measure `python_spec`'s build and record its flamegraphs into `directory/label/`, and
+    (with `keep_build`) keep a copy of that build for a paired report later. A label already
+    recorded is refused before anything runs, unless `force`: then it is replaced whole."""
+    from overrides.builds import interpreters
+    from overrides.cases import registry
+    from overrides.flame import hotloop
+    from overrides.flame.pyspy import find_pyspy
+
+    say = progress or (lambda message: None)
+    check_label(label)
+    check_new_label(runs_dir(directory), label, force)
+    interpreter = interpreters.probe_interpreter(python_spec)
+    python = interpreter.executable
+    say(f"record {label}: measuring {interpreter_line(interpreter, python_spec)}")
+    if flamegraphs:
+        find_pyspy(python)  # before anything is measured: say now if it is missing
+    if instructions:
+        from overrides.counts import callgrind
+
+        callgrind.find_valgrind()
+    names = [case.name for case in registry.resolve_cases(list(cases) if cases else None)]
+    earlier = os.path.join(runs_dir(directory), label)
+    if force and os.path.isdir(earlier):  # none of the replaced recording's files may linger
+        say(f"record {label}: replacing the earlier recording of {label!r} (--force)")
+        shutil.rmtree(earlier)
+    steps = ["bench"] + ["instructions"] * instructions + ["flamegraphs"] * flamegraphs + ["keep"] * keep_build
+    recorder = Recorder(runs_dir(directory), label, python, names, op, say, steps)
+    recorder.bench(python, ["--min-time", f"{min_time:g}"] if min_time else [])
+    if instructions:
+        recorder.instructions(python, seeds)
+    if flamegraphs:
+        recorder.flamegraphs(python, seconds or hotloop.DEFAULT_SECONDS)
+    if keep_build:  # last: copying a build's files while it is timed would disturb the timing
+        recorder.keep(interpreter.torch_dir)
+    else:
+        recorder.manifest["kept"] = {"skipped": "recorded with --no-keep"}
+        recorder.save()
+    return recorder.finish()
+
+
+def interpreter_line(interpreter, python_spec: str) -> str:
+    """Which interpreter, and which torch, a recording measures: record.sh's first line."""
+    line = interpreter.executable
+    if python_spec == DEFAULT_PYTHON:
+        line += f" (`{DEFAULT_PYTHON}` on PATH, the default: pass --python for another build)"
+    elif os.path.realpath(python_spec) != interpreter.executable:
+        line += f" (from --python {python_spec})"
+    return f"{line} with torch {interpreter.torch_version} from {interpreter.torch_dir}"
+
+
+def check_new_label(directory: str, label: str, force: bool) -> None:
+    """Refuse to record over a recorded label (unless `force`), saying what would be lost;
+    one still being recorded is refused even then."""
+    if label not in recorded_labels(directory):
+        return
+    try:
+        run = load_label(directory, label)
+    except UsageError:
+        run = None  # a record.json of another tool or version: --force replaces it
+    if run is not None and run.still_recording():
+        raise UsageError(run.incomplete_line())
+    if force:
+        return
+    if run is None:
+        what = "its folder"
+        recorded = "its record.json is not this record.sh's"
+    else:
+        what = words(recorded_parts(run) or ["its folder"])
+        recorded = (f"recorded {run.manifest.get('created', '?')[:16].replace('T', ' ')} with torch "
+                    f"{torch_version_of(run)}{'' if run.complete else ', incomplete'}")
+    raise UsageError(f"label {label!r} is already recorded in {directory} ({recorded}); recording "
+                     f"it again would replace {what}: pass --force to replace it, or pick another "
+                     "--label")
+
+
+def build_parser():
+    from overrides.argtypes import OneLineParser, positive_float, positive_int
+    from overrides.flame.hotloop import DEFAULT_SECONDS
+
+    parser = OneLineParser(
+        prog="scripts/record.sh",
+        description="Measure one build with bench.py and record a py-spy flamegraph of each case "
+                    "into runs/LABEL/ (then compare two labels with scripts/report.sh).")
+    parser.add_argument("--label", help="names the folder runs/LABEL and its files (required to record)")
+    parser.add_argument("--python", default=DEFAULT_PYTHON,
+                        help=f"interpreter or virtualenv of the build to record (default: {DEFAULT_PYTHON} "
+                             "on PATH; the first line says which it is and its torch)")
+    parser.add_argument("--seconds", type=positive_float, default=None, metavar="S",
+                        help=f"py-spy recording time per case (default {DEFAULT_SECONDS:g})")
+    parser.add_argument("--op", default=None, help="the op to record (default torch.add)")
+    parser.add_argument("--min-time", type=positive_float, default=None, metavar="SECONDS",
+                        help="bench.py's time budget per case (default: bench.py's)")
+    parser.add_argument("--instructions", action="store_true",
+                        help="also count instructions per call with Callgrind (valgrind)")
+    parser.add_argument("--seeds", nargs="+", type=positive_int, metavar="SEED",
+                        help="with --instructions: hash seeds, one valgrind process each (default 1)")
+    parser.add_argument("--no-flamegraphs", action="store_true", help="bench.py only, no py-spy")
+    parser.add_argument("--no-keep", action="store_true",
+                        help="keep no copy of the build (report.sh then compares this label unpaired)")
+    parser.add_argument("--force", action="store_true",
+                        help="record over a label already recorded, replacing its results, "
+                             "flamegraphs and kept copy (without it, that is refused)")
+    parser.add_argument("--list", action="store_true",
+                        help="list recorded labels with their kept copies and sizes, then exit")
+    parser.add_argument("--clean", nargs="+", metavar="LABEL",
+                        help="delete these labels' kept copies ('all': every one), keeping their "
+                             "results, then exit (--list shows each copy's size and which label "
+                             "frees most)")
+    parser.add_argument("--runs-dir", default=None, metavar="DIR",
+                        help=f"where runs are kept (default: ${RUNS_DIR_VARIABLE}, else runs/ in this checkout)")
+    parser.add_argument("cases", nargs="*", metavar="CASE",
+                        help="cases to record (default: the four seed cases; 'all'; pkg.module:factory)")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    from overrides.errors import run_command
+    from overrides.progress import stderr_progress
+
+    def body() -> int:
+        parser = build_parser()
+        args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+        if args.list or args.clean:
+            extra = [name for name, value in vars(args).items()
+                     if name not in ("list", "clean", "runs_dir") and value and value != parser.get_default(name)]
+            if extra:
+                given = ", ".join("cases" if n == "cases" else "--" + n.replace("_", "-") for n in extra)
+                raise UsageError(f"--list and --clean take no --label or cases or other recording "
+                                 f"options (got {given}); run them on their own")
+            if args.list:
+                print(listing(runs_dir(args.runs_dir)))
+            else:
+                for line in clean(runs_dir(args.runs_dir), args.clean):
+                    print(line)
+            return 0
+        if not args.label:
+            raise UsageError("--label is required to record, e.g. `scripts/record.sh --label base`")
+        started = time.monotonic()
+        run = record(args.label, args.python, args.cases, op=args.op, seconds=args.seconds,
+                     directory=args.runs_dir, flamegraphs=not args.no_flamegraphs,
+                     instructions=args.instructions, seeds=args.seeds, min_time=args.min_time,
+                     keep_build=not args.no_keep, force=args.force, progress=stderr_progress())
+        failed = {case: e["error"] for case, e in run.manifest["flamegraphs"].items() if e.get("error")}
+        print(f"recorded {run.label} in {run.directory} ({time.monotonic() - started:.0f} s)")
+        print("  " + kept_line(run, runs_dir(args.runs_dir)))
+        for case, error in failed.items():
+            print(f"  {case}: no flamegraph: {error}")
+        return 1 if failed else 0
+
+    return run_command("record.sh", body, "what finished is kept and listed in record.json")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,137 @@
+"""The report's sections from the counts: where the Python calls went (`python_call_sections`,
+overrides/counts/pycalls.py) and where the instructions went (`count_sections`,
+overrides/counts/calltree.py).
+
+Each reads an `Evidence` (`measuring.py`) and returns markdown lines; the figures it draws and
+the entries it fills for differential.json go into the `Pack`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+
+from overrides.files import write_text_atomic
+from overrides.review.markdown import markdown_table, signed
+from overrides.review.pack import Pack
+
+
+def python_call_sections(evidence, comparisons, all_cases: bool, pack: Pack) -> list[str]:
+    """Per case whose Python calls changed (and every changed or --all case, in a line when
+    they did not): which Python functions run more, less, or for the first time."""
+    from overrides.counts import pycalls
+
+    if not evidence.python_calls:
+        return []
+    parts: list[str] = []
+    same: list[str] = []
+    for c in comparisons:
+        base, branch = (pycalls.find(runs, c.case, c.op) for runs in evidence.python_calls)
+        if base is None or branch is None:
+            continue
+        rows = pycalls.compare(base, branch)
+        (base_calls, base_codes), (branch_calls, branch_codes) = base.totals(), branch.totals()
+        pack.differential_entry(c)["python_calls"] = {
+            "source": "sys.setprofile + sys.settrace (opcodes)", "calls_counted": base.calls,
+            "unit": "calls and own bytecodes per call of the case",
+            "base": {"calls": round(base_calls, 3), "bytecodes": round(base_codes, 3)},
+            "branch": {"calls": round(branch_calls, 3), "bytecodes": round(branch_codes, 3)},
+            "functions": [row.to_dict() for row in rows]}
+        if not rows:
+            if all_cases or c.verdict in ("regression", "improvement", "disagree", "clock only"):
+                same.append(f"{c.case} ({c.verdict})")
+            continue
+        calls = pycalls.signed(branch_calls - base_calls)
+        parts += [f"### {c.case}: {calls} Python call{'' if calls in ('+1', '-1') else 's'}, "
+                  f"{pycalls.signed(branch_codes - base_codes)} bytecodes per call ({c.verdict})", ""]
+        parts += pycalls.markdown_table(rows, base, branch) + [""]
+    if same:
+        parts += ["The same Python functions ran, as often and with the same bytecodes, in: "
+                  f"{', '.join(same)}: what changed there is below Python (C++, the interpreter, "
+                  "or where code sits in memory).", ""]
+    if not parts:
+        return []
+    intro = ["## Where the Python calls went", "",
+             f"Counted, not sampled: each case's call run {pycalls.CALLS:,} times under the "
+             "interpreter's profiler and opcode hooks, in a process of its own per side (never "
+             "the timed one). The same build gives the same counts, so each row is a real "
+             "difference in the Python code that runs, however little time it takes: read "
+             "these first, `new` rows (functions the base never calls) before the rest. "
+             "Calls: calls per call of the case; bytecodes: the function's own bytecodes "
+             "executed per call of the case, not counting what it calls (`[C]`: a C function "
+             "called from Python, counted by its calls). Order: new first, then by the change "
+             "of calls times the function's bytecodes per call. Line numbers are the "
+             "branch's.", ""]
+    return intro + parts
+
+
+def count_sections(evidence, comparisons, all_cases: bool, browser: str | None, pack: Pack,
+                   after_python_calls: bool = False) -> list[str]:
+    """Per regressed case (every case with --all; every case whose counts changed): where
+    the instructions went, by function and as a differential flamegraph of the call tree
+    (overrides/counts/calltree.py). Counts recorded without call paths get the older per-function
+    table of one seed. `after_python_calls`: the Python calls' section comes first, so this one
+    points at it."""
+    from overrides.counts import calltree
+    from overrides.review.runs import file_stem
+
+    chosen = [c for c in comparisons
+              if all_cases or c.verdict in ("regression", "improvement", "disagree")]
+    if not chosen:
+        return []
+    intro = ["## Where the instructions went", "",
+             "Instructions per call by function (Callgrind: deterministic, so this is the view "
+             "to read first). Own: the function's own instructions; with callees: including "
+             "what it calls. Listed: a change of at least "
+             f"{calltree.FUNCTION_FLOOR:g} a call, consistent over the hash seeds; the rows and "
+             "\"everything else\" add up to the case's change. Callgrind sees C functions: "
+             "Python code shows as the interpreter's (`_PyEval_EvalFrameDefault`, calls, "
+             "attribute look-ups)" + ("; the Python functions themselves are named under "
+                                      "\"Where the Python calls went\" above."
+                                      if after_python_calls else "."), ""]
+    parts: list[str] = []
+    unchanged = []  # "case delta (verdict)": one line for all of them, not a table each
+    for c in chosen:
+        went = calltree.where_it_went(evidence.counts[0], evidence.counts[1], c.case, c.op)
+        if went is None:
+            parts += _count_section_without_paths(evidence, c)
+            continue
+        counted_change = c.verdict in ("regression", "improvement", "disagree")
+        if not counted_change:  # nothing to explain: every function's move is layout noise
+            went = dataclasses.replace(went, rows=(), unlisted_functions=went.unlisted_functions + len(went.rows))
+        pack.differential_entry(c)["instructions"] = dict(went.to_dict(), listed=counted_change)
+        if not counted_change:
+            unchanged.append(f"{c.case} {signed(went.total_delta)} ({c.verdict})")
+            continue
+        parts += [f"### {c.case}: {signed(went.total_delta)} instructions per call ({c.verdict})", ""]
+        parts += calltree.markdown_table(went) + [""]
+        stem = f"counts-diff-{file_stem(c.case, c.op)}"
+        svg = os.path.join(pack.workdir, f"{stem}.svg")
+        write_text_atomic(svg, calltree.differential_svg(
+            evidence.counts[0], evidence.counts[1], c.case, c.op,
+            f"{c.case} · {c.op}: branch against base, instructions per call by call path"))
+        pack.add(f"{stem}.svg", svg)
+        if browser and pack.shoot(svg, f"{stem}.png", browser):
+            parts += [f"Call tree of the branch, coloured by change (red: more, blue: less): "
+                      f"![{stem}]({stem}.png)", ""]
+        else:
+            parts += [f"Call tree of the branch, coloured by change: `{stem}.svg`.", ""]
+    if unchanged:
+        parts += [f"No function is named where the verdict is not a change (what moved is "
+                  f"within the hash seeds' layout noise); instructions per call: {'; '.join(unchanged)}.", ""]
+    explained = len(unchanged) < len(chosen)
+    return (intro if explained else intro[:2]) + parts  # nothing listed: the line alone
+
+
+def _count_section_without_paths(evidence, c) -> list[str]:
+    from overrides.counts import judge
+
+    rows = judge.function_deltas(evidence.counts[0], evidence.counts[1], c.case, c.op)
+    parts = [f"### {c.case}: {signed(c.delta_instructions)} instructions per call", "",
+             "Counted without call paths (`record.sh --instructions` of an older version): self "
+             "instructions per call by function, first shared hash seed.", ""]
+    if not rows:
+        return parts + ["No function changed by half an instruction per call or more.", ""]
+    table = [["function", "base", "branch", "delta"]]
+    table += [[f"`{name}`", f"{a:,.1f}", f"{b:,.1f}", f"{b - a:+,.1f}"] for name, a, b in rows]
+    return parts + markdown_table(table, right_from=1) + [""]

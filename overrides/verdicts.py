@@ -1,0 +1,89 @@
+"""The verdict rule: one word per case from an estimate, its intervals and a threshold.
+
+The clock (the paired A/B, `overrides/ab/`, and the unpaired comparison, `overrides/compare.py`)
+and the instruction counts (`overrides/counts/judge.py`) judge by this one rule, so a verdict
+means the same in both views; `clock_and_counts` makes one verdict of the two. It sits at the
+bottom of the package (it imports nothing of it) so that both can use it without climbing up.
+
+Verdict rules, with threshold T = max(threshold_ns, threshold_pct% of base):
+- `regression`: the 95% interval lies above 0 and the estimate is at least T;
+- `improvement`: the 95% interval lies below 0 and the estimate is at most -T;
+- `no change`: the whole 99% interval lies within [-T, +T] (see NO_CHANGE_CONFIDENCE; on
+  instruction counts the 95% one, counts.judge.COUNTS_NO_CHANGE_CONFIDENCE);
+- `clock only` (with instruction counts): the wall clock moved beyond T but the counts rule out
+  a change (`no change` on the counts): the same instructions run slower or faster, which is
+  where the code sits in memory, not what it does; not a regression. In the paired A/B the
+  clock must be 99% sure to say so (`compare.with_counts`), as sure as the counts' `no change`;
+- `disagree` (with instruction counts): the clock and the counts each found a change, in
+  opposite directions (torch 2.14.1 against 2.12.1 here: Tensor +84 ns on the clock, -185
+  instructions): fewer instructions that cost more cycles (memory, atomics, branches), or the
+  reverse; a reviewer must look, but neither view alone is the verdict;
+- where the counts are `inconclusive` (their seeds' layouts spread too far, or the change sits
+  near the threshold), the clock's verdict;
+- a regression or improvement whose clock change is more than compare.UNEXPLAINED_FACTOR times what the
+  instruction change costs at the case's own nanoseconds per instruction keeps its verdict and is
+  named (`clock_unexplained`): the same work got faster or slower (memory, caches, atomics or
+  threads), not only the code. torch 2.12.1 -> 2.14.1 read SubTensor -544 ns on the clock with
+  -162 instructions (~-19 ns at 0.12 ns an instruction): the verdict "improvement" is right, and
+  the instructions account for a thirtieth of it;
+- `inconclusive`: anything else (the data cannot carry a claim either way), and, unpaired,
+  whenever one side's run was contended (`stats.contended`: busy for most of the run).
+The last two are applied where their data are: `clock_unexplained` by `compare.Comparison`, a
+contended run by `compare.compare_results`.
+"""
+
+from __future__ import annotations
+
+import math
+
+VERDICTS = ("regression", "improvement", "no change", "clock only", "disagree", "inconclusive")
+DECIDED = ("regression", "improvement", "no change")  # verdicts that end the A/B's sampling
+# "no change" is a claim a reviewer acts on as much as "regression", so it must be as sure. A
+# regression needs the 95% interval above 0 *and* the estimate past T, about three standard
+# errors with the A/B's usual noise: wrong ~1% of the time at a true change of 0. "no change"
+# at a true change of T is wrong as rarely only with the 99% interval inside +-T. With the 95%
+# one, the bare shim (+100 ns on SubTensor, T = 55 ns) was once read +13 [-11..+37]: "no change".
+NO_CHANGE_CONFIDENCE = 0.99
+DEFAULT_THRESHOLD_NS = 20.0  # below this a change is not worth a reviewer's attention here
+# ... nor below 0.75% of the call's cost. Chosen on 30 A/A and 30 bare-shim pairs of the paired
+# A/B (10-pair comparisons resampled from them): at 0.5%, 11% of A/A comparisons flagged some
+# case; at 0.75%, 6%, while the bare shim (+1.3% on SubTensor) was still caught 99% of the time.
+DEFAULT_THRESHOLD_PCT = 0.75
+
+
+def threshold_for(base_ns: float, threshold_ns: float, threshold_pct: float) -> float:
+    return max(threshold_ns, threshold_pct / 100.0 * base_ns)
+
+
+def judge(delta: float, ci: tuple[float, float] | None, threshold: float,
+          no_change_ci: tuple[float, float] | None = None) -> str:
+    """The verdict for an estimate, its 95% interval and its NO_CHANGE_CONFIDENCE interval
+    (the 95% one when not given); see the module docstring."""
+    if ci is None or not all(math.isfinite(v) for v in ci) or not math.isfinite(delta):
+        return "inconclusive"
+    low, high = ci
+    if low > 0 and delta >= threshold:
+        return "regression"
+    if high < 0 and delta <= -threshold:
+        return "improvement"
+    wide_low, wide_high = no_change_ci or ci
+    if -threshold <= wide_low and wide_high <= threshold:
+        return "no change"
+    return "inconclusive"
+
+
+def clock_and_counts(wall_verdict: str, counts_verdict: str, sure_wall: str | None = None) -> str:
+    """One verdict from both views. The counts see no machine noise, so they judge; but a clock
+    that moved where the counts rule out a change is said so, not called a regression. Counts
+    that cannot decide (their seeds' layouts spread too far) leave the verdict to the clock:
+    the bare shim's three seeds once read +517 [-262..+1,297] instructions while the clock read
+    a regression, 99% sure. `sure_wall`, the clock's verdict at NO_CHANGE_CONFIDENCE where
+    known, is what may go against the counts (see with_counts)."""
+    against = sure_wall or wall_verdict
+    if counts_verdict == "no change" and against in ("regression", "improvement"):
+        return "clock only"
+    if {counts_verdict, against} == {"regression", "improvement"}:
+        return "disagree"
+    if counts_verdict == "inconclusive":
+        return wall_verdict
+    return counts_verdict
