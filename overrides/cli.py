@@ -75,7 +75,7 @@ def build_parser() -> argparse.ArgumentParser:
     ab.add_argument("--compare", nargs=2, metavar=("BASE_PY", "BRANCH_PY"),
                     help="measure two interpreters or virtualenvs side by side and judge each case")
     add_ab_arguments(ab)
-    from overrides import history
+    from overrides.history import command as history
 
     history.add_arguments(parser)
     return parser
@@ -119,7 +119,7 @@ def run(argv: list[str]) -> int:
         return 0
     if args.instructions and args.no_instructions:
         raise UsageError("--instructions and --no-instructions contradict each other; keep one")
-    from overrides import history
+    from overrides.history import command as history
 
     if args.history:
         return history.run_history(args, stderr_progress(args.quiet))

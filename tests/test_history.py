@@ -2,7 +2,7 @@
 
 The measured history runs real Callgrind on two small shim environments of this torch: one
 sharing its packages unchanged, one whose start-up wraps `Tensor.__torch_function__` in a
-40-iteration Python loop (overrides/shimenv.py), so SubTensor's step is a known regression and
+40-iteration Python loop (overrides/ab/shimenv.py), so SubTensor's step is a known regression and
 Tensor's is none. The cache and order tests install hand-made wheels with the real pip (a
 "torch" that is only a version file: the order is refused before anything would import it).
 """
@@ -17,7 +17,10 @@ import zipfile
 import pytest
 
 from conftest import run_tool
-from overrides import history, screenshot, shimenv
+from overrides.ab import shimenv
+from overrides.flame import screenshot
+from overrides.history import HISTORY_SCHEMA
+from overrides.history import builds as history
 
 
 @pytest.fixture(scope="module")
@@ -35,7 +38,7 @@ def test_history_counts_each_step_and_draws_it(history_measured):
     done, out, plain, loop = history_measured
     assert done.returncode == 0, done.stderr[-2000:]
     data = json.loads((out / "history.json").read_text())
-    assert data["schema"] == history.HISTORY_SCHEMA and data["complete"] is True
+    assert data["schema"] == HISTORY_SCHEMA and data["complete"] is True
     assert [b["name"] for b in data["builds"]] == ["plain-env", "with-a-40-step-loop"]
     steps = {s["case"]: s for s in data["steps"]}
     assert steps["SubTensor"]["verdict"] == "regression" and steps["SubTensor"]["delta_instructions"] > 500

@@ -31,6 +31,7 @@ ROWS = (
     {"workflows": ("overrides.measure", "overrides.report", "overrides.report_comparison")},
     {"ab": ("overrides.ab",)},
     {"review": ("overrides.review",)},
+    {"history": ("overrides.history",)},
     {"command": ("overrides.cli",)},
 )
 

@@ -1,7 +1,7 @@
 """The history picture: each case's instructions per call across builds, one panel per case.
 
 Drawn as a plain SVG (no script, no plotting library: the flamegraphs are made the same way, and
-Chromium turns either into the PNG a PR or a release note carries; overrides/screenshot.py).
+Chromium turns either into the PNG a PR or a release note carries; overrides/flame/screenshot.py).
 Readable at a glance: builds left to right, oldest first; each build's count with its range
 over seeds; each step coloured by its verdict (red: regression, green: improvement, grey: no
 change, amber dashed: undecided) and labelled with its change and share. The y axis of a panel
@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from overrides.flamesvg import escape
+from overrides.flame.flamesvg import escape
 
-WIDTH = 1600  # the screenshot's window width (overrides/screenshot.py)
+WIDTH = 1600  # the screenshot's window width (overrides/flame/screenshot.py)
 PANEL_HEIGHT = 250
 TOP = 96  # title, subtitle and legend
 LEFT, RIGHT = 120, 60

@@ -1,0 +1,151 @@
+"""What a history writes: each build's figure per case, the table, the markdown, the
+`history/1` JSON, and the call-tree diff of the step that changed most."""
+
+from __future__ import annotations
+
+import os
+import re
+from typing import Sequence
+
+from overrides.files import write_text_atomic
+from overrides.history import HISTORY_SCHEMA
+from overrides.history.builds import HistoryBuild
+from overrides.history.steps import Step
+
+def per_build(builds: Sequence[HistoryBuild], runs: dict, targets: Sequence[tuple[str, str]]) -> dict:
+    """(case, op) -> build name -> (mean count a call over its seeds, (lowest, highest) over them
+    or None with one seed, seeds). The range, not an interval: a build's own count moves by
+    layout from seed to seed (~0.8%), while a step is judged on the per-seed deltas, matched
+    seed by seed and far tighter; a t-interval over two seeds would draw a bar twelve spreads
+    long beside a step known to a few instructions."""
+    out: dict = {}
+    for target in targets:
+        for build in builds:
+            values = [c.per_call for run in runs[build.name] for c in run.cases
+                      if (c.case, c.op) == target and c.error is None]
+            if values:
+                spread = (min(values), max(values)) if len(values) >= 2 else None
+                out.setdefault(target, {})[build.name] = (sum(values) / len(values), spread, len(values))
+    return out
+
+
+def largest_step(steps: Sequence[Step]) -> Step | None:
+    """The step judged a change that moved its case's count most, as a share of it."""
+    changed = [s for s in steps if s.verdict in ("regression", "improvement", "disagree")
+               or (s.counts.verdict in ("regression", "improvement"))]
+    return max(changed, key=lambda s: abs(s.delta_pct), default=None)
+
+
+def payload(builds, steps, figures, seeds, settings, complete: bool, wall_s: float,
+            where: dict | None = None) -> dict:
+    return {
+        "schema": HISTORY_SCHEMA,
+        "complete": complete,
+        "wall_s": round(wall_s, 1),
+        "settings": settings,
+        "seeds": list(seeds),
+        "builds": [b.to_dict() for b in builds],
+        "cases": [{"case": case, "op": op,
+                   "builds": [{"build": name, "instructions": round(mean, 2),
+                               "range": [round(v, 2) for v in ci] if ci else None, "seeds": n}
+                              for name, (mean, ci, n) in per_name.items()]}
+                  for (case, op), per_name in figures.items()],
+        "steps": [s.to_dict() for s in steps],
+        "largest_step": where,
+    }
+
+
+def _mark(verdict: str) -> str:
+    return {"regression": "regression", "improvement": "improvement", "no change": "no change",
+            "clock only": "clock only", "disagree": "DISAGREE"}.get(verdict, "inconclusive")
+
+
+def table(builds, steps, figures) -> str:
+    """One block per case: each build's count, each step's change and verdict, aligned."""
+    lines = []
+    by_key = {(s.case, s.op, s.after): s for s in steps}
+    timed = any(s.clock is not None for s in steps)
+    for (case, op), per_name in figures.items():
+        lines.append(f"{case} ({op})")
+        head = ["build", "torch", "instructions/call", "step", "step %", "verdict"] + (["clock step"] if timed else [])
+        rows = [head]
+        for build in builds:
+            if build.name not in per_name:
+                rows.append([build.name, build.torch_version, "-", "", "", "failed"])
+                continue
+            mean, _, _ = per_name[build.name]
+            step = by_key.get((case, op, build.name))
+            row = [build.name, build.torch_version, f"{mean:,.1f}"]
+            if step is None:
+                row += ["", "", ""]
+            else:
+                exact = " (exact)" if step.counts.exact else ""
+                row += [f"{step.counts.delta:+,.1f}", f"{step.delta_pct:+.2f}%", _mark(step.verdict) + exact]
+            if timed:
+                k = step.clock if step else None
+                ci = f" [{k.ci95_ns[0]:+,.0f}..{k.ci95_ns[1]:+,.0f}]" if k is not None and k.ci95_ns else ""
+                row.append("" if k is None else f"{k.delta_ns:+,.0f} ns{ci}")
+            rows.append(row)
+        widths = [max(len(r[i]) for r in rows if i < len(r)) for i in range(len(head))]
+        right = {2, 3, 4, 6}
+        for r in rows:
+            lines.append("  " + "  ".join((cell.rjust(w) if i in right else cell.ljust(w))
+                                          for i, (cell, w) in enumerate(zip(r, widths))).rstrip())
+        lines.append("")
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def markdown(builds, steps, figures, seeds, where_lines: list[str], picture: str | None,
+             wall_s: float, notes: Sequence[str]) -> str:
+    out = ["# `__torch_function__` overhead across builds", ""]
+    out.append(f"{len(builds)} builds, oldest first; Callgrind instruction counts per call under hash seeds "
+               f"{', '.join(map(str, seeds))} (matched build to build); each step judged as "
+               f"`bench.py --compare` judges its counts. Wall time {wall_s:.0f} s.")
+    out.append("")
+    if picture:
+        out += [f"![instructions per call across builds]({picture})", ""]
+    out += ["| build | torch | kind | interpreter |", "|---|---|---|---|"]
+    out += [f"| {b.name} | {b.torch_version} | {b.kind} | `{b.python}` |" for b in builds]
+    out.append("")
+    for block in table(builds, steps, figures).split("\n\n"):
+        block_lines = [line for line in block.splitlines() if line.strip()]
+        if block_lines:
+            out += [f"**{block_lines[0]}**", "", "```", *block_lines[1:], "```", ""]
+    out += list(notes)
+    if notes:
+        out.append("")
+    out += where_lines
+    return "\n".join(out).rstrip() + "\n"
+
+
+def where_section(step: Step | None, runs: dict, out_dir: str, say) -> tuple[list[str], dict | None, list[str]]:
+    """The counts' call-tree diff of the step that changed most: markdown, JSON, pictures."""
+    from overrides.counts import calltree
+    from overrides.flame import screenshot
+
+    if step is None:
+        return ["No step was judged a change, so no call tree is shown."], None, []
+    went = calltree.where_it_went(runs[step.before], runs[step.after], step.case, step.op)
+    if went is None:
+        return [], None, []
+    stem = f"where-{re.sub(r'[^A-Za-z0-9]+', '-', step.case).strip('-').lower()}"
+    svg = os.path.join(out_dir, stem + ".svg")
+    title = f"{step.case}: {step.before} -> {step.after}, {step.counts.delta:+,.0f} instructions a call"
+    write_text_atomic(svg, calltree.differential_svg(runs[step.before], runs[step.after], step.case, step.op, title))
+    pictures = [os.path.basename(svg)]
+    lines = [f"## Where the largest step went: {step.case}, {step.before} -> {step.after}", "",
+             f"{step.counts.delta:+,.1f} instructions a call ({step.delta_pct:+.2f}%), {step.verdict}. "
+             "Functions by the change of their own count (Callgrind call tree, mean over the seeds):", ""]
+    lines += calltree.markdown_table(went)
+    lines.append("")
+    try:
+        screenshot.screenshot(svg, svg[:-4] + ".png")
+        pictures.append(stem + ".png")
+        lines += [f"![call-tree diff]({stem}.png)", ""]
+    except screenshot.ScreenshotError as exc:
+        say(f"no PNG of {os.path.basename(svg)}: {exc}")
+        lines += [f"The call tree is in `{os.path.basename(svg)}` (no PNG: {exc}).", ""]
+    return lines, {"case": step.case, "op": step.op, "from": step.before, "to": step.after,
+                   "where": went.to_dict(), "pictures": pictures}, pictures
+
+

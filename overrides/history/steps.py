@@ -1,0 +1,140 @@
+"""Every build of a history counted under matched seeds, in rounds like `--compare`'s, and each
+neighbouring pair (a step) judged by the rule `--compare` judges its counts with; `--clock`
+adds the paired clock per step."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+from typing import Callable, Sequence
+
+from overrides.counts import callgrind, judge, rounds
+from overrides.history.builds import HistoryBuild
+from overrides.verdicts import DECIDED
+
+@dataclasses.dataclass(frozen=True)
+class Step:
+    """One neighbouring pair's change for one case: the counts' comparison, the clock's where
+    timed, and the verdict."""
+
+    case: str
+    op: str
+    before: str  # build names
+    after: str
+    counts: object  # counts.judge.CountComparison
+    clock: object | None = None  # compare.Comparison (judged with the counts), with --clock
+    verdict: str = "inconclusive"
+
+    @property
+    def delta_pct(self) -> float:
+        return 100.0 * self.counts.delta / self.counts.base if self.counts.base else math.nan
+
+    def to_dict(self) -> dict:
+        c = self.counts
+
+        def r(v):
+            return None if v is None or not math.isfinite(v) else round(v, 2)
+
+        out = {"case": self.case, "op": self.op, "from": self.before, "to": self.after,
+               "verdict": self.verdict, "counts_verdict": c.verdict,
+               "base_instructions": r(c.base), "branch_instructions": r(c.branch),
+               "delta_instructions": r(c.delta), "delta_pct": r(self.delta_pct),
+               "instructions_ci95": [r(v) for v in c.ci95] if c.ci95 else None,
+               "seeds": c.seeds, "limit": r(c.limit), "counts_exact": c.exact}
+        if self.clock is not None:
+            k = self.clock
+            out.update({"base_ns": r(k.base_ns), "branch_ns": r(k.branch_ns), "delta_ns": r(k.delta_ns),
+                        "ci95_ns": [r(v) for v in k.ci95_ns] if k.ci95_ns else None,
+                        "wall_verdict": k.wall_verdict or k.verdict})
+        return out
+
+
+def steps_of(builds: Sequence[HistoryBuild], runs: dict, threshold_pct: float) -> list[Step]:
+    """Every neighbouring pair judged on its counts, for every case both counted."""
+    steps = []
+    for before, after in zip(builds, builds[1:]):
+        for c in judge.compare_counts(runs[before.name], runs[after.name], threshold_pct=threshold_pct):
+            steps.append(Step(c.case, c.op, before.name, after.name, c, verdict=c.verdict))
+    return steps
+
+
+def count_history(builds: Sequence[HistoryBuild], targets: list[tuple[str, str]],
+                  seeds: Sequence[int] | None, threshold_pct: float, say: Callable[[str], None],
+                  after_round: Callable[[dict, list[int]], None] = lambda runs, seeds: None,
+                  ) -> tuple[dict, list[int]]:
+    """Every build's CountRuns (by name) under matched seeds, and the seeds. The user's seeds
+    are counted at once; drawn ones in rounds (see the module docstring)."""
+    runs: dict[str, list] = {build.name: [] for build in builds}
+    pythons = [build.python for build in builds]
+    import_paths = [build.torch_root for build in builds]
+    pads = callgrind.pads_for(pythons, import_paths)
+
+    def count(which: Sequence[int], targets_: list, seeds_: Sequence[int]) -> None:
+        jobs = len(which) * len(seeds_)
+        say(f"counting {len(targets_)} target{'s' if len(targets_) != 1 else ''} in "
+            f"{len(which)} build{'s' if len(which) != 1 else ''} under seed"
+            f"{'s' if len(seeds_) != 1 else ''} {', '.join(map(str, seeds_))}: {jobs} valgrind "
+            f"process{'es' if jobs != 1 else ''}, {min(jobs, callgrind.count_jobs())} at once")
+        started = time.monotonic()
+        counted = callgrind.count_builds([pythons[i] for i in which], targets_, seeds_,
+                                         pads=[pads[i] for i in which], say=say, tree=True,
+                                         import_paths=[import_paths[i] for i in which])
+        for i, build_runs in zip(which, counted):
+            runs[builds[i].name].extend(build_runs)
+        say(f"round counted in {time.monotonic() - started:.0f} s")
+
+    everyone = list(range(len(builds)))
+    if seeds:
+        count(everyone, targets, seeds)
+        after_round(runs, list(seeds))
+        return runs, list(seeds)
+    per_round = max(1, callgrind.count_jobs() // len(builds))
+    counted = list(rounds.fresh_seeds(per_round))
+    count(everyone, targets, counted)
+    after_round(runs, counted)
+    while len(counted) < rounds.MAX_COMPARE_SEEDS:
+        open_steps = [s for s in steps_of(builds, runs, threshold_pct)
+                      if s.verdict not in DECIDED and rounds.more_seeds_could_decide(s.counts)]
+        if not open_steps:
+            break
+        names = {s.before for s in open_steps} | {s.after for s in open_steps}
+        which = [i for i, build in enumerate(builds) if build.name in names]
+        wanted = [t for t in targets if any((s.case, s.op) == t for s in open_steps)]
+        take = min(max(1, callgrind.count_jobs() // len(which)), rounds.MAX_COMPARE_SEEDS - len(counted))
+        new = list(rounds.fresh_seeds(take, taken=counted))
+        say(f"the counts leave {len(open_steps)} step{'s' if len(open_steps) != 1 else ''} undecided "
+            f"({', '.join(sorted({f'{s.case} {s.before}->{s.after}' for s in open_steps}))}): "
+            f"seed {len(counted) + 1} of at most {rounds.MAX_COMPARE_SEEDS}")
+        count(which, wanted, new)
+        counted += new
+        after_round(runs, counted)
+    return runs, counted
+
+
+def with_clock(steps: list[Step], builds: Sequence[HistoryBuild], cases, ops, config, say) -> list[Step]:
+    """Each step timed by the paired clock (a comparison without counts), and judged with both
+    views as `--compare` judges."""
+    from overrides import compare
+    from overrides.ab.paired import run_ab
+    from overrides.builds.interpreters import Build
+
+    by_step: dict[tuple[str, str], list] = {}
+    for i, (before, after) in enumerate(zip(builds, builds[1:])):
+        say(f"clock, step {i + 1} of {len(builds) - 1}: {before.name} -> {after.name}")
+        outcome = run_ab(Build(before.python, before.torch_root), Build(after.python, after.torch_root),
+                            cases, ops, dataclasses.replace(config, instruction_seeds=()), say,
+                            keep_interrupted=False)
+        by_step[(before.name, after.name)] = outcome.comparisons
+    out = []
+    for step in steps:
+        clock = next((c for c in by_step.get((step.before, step.after), ())
+                      if (c.case, c.op) == (step.case, step.op)), None)
+        if clock is None:
+            out.append(step)
+            continue
+        judged, = compare.with_counts([clock], [step.counts])
+        out.append(dataclasses.replace(step, clock=judged, verdict=judged.verdict))
+    return out
+
+
