@@ -158,25 +158,3 @@ def test_the_report_section_lists_changed_cases_new_rows_first_and_fills_differe
                                Side("branch", "/x/python", python="/x/python", build=object())],
                        lambda message: None)
     assert quiet.python_calls is None and "Python calls were not counted: base (no copy kept)" in quiet.notes[0]
-
-
-def test_where_the_time_went_lists_every_function_whose_python_work_changed():
-    # The helper edit: a new callee, its caller running 5 more of its own bytecodes (the call
-    # added inside it), one more isinstance. The new callee and the caller are listed with their
-    # counted change, whatever their sampled time; the C function has no py-spy frame; a
-    # function whose work did not change is not. The caller alone once went unlisted, and the
-    # table explained 0.4x of the case's change.
-    from overrides.review import flamegraphs
-    from overrides.review.measuring import Evidence
-
-    base = _calls({"Tensor.__torch_function__ (torch/_tensor.py)": (1, 49),
-                   "same (torch/a.py)": (1, 30), "builtins.isinstance [C]": (3, 0)})
-    branch = _calls({"Tensor.__torch_function__ (torch/_tensor.py)": (1, 54),
-                     "_check_types_extra (torch/_tensor.py)": (1, 20),
-                     "same (torch/a.py)": (1, 30), "builtins.isinstance [C]": (4, 0)})
-    evidence = Evidence([], {}, {}, python_calls=[[base], [branch]])
-    comparison = type("C", (), {"case": "X", "op": "torch.add"})()
-    counted = flamegraphs._counted_frames(evidence, comparison)
-    assert list(counted) == ["_check_types_extra (torch/_tensor.py)",
-                             "Tensor.__torch_function__ (torch/_tensor.py)"]
-    assert counted["Tensor.__torch_function__ (torch/_tensor.py)"].tag == "more bytecodes"
