@@ -93,7 +93,7 @@ def differential_section(evidence, comparison, folded: dict, stem: str, browser:
     write_text_atomic(diff_svg, differential.differential_svg(
         base_runs, branch_runs, comparison.base_ns, comparison.branch_ns,
         f"{comparison.case}: branch against base, ns per call by call path", same_work,
-        {frame: 1 if (row.delta_calls or row.delta_bytecodes) > 0 else -1 for frame, row in counted.items()}))
+        {frame: 1 if row.delta_calls > 0 else -1 for frame, row in counted.items()}))
     pack.add(f"diff-{stem}.svg", diff_svg)
     legend = "red: more time than base, blue: less" + (
         ", amber: time moved where the counts found the same work" if same_work else "") + (
@@ -141,9 +141,8 @@ def differential_section(evidence, comparison, folded: dict, stem: str, browser:
         error = (f"one error is py-spy's sampling error widened {differential.PROCESS_DISPERSION:g}x "
                  "for the process-to-process spread of one build's profile (a side recorded "
                  "once: the spread of each function was not measured)")
-    lines += ["", (f"Functions the Python-call counts found new, called more or less often, "
-                   "or running more or fewer of their own bytecodes first (\"Python calls\"), "
-                   "whatever their sampled time; then functions "
+    lines += ["", (f"Functions the Python-call counts found new or called more or less often "
+                   "first (\"Python calls\"), whatever their sampled time; then functions "
                    f"whose own time per call changed by more than {differential.SIGNIFICANT_Z:g} "
                    f"errors, where {error}; and functions new in the call path (\"new\": never "
                    "sampled in base, significant with callees). Own time does not count what a "
@@ -173,9 +172,8 @@ def differential_section(evidence, comparison, folded: dict, stem: str, browser:
             d.frame in counted and counted[d.frame].new) else []  # said once
         if d.frame in counted:
             row = counted[d.frame]
-            tags.insert(0, "Python calls: " + (
-                "new" if row.new else f"{pycalls.signed(row.delta_calls)} a call" if row.delta_calls
-                else f"{pycalls.signed(row.delta_bytecodes)} bytecodes"))
+            tags.insert(0, "Python calls: " + ("new" if row.new else
+                                               f"{pycalls.signed(row.delta_calls)} a call"))
         rows.append([", ".join(tags), f"`{d.frame}`", f"{d.base_self_ns:,.0f}",
                      f"{d.branch_self_ns:,.0f}", signed(d.delta_ns), f"{d.error_ns:,.0f}",
                      f"{d.base_ns:,.0f}", f"{d.branch_ns:,.0f}"]
@@ -212,11 +210,7 @@ def _same_python_work(evidence, comparison) -> set[str]:
 
 def _counted_frames(evidence, comparison) -> dict:
     """py-spy frame name -> the Python-call counts' row, for the Python functions the counts
-    found new, called a different number of times, or running a different number of their own
-    bytecodes in this case (in the counts' order). The last kind matters as much as the first:
-    a call added inside a function costs that function's own time too (the frame is made and
-    the arguments passed from the caller's bytecodes), so a table that listed only the new
-    callee (`_check_types_extra`, +49 ns) explained 0.4x of the case's +117 ns."""
+    found new or called a different number of times in this case (in the counts' order)."""
     from overrides.counts import pycalls
 
     if not evidence.python_calls:
@@ -225,7 +219,7 @@ def _counted_frames(evidence, comparison) -> dict:
     if base is None or branch is None:
         return {}
     return {pycalls.pyspy_frame(row.function): row for row in pycalls.compare(base, branch)
-            if (row.delta_calls or row.delta_bytecodes) and pycalls.pyspy_frame(row.function)}
+            if row.delta_calls and pycalls.pyspy_frame(row.function)}
 
 
 def _instructions_by_frame(evidence, comparison, frames: Sequence[str]) -> dict[str, float | None]:
