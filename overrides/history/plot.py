@@ -17,7 +17,7 @@ from overrides.flame.flamesvg import escape
 
 WIDTH = 1600  # the screenshot's window width (overrides/flame/screenshot.py)
 PANEL_HEIGHT = 250
-TOP = 96  # title, subtitle and legend
+TOP = 118  # title, subtitle, legend and how to read a step's label
 LEFT, RIGHT = 120, 60
 PLOT_TOP, PLOT_BOTTOM = 34, 58  # inside a panel: the case's title above, build names below
 FONT = "font-family='DejaVu Sans, Verdana, sans-serif'"
@@ -67,6 +67,10 @@ def render(builds: Sequence, figures: dict, steps: Sequence, title: str, subtitl
     out.append(f"<circle cx='{legend_x + 8}' cy='82' r='6' fill='{POINT}'/>"
                f"<text x='{legend_x + 22}' y='87' font-size='14' {FONT}>a build's count (mean over its "
                "seeds), bar: their range</text>")
+    out.append(f"<text x='{LEFT}' y='108' font-size='13' fill='#555' {FONT}>a step's label is the "
+               "verdict's figure: the mean of its per-seed deltas over the seeds both builds were "
+               "counted under (layout matched), so it can differ from the rise between two points "
+               "when one build has more seeds</text>")
     by_step = {(s.case, s.op, s.before, s.after): s for s in steps}
     for p, target in enumerate(targets):
         case, op = target
