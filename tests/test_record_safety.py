@@ -170,9 +170,13 @@ def interrupt(script: str, args, wait_for: str, target: str) -> tuple[int, list[
     process (`target` "top") or its whole process group ("group", a terminal's Ctrl-C) a moment
     after a progress line matches `wait_for`; returns (exit status, the stderr lines after the
     SIGINT, processes of its session left running)."""
+    # SIGINT at its default in the script, as in a terminal: a test run started in the
+    # background of a non-interactive shell inherits it ignored (bash ignores SIGINT for `&`
+    # jobs without job control), and Python keeps a signal ignored at start-up ignored.
     process = subprocess.Popen(["bash", f"scripts/{script}", *args], cwd=ROOT, text=True,
                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                               start_new_session=True)
+                               start_new_session=True,
+                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     watchdog = threading.Timer(SCRIPT_TIMEOUT_S, lambda: os.killpg(process.pid, signal.SIGKILL))
     watchdog.start()
     try:

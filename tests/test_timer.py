@@ -3,6 +3,7 @@
 import statistics
 import time
 
+import pytest
 import torch
 
 from overrides.clock import stats, timer
@@ -35,20 +36,27 @@ def test_loop_cost_removal_makes_the_figure_independent_of_calls_per_sample():
     # version compared medians of two runs taken one after the other against a fixed 2 ns: the
     # medians moved with the load (up to a third of the loop cost, 1.3 ns here) and the statement
     # itself runs up to 65% slower in a slow spell, so it failed beside a CPU-heavy process.
-    samples = {50: [], 500: []}
-    removed = {50: [], 500: []}
-    for _ in range(6):
-        for calls in samples:
-            timed = time_targets([Target("x", "x", _operands)],
-                                 TimerConfig(calls_per_sample=calls, samples=500)).targets[0]
-            samples[calls] += timed.samples_ns
-            removed[calls].append(timed.loop_overhead_ns)
-    short_loop, long_loop = (statistics.median(removed[calls]) for calls in (50, 500))
-    assert short_loop > 3 * long_loop, (short_loop, long_loop)  # the removal had work to do
-    residual = stats.headline(samples[50]) - stats.headline(samples[500])
-    # Half the difference: not removed, the residual is all of it. Beside a busy loop *and* the
-    # suite's other xdist worker (three CPU-heavy processes on 2 cores) it reached 37% once.
-    assert abs(residual) < (short_loop - long_loop) / 2, (residual, short_loop, long_loop)
+    # Up to three attempts, each measured afresh: a slow spell on a shared machine (a busy loop,
+    # the other xdist worker and another tenant: residual 65% once) passes on a later attempt,
+    # while a loop cost not removed leaves all of it on every attempt.
+    for attempt in range(3):
+        samples = {50: [], 500: []}
+        removed = {50: [], 500: []}
+        for _ in range(6):
+            for calls in samples:
+                timed = time_targets([Target("x", "x", _operands)],
+                                     TimerConfig(calls_per_sample=calls, samples=500)).targets[0]
+                samples[calls] += timed.samples_ns
+                removed[calls].append(timed.loop_overhead_ns)
+        short_loop, long_loop = (statistics.median(removed[calls]) for calls in (50, 500))
+        assert short_loop > 3 * long_loop, (short_loop, long_loop)  # the removal had work to do
+        residual = stats.headline(samples[50]) - stats.headline(samples[500])
+        # Half the difference: not removed, the residual is all of it. Beside a busy loop *and*
+        # the suite's other xdist worker (three CPU-heavy processes on 2 cores) it reached 37%.
+        if abs(residual) < (short_loop - long_loop) / 2:
+            return
+    pytest.fail(f"residual {residual:.2f} ns of a {short_loop - long_loop:.2f} ns loop-cost "
+                "difference on three attempts: the loop cost is not removed")
 
 
 def test_an_empty_statement_costs_nothing_after_removal():
