@@ -22,7 +22,7 @@ def _interval(ci, signed: bool = True) -> str:
 
 
 def _one_seed(c) -> bool:
-    """Counted under one seed only: no interval over seeds (SINGLE_LAYOUT_ALLOWANCE_PCT judged)."""
+    """Counted under one seed only: no interval over seeds (and no verdict unless exact)."""
     return c.instructions_ci95 is None and c.delta_instructions is not None
 
 
@@ -118,12 +118,6 @@ def comparison_notes(comparisons, settings: dict) -> list[str]:
             notes.append(f"exact: {', '.join(exact)} counted alike on both sides under every seed "
                          "(within 2 instructions a call, both started from one path): the same "
                          "instructions ran, so \"no change\" needs no more seeds.")
-        one_seed = [c.case for c in comparisons
-                    if _one_seed(c) and c.counts_verdict in ("regression", "improvement")]
-        if one_seed:
-            notes.append(f"1 seed: {', '.join(one_seed)} moved by more than 1% of the count under the "
-                         "first seed, more than layout alone moved a count over nine seeds (SubTensor: "
-                         "0.83%), so no more seeds were needed.")
         by_clock = [c.case for c in comparisons if c.counts_verdict == "inconclusive"]
         if by_clock:
             notes.append(f"(clock): the counts could not decide {', '.join(by_clock)} (their seeds "
