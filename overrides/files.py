@@ -34,6 +34,19 @@ def atomic_path(path: str, suffix: str = "") -> Iterator[str]:
             os.unlink(tmp)
 
 
+def make_folder(path: str, what: str) -> str:
+    """`path` made (with its parents) if missing, or a UsageError naming `what` (the flag) and
+    why: a file in the way, no permission, a read-only file system."""
+    from overrides.errors import UsageError
+
+    try:
+        os.makedirs(path, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"{what} {path}: cannot make that folder ({exc.strerror or exc}); "
+                         "pass a folder you can write") from None
+    return path
+
+
 def write_text_atomic(path: str, text: str) -> None:
     with atomic_path(path) as tmp:
         with open(tmp, "w", encoding="utf-8") as out:

@@ -136,6 +136,15 @@ def test_bad_builds_are_one_line_and_exit_2(tmp_path):
         assert len(lines) == 1 and expected in lines[0], (args, done.stderr[-1000:])
         assert "Traceback" not in done.stderr
     assert not any(name.endswith(".partial") for name in os.listdir(cache))
+    # Folders that cannot be made: a file in the way of --out, a --cache under a file.
+    in_the_way = tmp_path / "a-file"
+    in_the_way.write_text("")
+    for args, expected in ((["--out", str(in_the_way)], "--out"),
+                           (["--cache", str(in_the_way / "cache")], "--cache")):
+        done = run_tool("bench.py", "--history", notorch, "torch==0.0.0.2", *args, timeout=600)
+        lines = [line for line in done.stderr.strip().splitlines() if not line.startswith("[")]
+        assert done.returncode == 2 and len(lines) == 1 and expected in lines[0], done.stderr[-1000:]
+        assert "cannot make that folder" in lines[0] and "Traceback" not in done.stderr
 
 
 def test_version_order_reads_releases_and_nightlies():

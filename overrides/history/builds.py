@@ -16,6 +16,7 @@ from typing import Callable, Sequence
 
 from overrides.builds.interpreters import Build, probe_interpreter
 from overrides.errors import UsageError
+from overrides.files import make_folder
 
 CACHE_VARIABLE = "OVERRIDES_BUILD_CACHE"  # where installed requirements live, if not the default
 INSTALL_HEARTBEAT_S = 15.0  # a CUDA wheel takes ~40 s to install here: say it is still going
@@ -73,7 +74,7 @@ def install_requirement(requirement: str, index_url: str | None, root: str,
     if os.path.isfile(os.path.join(folder, _COMPLETE_MARKER)) and os.access(python, os.X_OK):
         say(f"{requirement}: from the cache ({folder})")
         return python
-    os.makedirs(root, exist_ok=True)
+    make_folder(root, "--cache")
     partial = folder + ".partial"
     shutil.rmtree(partial, ignore_errors=True)
     shutil.rmtree(folder, ignore_errors=True)

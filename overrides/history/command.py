@@ -9,7 +9,7 @@ import time
 from typing import Callable, Sequence
 
 from overrides.errors import UsageError
-from overrides.files import write_json_atomic, write_text_atomic
+from overrides.files import make_folder, write_json_atomic, write_text_atomic
 from overrides.history.builds import CACHE_VARIABLE, resolve_builds
 from overrides.history.output import largest_step, markdown, payload, per_build, table, where_section
 from overrides.history.steps import count_history, steps_of, with_clock
@@ -72,6 +72,7 @@ def run_history(args, say: Callable[[str], None] | None) -> int:
     cases = casenames.resolve(args.cases)
     ops = ops_mod.resolve_ops(args.op)
     callgrind.find_valgrind()  # a missing valgrind says how to install it, before any install
+    out_dir = make_folder(os.path.abspath(args.out), "--out")
     started = time.monotonic()
     builds = resolve_builds(args.history, index_url=args.index_url, cache=args.cache,
                             any_order=args.any_order, say=say)
@@ -79,8 +80,6 @@ def run_history(args, say: Callable[[str], None] | None) -> int:
                             builds[0].torch_root)
     if not targets:
         raise UsageError("none of the cases applies to the ops asked for; see bench.py --list-ops")
-    out_dir = os.path.abspath(args.out)
-    os.makedirs(out_dir, exist_ok=True)
     json_path = args.json or os.path.join(out_dir, "history.json")
     settings = {"cases": [c.name for c in cases], "ops": [o.name for o in ops],
                 "threshold_instructions": judge.DEFAULT_THRESHOLD_INSTRUCTIONS,
