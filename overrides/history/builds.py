@@ -143,7 +143,9 @@ def _short_name(spec: str, kind: str, version: str) -> str:
     if os.path.basename(path) in ("python", "python3") or re.match(r"python3(\.\d+)?$", os.path.basename(path)):
         parent = os.path.dirname(os.path.dirname(path))  # ENV/bin/python -> ENV
         path = parent or path
-    return os.path.basename(path) or version
+    name = os.path.basename(path) or version
+    # pyenv's /root/.pyenv/versions/3.11.7: a bare version would read as torch's
+    return f"python-{name}" if re.fullmatch(r"\d+(\.\d+)*", name) else name
 
 
 def resolve_builds(specs: Sequence[str], *, index_url: str | None = None, cache: str | None = None,

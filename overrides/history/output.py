@@ -99,7 +99,8 @@ def markdown(builds, steps, figures, seeds, where_lines: list[str], picture: str
              wall_s: float, notes: Sequence[str]) -> str:
     out = ["# `__torch_function__` overhead across builds", ""]
     out.append(f"{len(builds)} builds, oldest first; Callgrind instruction counts per call under hash seeds "
-               f"{', '.join(map(str, seeds))} (matched build to build); each step judged as "
+               f"{', '.join(map(str, seeds))} (matched build to build; seeds after the first round "
+               "only for the steps it left undecided); each step judged as "
                f"`bench.py --compare` judges its counts. Wall time {wall_s:.0f} s.")
     out.append("")
     if picture:
