@@ -269,3 +269,32 @@ def test_a_function_the_counts_name_is_labelled_in_the_differential_picture():
 
     assert fill(plain) == flamesvg.GREY  # 12 samples: within py-spy's error
     assert fill(named).startswith("rgb(235,")  # red: the counts say it is new
+
+
+def test_a_call_site_takes_the_callers_line_with_everything_under_it():
+    loop = "hot_loop_X (<hot loop: torch.add(x, y)>:3)"
+    tf = "Tensor.__torch_function__ (/env/site-packages/torch/_tensor.py:{})"
+    raw = {(loop, tf.format(1534)): 8,  # the call itself: the frame made on the caller's line
+           (loop, tf.format(1534), "_check_types_extra (/env/site-packages/torch/_tensor.py:104)"): 10,
+           (loop, tf.format(1534), "_check_types_extra (/env/site-packages/torch/_tensor.py:105)",
+            "PyObject_IsInstance (libpython3.11.so)"): 3,
+           (loop, tf.format(1539), "kernel (libtorch_cpu.so)"): 500, (loop, tf.format(1539)): 40}
+    sites = {("Tensor.__torch_function__ (torch/_tensor.py)", 1534): "calls of helper"}
+    cut = stacks.at_call_sites(raw, sites)
+    frame = "Tensor.__torch_function__ (torch/_tensor.py)"
+    assert cut == {("hot_loop_X (<hot loop: torch.add(x, y)>)", frame, "calls of helper"): 21,
+                   ("hot_loop_X (<hot loop: torch.add(x, y)>)", frame, "kernel (libtorch_cpu.so)"): 500,
+                   ("hot_loop_X (<hot loop: torch.add(x, y)>)", frame): 40}
+    # without sites: the same stacks as read_folded gives
+    plain = stacks.at_call_sites(raw, {})
+    assert sum(plain.values()) == 561 and all(":" not in f for s in plain for f in s if "(<" not in f)
+    # the site's row holds the helper's own time, what it called and the call on the caller's line
+    own = {d.frame: d for d in differential.differential(stacks.at_call_sites({k: v for k, v in raw.items()
+                                                                                if "1534" not in k[1]}, {}),
+                                                             plain, 1000.0, 1040.0)}
+    at_site = {d.frame: d for d in differential.differential(stacks.at_call_sites(
+        {k: v for k, v in raw.items() if "1534" not in k[1]}, {}), cut, 1000.0, 1040.0)}
+    helper = own["_check_types_extra (torch/_tensor.py)"].delta_ns
+    assert at_site["calls of helper"].delta_ns == pytest.approx(21 / 561 * 1040.0)
+    assert at_site["calls of helper"].delta_ns > 2 * helper
+    assert sum(d.delta_ns for d in at_site.values()) == pytest.approx(40.0)

@@ -158,3 +158,121 @@ def test_the_report_section_lists_changed_cases_new_rows_first_and_fills_differe
                                Side("branch", "/x/python", python="/x/python", build=object())],
                        lambda message: None)
     assert quiet.python_calls is None and "Python calls were not counted: base (no copy kept)" in quiet.notes[0]
+
+
+_CHECKED = '''
+import torch
+
+def _check_types_extra(types):
+    for t in types:
+        isinstance(t, type)
+
+def _check_twice(types):
+    return len(types)
+
+class Checked(torch.Tensor):
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+{body}        return super().__torch_function__(func, types, args, kwargs or {{}})
+'''
+
+
+def test_a_new_call_is_placed_at_the_callers_line_and_matched_against_the_base_source(tmp_path, monkeypatch):
+    """Real counts of two versions of one user case: the branch inserts a helper call (its line
+    has no base counterpart) and rewrites another line to call a second helper (it stands
+    against the line it replaced)."""
+    from overrides.counts import callsites
+
+    counted = {}
+    for side, body in (("base", "        n = len(types)\n"),
+                       ("branch", "        _check_types_extra(types)\n        n = _check_twice(types)\n")):
+        folder = tmp_path / side
+        folder.mkdir()
+        (folder / "my_checked.py").write_text(_CHECKED.format(body=body))
+        monkeypatch.chdir(folder)
+        counted[side] = pycalls.find(pycalls.count_build(sys.executable, [("my_checked:Checked", "torch.add")]),
+                                     "my_checked:Checked", "torch.add")
+    base, branch = counted["base"], counted["branch"]
+    caller = "Checked.__torch_function__ (my_checked.py)"
+    # the source from its decorator on, stripped; line 14 is the body's first
+    assert base.sources[caller][0] == 12 and base.sources[caller][1][2] == "n = len(types)"
+    sites = {s.function: s for s in callsites.call_sites(base, branch, pycalls.compare(base, branch))}
+    inserted = sites["_check_types_extra (my_checked.py)"]
+    assert (inserted.caller, inserted.branch_lines, inserted.base_lines) == (caller, (14,), ())
+    assert inserted.text == "_check_types_extra(types)" and inserted.inserted
+    rewritten = sites["_check_twice (my_checked.py)"]
+    assert (rewritten.branch_lines, rewritten.base_lines, rewritten.text) == ((15,), (14,), "n = _check_twice(types)")
+    # torch's own Python, called from C code (no line names it), has no call site
+    assert all(s.caller == caller for s in sites.values())
+
+
+def test_source_alignment_keeps_equal_lines_and_replaced_blocks():
+    from overrides.counts import callsites
+
+    base = (10, ("def f(x):", "a = g(x)", "return a"))
+    branch = (20, ("def f(x):", "h(x)", "a = g(x)", "return a + k(x)"))
+    assert callsites.matching_lines(base, branch, {21}) == set()  # inserted
+    assert callsites.matching_lines(base, branch, {22}) == {11}  # unchanged, moved down
+    assert callsites.matching_lines(base, branch, {23}) == {12}  # rewritten
+    assert callsites.matching_lines(None, branch, {22}) == set()
+    # an inserted call beside a rewritten line: one block to difflib, told apart by likeness
+    base = (10, ("def f(x):", "n = len(x)", "return n"))
+    branch = (10, ("def f(x):", "_check_types_extra(x)", "n = _check_twice(x)", "return n"))
+    assert callsites.matching_lines(base, branch, {11}) == set()
+    assert callsites.matching_lines(base, branch, {12}) == {11}
+
+
+def test_the_time_table_prices_a_new_helper_at_its_call_site_and_its_rows_add_up(tmp_path):
+    """report.md's py-spy table on hand-made recordings (two a side, lines as py-spy writes
+    them): the helper's row is its call site's time with everything under it, named with the
+    caller's line; frames under it are not listed again."""
+    from overrides import compare
+    from overrides.review import flamegraphs
+    from overrides.review.measuring import Evidence
+    from overrides.review.pack import Pack
+
+    caller, helper = "Tensor.__torch_function__ (torch/_tensor.py)", "_check_types_extra (torch/_tensor.py)"
+    source = {"base": (1500, ("def __torch_function__(cls, func, types):", "if not all(types):",
+                              "return func()")),
+              "branch": (1509, ("def __torch_function__(cls, func, types):", "_check_types_extra(types)",
+                                "if not all(types):", "return func()"))}
+    functions = {"base": {caller: (100, 3000, 1500)},
+                 "branch": {caller: (100, 3200, 1509), helper: (100, 1400, 102)}}
+    sites = {"base": (), "branch": ((helper, caller, 1510, 100),)}
+    calls = {role: [pycalls.CaseCalls("SubTensor", "torch.add", 100, functions[role], None, sites[role],
+                                      {caller: source[role]})] for role in ("base", "branch")}
+    loop = "hot_loop_SubTensor (<hot loop: torch.add(x, y)>:3)"
+    path = "/env/lib/python3.11/site-packages/torch/_tensor.py"
+    lines = {"base": {f"{loop};Tensor.__torch_function__ ({path}:1502);kernel (libtorch_cpu.so)": 900,
+                      f"{loop};Tensor.__torch_function__ ({path}:1501)": 100},
+             "branch": {f"{loop};Tensor.__torch_function__ ({path}:1512);kernel (libtorch_cpu.so)": 900,
+                        f"{loop};Tensor.__torch_function__ ({path}:1511)": 100,
+                        f"{loop};Tensor.__torch_function__ ({path}:1510)": 10,
+                        f"{loop};Tensor.__torch_function__ ({path}:1510);_check_types_extra ({path}:104)": 12,
+                        f"{loop};Tensor.__torch_function__ ({path}:1510);_check_types_extra ({path}:105);"
+                        "PyObject_IsInstance (libpython3.11.so)": 3}}
+    folded = {}
+    for role, stacks in lines.items():
+        folded[role] = []
+        for index in (1, 2):
+            file = tmp_path / f"{role}.{index}.folded"
+            file.write_text("".join(f"{stack} {count}\n" for stack, count in stacks.items()))
+            folded[role].append(str(file))
+    comparison = compare.Comparison("SubTensor", "torch.add", 4000.0, 4100.0, 100.0, (60.0, 140.0),
+                                    "regression", True)
+    pack = Pack(str(tmp_path), lambda message: None, [])
+    evidence = Evidence([comparison], {}, {}, python_calls=[calls["base"], calls["branch"]])
+    text = "\n".join(flamegraphs.differential_section(evidence, comparison, folded, "subtensor", None, pack))
+    row = next(line for line in text.splitlines() if "_check_types_extra" in line and line.startswith("|"))
+    assert row.startswith("| Python calls: new, more | `_check_types_extra (torch/_tensor.py)` at "
+                          "`Tensor.__torch_function__ (torch/_tensor.py)` line 1510: `_check_types_extra(types)`")
+    site_ns = 25 / 1025 * 4100
+    assert f"+{site_ns:.0f} |" in row  # the call (10), the helper (12) and what it called (3)
+    assert "PyObject_IsInstance" not in text.split("| **total")[0].split("function | own ns")[1]
+    entry = pack.differentials["SubTensor [torch.add]"]["wall_clock"]
+    first = entry["functions"][0]
+    assert first["python_calls"] == "new" and first["call_sites"] == [
+        {"function": helper, "caller": caller, "base_lines": [], "branch_lines": [1510],
+         "text": "_check_types_extra(types)"}]
+    assert first["delta_self"] == pytest.approx(site_ns, abs=0.1)
+    assert entry["everything_else"] == pytest.approx(100.0 - sum(f["delta_self"] for f in entry["functions"]), abs=0.2)

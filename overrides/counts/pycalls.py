@@ -12,6 +12,11 @@ function). The same build gives the same counts, so a function the branch calls 
 does not is a fact, however little time it takes. (`sys.setprofile` and `sys.settrace` are
 built on `sys.monitoring` from Python 3.12 on and count the same events there.)
 
+Each call of a Python function is also counted at its call site (the calling function and its
+line then), and the source of every function that ran is kept: `counts/callsites.py` matches a
+new call's line against the base's code, so py-spy's time at that line (the call itself, with
+everything it runs) can be set beside the function the counts name.
+
 A function is named `qualified name (file)`, the file relative to the `sys.path` entry it was
 imported from (site-packages, a kept copy's folder, this checkout), so two installs of one build
 at different paths give identical keys. Line numbers are shown but are not part of the key: a
@@ -81,7 +86,10 @@ class Counter:
         self.calls: dict[str, int] = {}
         self.bytecodes: dict[str, int] = {}
         self.lines: dict[str, int] = {}  # first line of the function's definition
+        # (callee, caller, the caller's line): calls of a Python function from a Python line
+        self.sites: dict[tuple[str, str, int], int] = {}
         self._keys: dict[object, str] = {}  # code object -> key
+        self.codes: dict[str, object] = {}  # key -> a code object of it (for its source)
 
     def _key(self, code) -> str:
         key = self._keys.get(code)
@@ -89,6 +97,7 @@ class Counter:
             name = getattr(code, "co_qualname", code.co_name)
             key = f"{name} ({relative_file(code.co_filename, self.roots)})"
             self._keys[code] = key
+            self.codes[key] = code
             self.lines[key] = min(self.lines.get(key, code.co_firstlineno), code.co_firstlineno)
         return key
 
@@ -98,6 +107,10 @@ class Counter:
                 return
             key = self._key(frame.f_code)
             self.calls[key] = self.calls.get(key, 0) + 1
+            caller = frame.f_back
+            if caller is not None and caller.f_code not in self.ignore_code:
+                site = (key, self._key(caller.f_code), caller.f_lineno)
+                self.sites[site] = self.sites.get(site, 0) + 1
         elif event == "c_call":
             if any(arg is c for c in self.ignore_c):
                 return
@@ -117,6 +130,20 @@ class Counter:
             key = self._key(frame.f_code)
             self.bytecodes[key] = self.bytecodes.get(key, 0) + 1
         return self._local
+
+    def sources(self) -> dict[str, list]:
+        """key -> [first line, its source lines stripped] of every Python function that ran and
+        has a source file (generated code has none)."""
+        import inspect
+
+        found = {}
+        for key, code in sorted(self.codes.items()):
+            try:
+                lines, first = inspect.getsourcelines(code)
+            except (OSError, TypeError):
+                continue
+            found[key] = [first, [line.strip() for line in lines]]
+        return found
 
     def run(self, body: Callable[[], None]) -> None:
         """`body()` with both hooks on (and the garbage collector off: a collection runs
@@ -139,7 +166,8 @@ class Counter:
 
 def count_case(case, op, calls: int = CALLS, warmup_calls: int = WARMUP_CALLS) -> dict:
     """One case's counts in this process: {"case", "op", "calls", "functions": {key: [calls,
-    bytecodes, line]}} in totals over `calls` calls of the case's statement."""
+    bytecodes, line]}, "sites": [[callee, caller, line, calls]], "sources": {key: [first line,
+    lines]}} in totals over `calls` calls of the case's statement."""
     from overrides.clock.timer import compile_hot_loop
 
     loop = compile_hot_loop(case.stmt_for(op), "counted_loop", unroll=1)
@@ -150,7 +178,9 @@ def count_case(case, op, calls: int = CALLS, warmup_calls: int = WARMUP_CALLS) -
         counter.run(lambda: loop(operands, calls))
     functions = {key: [counter.calls.get(key, 0), counter.bytecodes.get(key, 0), counter.lines.get(key)]
                  for key in sorted(set(counter.calls) | set(counter.bytecodes))}
-    return {"case": case.name, "op": op.name, "calls": calls, "functions": functions}
+    sites = [[callee, caller, line, n] for (callee, caller, line), n in sorted(counter.sites.items())]
+    return {"case": case.name, "op": op.name, "calls": calls, "functions": functions,
+            "sites": sites, "sources": counter.sources()}
 
 
 _WORKER_CODE = "import sys; from overrides.counts.pycalls import _worker_main; _worker_main(sys.argv[1])"
@@ -194,6 +224,9 @@ class CaseCalls:
     calls: int
     functions: Mapping[str, tuple[int, int, int | None]]  # key -> (calls, bytecodes, line)
     error: str | None = None
+    # (callee, caller, the caller's line, calls) of Python functions called from Python lines
+    sites: tuple[tuple[str, str, int, int], ...] = ()
+    sources: Mapping[str, tuple[int, tuple[str, ...]]] = dataclasses.field(default_factory=dict)
 
     def per_call(self, key: str) -> tuple[float, float]:
         calls, bytecodes, _ = self.functions.get(key, (0, 0, None))
@@ -209,7 +242,9 @@ def from_dict(payload: Mapping) -> list[CaseCalls]:
     if payload.get("schema") != SCHEMA:
         raise ValueError(f"not a Python-calls count ({payload.get('schema')!r})")
     return [CaseCalls(c["case"], c["op"], c.get("calls", 0),
-                      {k: tuple(v) for k, v in c.get("functions", {}).items()}, c.get("error"))
+                      {k: tuple(v) for k, v in c.get("functions", {}).items()}, c.get("error"),
+                      tuple(tuple(site) for site in c.get("sites", ())),
+                      {k: (first, tuple(lines)) for k, (first, lines) in c.get("sources", {}).items()})
             for c in payload["cases"]]
 
 

@@ -39,8 +39,10 @@ def clean_frame(frame: str) -> str:
     return f"{name} ({'/'.join(location.replace(chr(92), '/').split('/')[-2:])})"
 
 
-def read_folded(path: str) -> dict[tuple[str, ...], int]:
-    """Collapsed stacks ("frame;frame;frame count" per line), frames cleaned, counts merged."""
+def read_folded(path: str, keep_lines: bool = False) -> dict[tuple[str, ...], int]:
+    """Collapsed stacks ("frame;frame;frame count" per line), frames cleaned, counts merged.
+    With `keep_lines`, frames are left as py-spy wrote them (Python frames with the line each
+    was running), for `at_call_sites`."""
     stacks: dict[tuple[str, ...], int] = {}
     with open(path, encoding="utf-8", errors="replace") as src:
         for line in src:
@@ -53,9 +55,36 @@ def read_folded(path: str) -> dict[tuple[str, ...], int]:
             except ValueError:
                 continue
             frames = [f for f in body.split(";") if f and not _PROCESS_FRAME.match(f)]
-            key = tuple(clean_frame(f) for f in frames)
+            key = tuple(f.strip() if keep_lines else clean_frame(f) for f in frames)
             stacks[key] = stacks.get(key, 0) + samples
     return stacks
+
+
+def frame_line(frame: str) -> tuple[str, int | None]:
+    """(the cleaned frame, the line it was running) of a frame as py-spy wrote it; no line for
+    native frames."""
+    match = _LINE_NUMBER.search(frame.strip())
+    return clean_frame(frame), int(match.group()[1:-1]) if match else None
+
+
+def at_call_sites(stacks: Mapping[tuple[str, ...], int],
+                  sites: Mapping[tuple[str, int], str]) -> dict[tuple[str, ...], int]:
+    """Stacks read with their lines (`read_folded(keep_lines=True)`), cleaned, and each cut at
+    the outermost frame running one of `sites` ((cleaned frame, line) -> a name): what ran at
+    that line, the call made there with everything it called, becomes that name's own samples
+    below the caller. With no sites, the same as `read_folded` without lines."""
+    out: dict[tuple[str, ...], int] = {}
+    for stack, samples in stacks.items():
+        key: list[str] = []
+        for frame in stack:
+            name, line = frame_line(frame)
+            key.append(name)
+            site = sites.get((name, line)) if line is not None and sites else None
+            if site is not None:
+                key.append(site)
+                break
+        out[tuple(key)] = out.get(tuple(key), 0) + samples
+    return out
 
 
 def hot_loop_stacks(stacks: Mapping[tuple[str, ...], int]) -> dict[tuple[str, ...], int]:

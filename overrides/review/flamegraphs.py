@@ -73,22 +73,29 @@ def differential_section(evidence, comparison, folded: dict, stem: str, browser:
     from overrides.counts import calltree, pycalls
     from overrides.flame import differential, stacks
 
-    base_runs = [stacks.read_folded(path) for path in folded["base"]]
-    branch_runs = [stacks.read_folded(path) for path in folded["branch"]]
-    deltas = differential.differential(base_runs, branch_runs, comparison.base_ns,
-                                     comparison.branch_ns)
+    raw = {role: [stacks.read_folded(path, keep_lines=True) for path in folded[role]] for role in ROLES}
+    base_runs, branch_runs = ([stacks.at_call_sites(run, {}) for run in raw[role]] for role in ROLES)
+    # A function the counts found called more or less often is timed at the lines that call it
+    # (the call itself with all it runs), so the listed rows add up to the change.
+    sites = _call_sites(evidence, comparison)
+    cut = {role: [stacks.at_call_sites(run, _site_frames(sites, role)) for run in raw[role]]
+           for role in ROLES}
+    deltas = differential.differential(cut["base"], cut["branch"], comparison.base_ns,
+                                       comparison.branch_ns)
     lines = []
     if not deltas:
         return ["No differential view: no samples inside the hot loop on one side."]
     by_frame = {d.frame: d for d in deltas}
+    at_site = {pycalls.pyspy_frame(site.function): site_frame(site.function) for site in sites}
     counted = {frame: row for frame, row in _counted_frames(evidence, comparison).items()
-               if frame in by_frame}
+               if at_site.get(frame, frame) in by_frame}
     instructions = _instructions_by_frame(evidence, comparison, [d.frame for d in deltas])
     # Significant changes of time where the counts found the same work (the same
     # instructions, or the same Python calls and bytecodes): drawn amber, never listed.
     same_python = _same_python_work(evidence, comparison)
-    same_work = {d.frame for d in deltas if d.significant and d.frame not in counted and (
-        _same_instructions(instructions.get(d.frame)) or d.frame in same_python)}
+    same_work = {d.frame for d in deltas if d.significant and d.frame not in counted
+                 and d.frame not in at_site.values() and (
+                     _same_instructions(instructions.get(d.frame)) or d.frame in same_python)}
     diff_svg = os.path.join(pack.workdir, f"diff-{stem}.svg")
     write_text_atomic(diff_svg, differential.differential_svg(
         base_runs, branch_runs, comparison.base_ns, comparison.branch_ns,
@@ -107,9 +114,13 @@ def differential_section(evidence, comparison, folded: dict, stem: str, browser:
     changed = bool(verdicts & {"regression", "improvement", "clock only"})
     # The functions the Python-call counts name come first, whatever their sampled time:
     # the counts are exact, the samples are not. Then what moved beyond its spread.
-    first = [by_frame[frame] for frame in counted] if changed else []
+    first = [by_frame[at_site.get(frame, frame)] for frame in counted] if changed else []
+    row_of = {at_site.get(frame, frame): row for frame, row in counted.items()}
+    sites_of = {site_frame(site.function): [s for s in sites if s.function == site.function]
+                for site in sites}
     grew, shrank = (differential.top_changes(
-        [d for d in deltas if d.frame not in counted and d.frame not in same_work], DIFF_ROWS)
+        [d for d in deltas if d.frame not in counted and d.frame not in same_work
+         and d.frame not in at_site.values()], DIFF_ROWS)
         if changed else ([], []))
     listed = first + grew + shrank
     spread_measured = deltas[0].spread_ns is not None
@@ -119,7 +130,8 @@ def differential_section(evidence, comparison, folded: dict, stem: str, browser:
         "error": "spread between recordings" if spread_measured else
                  f"sampling error x {differential.PROCESS_DISPERSION:g}",
         "functions": [dict(d.to_dict(), instructions=rounded(instructions.get(d.frame)),
-                           python_calls=counted[d.frame].tag if d.frame in counted else None)
+                           python_calls=row_of[d.frame].tag if d.frame in row_of else None,
+                           call_sites=[site.to_dict() for site in sites_of.get(d.frame, ())] or None)
                       for d in listed],
         "everything_else": round(comparison.delta_ns - sum(d.delta_ns for d in listed), 1)
         if changed else None,
@@ -148,7 +160,12 @@ def differential_section(evidence, comparison, folded: dict, stem: str, browser:
                    "sampled in base, significant with callees). Own time does not count what a "
                    "function calls, so the rows and \"everything else\" add up to the case's "
                    f"change (listed: {signed(explained)} of {signed(comparison.delta_ns)} ns). "
-                   "With callees: the function's time including what it calls."), ""]
+                   "With callees: the function's time including what it calls.")
+              + (" A function called more or less often is timed at the lines that call it "
+                 "(\"at\": the caller and its line, in the branch's file; a line the branch "
+                 "inserted has no base time), with everything that runs there: its own time "
+                 "leaves out the call itself, which happens on the caller's line." if sites else ""),
+              ""]
     counted_instructions = bool(instructions)
     if counted_instructions:
         lines += ["Instructions: the same function's own change in the Callgrind counts "
@@ -169,12 +186,12 @@ def differential_section(evidence, comparison, folded: dict, stem: str, browser:
         change = instructions.get(d.frame)
         tags = ["more" if d.delta_ns > 0 else "less"] if d.significant else ["within ±"]
         tags += ["new"] if d.new and d.significant and not (
-            d.frame in counted and counted[d.frame].new) else []  # said once
-        if d.frame in counted:
-            row = counted[d.frame]
+            d.frame in row_of and row_of[d.frame].new) else []  # said once
+        if d.frame in row_of:
+            row = row_of[d.frame]
             tags.insert(0, "Python calls: " + ("new" if row.new else
                                                f"{pycalls.signed(row.delta_calls)} a call"))
-        rows.append([", ".join(tags), f"`{d.frame}`", f"{d.base_self_ns:,.0f}",
+        rows.append([", ".join(tags), _row_name(d.frame, row_of, sites_of), f"{d.base_self_ns:,.0f}",
                      f"{d.branch_self_ns:,.0f}", signed(d.delta_ns), f"{d.error_ns:,.0f}",
                      f"{d.base_ns:,.0f}", f"{d.branch_ns:,.0f}"]
                     + ([signed(change)] if counted_instructions else []))
@@ -191,6 +208,48 @@ def differential_section(evidence, comparison, folded: dict, stem: str, browser:
                  "", "", ""] + ([""] if counted_instructions else []))
     lines += markdown_table(rows, right_from=2)
     return lines + [""]
+
+
+def site_frame(function: str) -> str:
+    """The name under which a counted function's call sites are timed (`stacks.at_call_sites`):
+    no frame py-spy writes looks like it."""
+    from overrides.counts import pycalls
+
+    return f"calls of {pycalls.pyspy_frame(function)}"
+
+
+def _row_name(frame: str, row_of: dict, sites_of: dict) -> str:
+    """A table row's function: the frame, or for call sites the function and where it is called."""
+    from overrides.counts import pycalls
+
+    if frame not in sites_of:
+        return f"`{frame}`"
+    places = "; ".join(f"`{pycalls.pyspy_frame(site.caller) or site.caller}` line "
+                       f"{', '.join(map(str, site.branch_lines or site.base_lines))}"
+                       + (" (base only)" if not site.branch_lines else "")
+                       + f": `{site.text}`" for site in sites_of[frame])
+    return f"`{pycalls.pyspy_frame(row_of[frame].function)}` at {places}"
+
+
+def _call_sites(evidence, comparison) -> list:
+    """The counted functions' call sites in this case (`counts/callsites.py`); none without
+    the Python-call counts of both sides."""
+    from overrides.counts import callsites, pycalls
+
+    if not evidence.python_calls:
+        return []
+    base, branch = (pycalls.find(runs, comparison.case, comparison.op) for runs in evidence.python_calls)
+    if base is None or branch is None:
+        return []
+    return callsites.call_sites(base, branch, pycalls.compare(base, branch))
+
+
+def _site_frames(sites, role: str) -> dict[tuple[str, int], str]:
+    """(py-spy caller frame, line) -> the name its time goes to, for one side's stacks."""
+    from overrides.counts import pycalls
+
+    return {(pycalls.pyspy_frame(site.caller), line): site_frame(site.function)
+            for site in sites for line in (site.base_lines if role == "base" else site.branch_lines)}
 
 
 def _same_python_work(evidence, comparison) -> set[str]:
