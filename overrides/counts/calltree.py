@@ -30,6 +30,7 @@ import math
 from typing import Sequence
 
 from overrides.clock import stats
+from overrides.counts.records import same_seeds
 from overrides.flame import flamesvg
 
 FUNCTION_FLOOR = 5.0  # instructions a call: below this no function's change is worth a row
@@ -126,11 +127,9 @@ def _per_function(stacks: dict[tuple[str, ...], float]) -> tuple[dict[str, float
 def matched(base_runs, branch_runs, case: str, op: str) -> list[tuple[int, object, object]]:
     """(seed, base CaseCounts, branch CaseCounts) for every seed both sides counted the case
     under, with call paths."""
-    branch_by_seed = {run.seed: run for run in branch_runs}
     out = []
-    for run in base_runs:
-        other = branch_by_seed.get(run.seed)
-        a, b = run.get(case, op), other.get(case, op) if other else None
+    for run, other in same_seeds(base_runs, branch_runs):
+        a, b = run.get(case, op), other.get(case, op)
         if a and b and a.error is None and b.error is None and a.stacks and b.stacks:
             out.append((run.seed, a, b))
     return out
