@@ -11,6 +11,7 @@ from overrides.files import write_text_atomic
 from overrides.history import HISTORY_SCHEMA
 from overrides.history.builds import HistoryBuild
 from overrides.history.steps import Step
+from overrides.verdicts import CHANGED
 
 def per_build(builds: Sequence[HistoryBuild], runs: dict, targets: Sequence[tuple[str, str]]) -> dict:
     """(case, op) -> build name -> (mean count a call over its seeds, (lowest, highest) over them
@@ -31,7 +32,7 @@ def per_build(builds: Sequence[HistoryBuild], runs: dict, targets: Sequence[tupl
 
 def largest_step(steps: Sequence[Step]) -> Step | None:
     """The step judged a change that moved its case's count most, as a share of it."""
-    changed = [s for s in steps if s.verdict in ("regression", "improvement", "disagree")
+    changed = [s for s in steps if s.verdict in CHANGED
                or (s.counts.verdict in ("regression", "improvement"))]
     return max(changed, key=lambda s: abs(s.delta_pct), default=None)
 

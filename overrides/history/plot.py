@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from overrides.flame.flamesvg import escape
+from overrides.verdicts import CHANGED
 
 WIDTH = 1600  # the screenshot's window width (overrides/flame/screenshot.py)
 PANEL_HEIGHT = 250
@@ -104,7 +105,7 @@ def render(builds: Sequence, figures: dict, steps: Sequence, title: str, subtitl
                 continue
             verdict = step.verdict
             colour = COLOURS.get(verdict, COLOURS["inconclusive"])
-            changed = verdict in ("regression", "improvement", "disagree")
+            changed = verdict in CHANGED
             dash = " stroke-dasharray='8 5'" if verdict == "inconclusive" else ""
             x1, x2 = x_of[before], x_of[after]
             y1, y2 = y_of(per_name[before][0]), y_of(per_name[after][0])
