@@ -32,6 +32,7 @@ from typing import Sequence
 from overrides.clock import stats
 from overrides.counts.records import same_seeds
 from overrides.flame import flamesvg
+from overrides.progress import counted
 
 FUNCTION_FLOOR = 5.0  # instructions a call: below this no function's change is worth a row
 ROWS = 15  # listed functions per case, largest change first
@@ -244,7 +245,7 @@ def markdown_table(went: WhereItWent) -> list[str]:
         rows.append([f"`{r.function}`", f"{r.base_self:,.1f}", f"{r.branch_self:,.1f}",
                      f"{r.delta_self:+,.1f}", "-" if half is None else f"{half:,.1f}",
                      f"{r.base_inclusive:,.1f}", f"{r.branch_inclusive:,.1f}"])
-    functions = f"{went.unlisted_functions} function{'s' if went.unlisted_functions != 1 else ''}"
+    functions = counted(went.unlisted_functions, "function")
     rows.append([f"everything else ({functions} that moved by less than {FUNCTION_FLOOR:g} a call "
                  "or not consistently over the seeds, and the empty loop)", "", "",
                  f"{went.everything_else:+,.1f}", "", "", ""])
