@@ -120,16 +120,29 @@ def markdown(builds, steps, figures, seeds, where_lines: list[str], picture: str
     return "\n".join(out).rstrip() + "\n"
 
 
-def where_section(step: Step | None, runs: dict, out_dir: str, say) -> tuple[list[str], dict | None, list[str]]:
-    """The counts' call-tree diff of the step that changed most: markdown, JSON, pictures."""
+def notes(clock: bool) -> list[str]:
+    """What history.md says under its tables about how each step was judged."""
+    from overrides.counts.judge import EXACT_INSTRUCTIONS
+
+    return [f"- Counted from one start-up path for every build (`overrides/builds/samepath.py`); "
+            f"a step whose counts are within {EXACT_INSTRUCTIONS:g} instructions on every "
+            "seed is `no change (exact)`.",
+            "- Each step's verdict is what `bench.py --compare BEFORE AFTER` gives on its counts"
+            + (" together with the paired clock (`--clock`)." if clock else
+               "; the clock was not run (`--clock` times every step).")]
+
+
+def where_section(step: Step | None, runs: dict, out_dir: str, say) -> tuple[list[str], dict | None]:
+    """The counts' call-tree diff of the step that changed most, drawn into `out_dir`: its
+    markdown, and its entry in the JSON (`largest_step`, naming the pictures) or None."""
     from overrides.counts import calltree
     from overrides.flame import screenshot
 
     if step is None:
-        return ["No step was judged a change, so no call tree is shown."], None, []
+        return ["No step was judged a change, so no call tree is shown."], None
     went = calltree.where_it_went(runs[step.before], runs[step.after], step.case, step.op)
     if went is None:
-        return [], None, []
+        return [], None
     stem = f"where-{re.sub(r'[^A-Za-z0-9]+', '-', step.case).strip('-').lower()}"
     svg = os.path.join(out_dir, stem + ".svg")
     title = f"{step.case}: {step.before} -> {step.after}, {step.counts.delta:+,.0f} instructions a call"
@@ -148,6 +161,6 @@ def where_section(step: Step | None, runs: dict, out_dir: str, say) -> tuple[lis
         say(f"no PNG of {os.path.basename(svg)}: {exc}")
         lines += [f"The call tree is in `{os.path.basename(svg)}` (no PNG: {exc}).", ""]
     return lines, {"case": step.case, "op": step.op, "from": step.before, "to": step.after,
-                   "where": went.to_dict(), "pictures": pictures}, pictures
+                   "where": went.to_dict(), "pictures": pictures}
 
 

@@ -11,8 +11,11 @@ spans that case's own counts (a 1% step must be visible), and says so. Every mar
 
 from __future__ import annotations
 
-from typing import Sequence
+import os
+from typing import Callable, Sequence
 
+from overrides.files import write_text_atomic
+from overrides.flame import screenshot
 from overrides.flame.flamesvg import escape
 from overrides.verdicts import CHANGED
 
@@ -25,6 +28,28 @@ FONT = "font-family='DejaVu Sans, Verdana, sans-serif'"
 COLOURS = {"regression": "#d62728", "improvement": "#2ca02c", "no change": "#8c8c8c",
            "clock only": "#8c8c8c", "disagree": "#9467bd", "inconclusive": "#e6a700"}
 POINT = "#1f4e79"
+
+
+TITLE = "__torch_function__ overhead across builds"
+
+
+def draw(out_dir: str, builds: Sequence, figures: dict, steps: Sequence, seed_count: int,
+         say: Callable[[str], None]) -> tuple[str, str | None]:
+    """history.svg written into `out_dir`, then Chromium's history.png of it: (the SVG's path,
+    the PNG's or None when Chromium could not take it, which `say` is told)."""
+    svg_path = os.path.join(out_dir, "history.svg")
+    versions = sorted({b.torch_version for b in builds})
+    write_text_atomic(svg_path, render(
+        builds, figures, steps, TITLE,
+        f"Callgrind instructions per call, hash seeds matched build to build ({seed_count} in all; a "
+        f"step's undecided cases get more); torch {', '.join(versions)}; oldest first"))
+    png_path = os.path.join(out_dir, "history.png")
+    try:
+        screenshot.screenshot(svg_path, png_path)
+    except screenshot.ScreenshotError as exc:
+        say(f"no history.png: {exc}")
+        return svg_path, None
+    return svg_path, png_path
 
 
 def _nice_ticks(low: float, high: float, count: int = 4) -> list[float]:
