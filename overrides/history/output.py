@@ -7,11 +7,12 @@ import os
 import re
 from typing import Sequence
 
+from overrides.counts.records import per_call_by_case
 from overrides.files import write_text_atomic
 from overrides.history import HISTORY_SCHEMA
 from overrides.history.builds import HistoryBuild
 from overrides.history.steps import Step
-from overrides.verdicts import CHANGED
+from overrides.verdicts import CHANGED, VERDICTS
 
 def per_build(builds: Sequence[HistoryBuild], runs: dict, targets: Sequence[tuple[str, str]]) -> dict:
     """(case, op) -> build name -> (mean count a call over its seeds, (lowest, highest) over them
@@ -20,10 +21,10 @@ def per_build(builds: Sequence[HistoryBuild], runs: dict, targets: Sequence[tupl
     seed by seed and far tighter; a t-interval over two seeds would draw a bar twelve spreads
     long beside a step known to a few instructions."""
     out: dict = {}
+    counts = {build.name: per_call_by_case(runs[build.name]) for build in builds}
     for target in targets:
         for build in builds:
-            values = [c.per_call for run in runs[build.name] for c in run.cases
-                      if (c.case, c.op) == target and c.error is None]
+            values = counts[build.name].get(target)
             if values:
                 spread = (min(values), max(values)) if len(values) >= 2 else None
                 out.setdefault(target, {})[build.name] = (sum(values) / len(values), spread, len(values))
@@ -57,8 +58,11 @@ def payload(builds, steps, figures, seeds, settings, complete: bool, wall_s: flo
 
 
 def _mark(verdict: str) -> str:
-    return {"regression": "regression", "improvement": "improvement", "no change": "no change",
-            "clock only": "clock only", "disagree": "DISAGREE"}.get(verdict, "inconclusive")
+    """The verdict as the history table shows it: a disagreement of the two views in capitals,
+    anything that is not a verdict as inconclusive."""
+    if verdict == "disagree":
+        return "DISAGREE"
+    return verdict if verdict in VERDICTS else "inconclusive"
 
 
 def table(builds, steps, figures) -> str:
