@@ -128,11 +128,26 @@ def run(argv: list[str]) -> int:
         return run_compare(args)
     if args.no_instructions:
         raise UsageError("--no-instructions turns off --compare's counts; add --compare BASE_PY BRANCH_PY or drop it")
+    run_result = _loaded_counted_or_timed(args)
+    for warning in report.spread_warnings(run_result):
+        print(warning, file=sys.stderr)
+    print(report.render(run_result, args.format))
+    if args.json and not args.load:
+        print(f"results written to {args.json}", file=sys.stderr)
+    if run_result.interrupted:
+        return INTERRUPTED_EXIT_STATUS  # what was measured is printed (and saved) above
+    failed = [r for r in run_result.results if r.error and not r.ok]
+    return 1 if failed else 0
+
+
+def _loaded_counted_or_timed(args) -> results.RunResult:
+    """One run's results: read back with --load, counted with --instructions, else timed; saved
+    to --json when measured here."""
     if args.load:
         if args.cases or args.op or args.nreps or args.nrepreps or args.json:
             raise UsageError("--load prints a saved file; drop --cases/--op/-n/-m/--json, or drop --load to measure")
-        run_result = results.load(args.load)
-    elif args.instructions:
+        return results.load(args.load)
+    if args.instructions:
         from overrides.counts.callgrind import DEFAULT_SEEDS
         from overrides.measure import count_benchmark
 
@@ -141,8 +156,6 @@ def run(argv: list[str]) -> int:
         selected, selected_ops = _cases_and_ops(args, "--instructions")
         run_result = count_benchmark(selected, selected_ops, args.seeds or DEFAULT_SEEDS,
                                      progress=stderr_progress(args.quiet))
-        if args.json:
-            results.save(run_result, args.json)
     else:
         from overrides.measure import run_benchmark
 
@@ -157,33 +170,24 @@ def run(argv: list[str]) -> int:
         budget = None if args.min_time else DEFAULT_RUN_BUDGET_S
         run_result = run_benchmark(selected, selected_ops, config, stderr_progress(args.quiet),
                                    run_budget_s=budget)
-        if args.json:
-            results.save(run_result, args.json)
-    for warning in report.spread_warnings(run_result):
-        print(warning, file=sys.stderr)
-    print(report.render(run_result, args.format))
-    if args.json and not args.load:
-        print(f"results written to {args.json}", file=sys.stderr)
-    if run_result.interrupted:
-        return INTERRUPTED_EXIT_STATUS  # what was measured is printed (and saved) above
-    failed = [r for r in run_result.results if r.error and not r.ok]
-    return 1 if failed else 0
+    if args.json:
+        results.save(run_result, args.json)
+    return run_result
 
 
 def run_compare(args) -> int:
     """`--compare BASE_PY BRANCH_PY`: paired A/B, table on stdout, exit 1 on a regression.
     This process never imports torch: the cases are passed on by name, and each side's worker
     builds them (a user's `pkg.module:factory` is checked there)."""
+    from overrides import compare
     from overrides.ab.config import config_from_arguments
     from overrides.ab.paired import run_ab
-    from overrides import compare
+    from overrides.counts.rounds import counting_plan
 
     if args.load or args.nreps or args.nrepreps:
         raise UsageError("--compare calibrates its own samples; drop --load/-n/-m")
     selected = casenames.resolve(args.cases)
     selected_ops = ops_mod.resolve_ops(args.op)
-    from overrides.counts.rounds import counting_plan
-
     seeds, skipped = counting_plan(args.instructions, args.no_instructions, args.seeds)
     config = dataclasses.replace(config_from_arguments(args, seeds, threads=args.threads),
                                  instructions_optional=not args.instructions)

@@ -38,6 +38,12 @@ _BOOTSTRAP_RESAMPLES = 400  # enough for a 95% interval of a quantile difference
 UNEXPLAINED_FACTOR = 3.0
 
 
+def json_figure(value: float | None) -> float | None:
+    """A figure as the comparison JSONs carry it: two decimals, None where it is missing or not
+    finite (JSON has no NaN)."""
+    return None if value is None or not math.isfinite(value) else round(value, 2)
+
+
 @dataclasses.dataclass(frozen=True)
 class Comparison:
     case: str
@@ -62,9 +68,7 @@ class Comparison:
         return 100.0 * self.delta_ns / self.base_ns if self.base_ns else math.nan
 
     def to_dict(self) -> dict:
-        def r(v):
-            return None if v is None or not math.isfinite(v) else round(v, 2)
-
+        r = json_figure
         out = {
             "case": self.case,
             "op": self.op,

@@ -12,6 +12,7 @@ import socket
 import sys
 
 from overrides.clock.layout import randomisation_off
+from overrides.progress import counted
 
 
 def cpu_model() -> str:
@@ -60,5 +61,5 @@ def one_line(env: dict) -> str:
         f"torch {env.get('torch_version')} ({str(env.get('torch_git_hash'))[:10]}"
         f"{', debug build' if env.get('torch_debug_build') else ''}), "
         f"Python {env.get('python')}, {env.get('cpu')} ({env.get('cpu_count')} CPUs), "
-        f"{env.get('threads')} torch thread{'s' if env.get('threads') != 1 else ''}"
+        f"{counted(env.get('threads'), 'torch thread')}"
     )

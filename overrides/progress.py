@@ -23,6 +23,7 @@ def stderr_progress(quiet: bool = False) -> Callable[[str], None] | None:
     return say
 
 
-def counted(n: int, noun: str) -> str:
-    """`n noun` with the noun in the plural unless n is 1: "1 case", "2 cases"."""
-    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+def counted(n: int, noun: str, plural: str | None = None) -> str:
+    """`n noun` with the noun in the plural unless n is 1: "1 case", "2 cases" (`plural` where
+    adding an s is wrong: "2 processes")."""
+    return f"{n} {noun}" if n == 1 else f"{n} {plural or noun + 's'}"

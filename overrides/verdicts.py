@@ -38,6 +38,9 @@ import math
 
 VERDICTS = ("regression", "improvement", "no change", "clock only", "disagree", "inconclusive")
 DECIDED = ("regression", "improvement", "no change")  # verdicts that end the A/B's sampling
+# Verdicts that say the case changed, and so want explaining (a call tree, a flamegraph, a bold
+# step in the history picture): the counts and the clock moved, even if in opposite directions.
+CHANGED = ("regression", "improvement", "disagree")
 # "no change" is a claim a reviewer acts on as much as "regression", so it must be as sure. A
 # regression needs the 95% interval above 0 *and* the estimate past T, about three standard
 # errors with the A/B's usual noise: wrong ~1% of the time at a true change of 0. "no change"

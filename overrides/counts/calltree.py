@@ -30,7 +30,9 @@ import math
 from typing import Sequence
 
 from overrides.clock import stats
+from overrides.counts.records import same_seeds
 from overrides.flame import flamesvg
+from overrides.progress import counted
 
 FUNCTION_FLOOR = 5.0  # instructions a call: below this no function's change is worth a row
 ROWS = 15  # listed functions per case, largest change first
@@ -126,11 +128,9 @@ def _per_function(stacks: dict[tuple[str, ...], float]) -> tuple[dict[str, float
 def matched(base_runs, branch_runs, case: str, op: str) -> list[tuple[int, object, object]]:
     """(seed, base CaseCounts, branch CaseCounts) for every seed both sides counted the case
     under, with call paths."""
-    branch_by_seed = {run.seed: run for run in branch_runs}
     out = []
-    for run in base_runs:
-        other = branch_by_seed.get(run.seed)
-        a, b = run.get(case, op), other.get(case, op) if other else None
+    for run, other in same_seeds(base_runs, branch_runs):
+        a, b = run.get(case, op), other.get(case, op)
         if a and b and a.error is None and b.error is None and a.stacks and b.stacks:
             out.append((run.seed, a, b))
     return out
@@ -245,7 +245,7 @@ def markdown_table(went: WhereItWent) -> list[str]:
         rows.append([f"`{r.function}`", f"{r.base_self:,.1f}", f"{r.branch_self:,.1f}",
                      f"{r.delta_self:+,.1f}", "-" if half is None else f"{half:,.1f}",
                      f"{r.base_inclusive:,.1f}", f"{r.branch_inclusive:,.1f}"])
-    functions = f"{went.unlisted_functions} function{'s' if went.unlisted_functions != 1 else ''}"
+    functions = counted(went.unlisted_functions, "function")
     rows.append([f"everything else ({functions} that moved by less than {FUNCTION_FLOOR:g} a call "
                  "or not consistently over the seeds, and the empty loop)", "", "",
                  f"{went.everything_else:+,.1f}", "", "", ""])

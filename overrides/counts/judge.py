@@ -14,8 +14,8 @@ from typing import Sequence
 
 from overrides.builds import samepath
 from overrides.clock import stats
-from overrides.counts.records import CountRun
-from overrides.verdicts import judge
+from overrides.counts.records import CountRun, same_seeds
+from overrides.verdicts import judge, threshold_for
 
 # Verdicts on counts. One layout decides nothing unless the counts are exact (EXACT_INSTRUCTIONS):
 # the bare shim's untouched WithTorchFunction read +309 instructions a call (+1.39%) under one
@@ -85,15 +85,11 @@ def compare_counts(base_runs: Sequence[CountRun], branch_runs: Sequence[CountRun
     however few the seeds. Runs that started from different paths (no private namespace:
     overrides/builds/samepath.py) carry an offset no interval sees, so the threshold is at least
     PATH_ALLOWANCE_INSTRUCTIONS then."""
-    branch_by_seed = {run.seed: run for run in branch_runs}
     one_path = not samepath.paths_differ([run.settings for run in (*base_runs, *branch_runs)])
     if not one_path:
         threshold = max(threshold, samepath.PATH_ALLOWANCE_INSTRUCTIONS)
     deltas: dict[tuple[str, str], list[tuple[float, float]]] = {}
-    for run in base_runs:
-        other = branch_by_seed.get(run.seed)
-        if other is None:
-            continue
+    for run, other in same_seeds(base_runs, branch_runs):
         for c in run.cases:
             b = other.get(c.case, c.op)
             if c.error is None and b is not None and b.error is None:
@@ -104,7 +100,7 @@ def compare_counts(base_runs: Sequence[CountRun], branch_runs: Sequence[CountRun
         branch = sum(b for _, b in pairs) / len(pairs)
         diffs = [b - a for a, b in pairs]
         delta = sum(diffs) / len(diffs)
-        limit = max(threshold, threshold_pct / 100 * base)
+        limit = threshold_for(base, threshold, threshold_pct)
         spread = stats.stdev(diffs) if len(diffs) >= 2 else None
         exact = one_path and all(abs(d) <= EXACT_INSTRUCTIONS for d in diffs)
         ci = layout_interval(diffs, base, 0.95)
@@ -147,10 +143,8 @@ def function_deltas(base_runs: Sequence[CountRun], branch_runs: Sequence[CountRu
                     op: str, count_: int = 15) -> list[tuple[str, float, float]]:
     """(function, base, branch) self instructions per call, largest |change| first, from the
     first seed present on both sides."""
-    branch_by_seed = {run.seed: run for run in branch_runs}
-    for run in base_runs:
-        other = branch_by_seed.get(run.seed)
-        a, b = run.get(case, op), other.get(case, op) if other else None
+    for run, other in same_seeds(base_runs, branch_runs):
+        a, b = run.get(case, op), other.get(case, op)
         if a and b:
             names = set(a.functions) | set(b.functions)
             rows = [(n, a.functions.get(n, 0.0), b.functions.get(n, 0.0)) for n in names]

@@ -100,6 +100,14 @@ def from_dict(data: dict, source: str = "instructions") -> list[CountRun]:
                          f"({type(exc).__name__}: {exc}); count or record it again") from None
 
 
+def same_seeds(base_runs: Sequence[CountRun], branch_runs: Sequence[CountRun]
+               ) -> list[tuple[CountRun, CountRun]]:
+    """(base run, branch run) for every seed both sides were counted under, in base's order:
+    counts are compared layout by layout, never across seeds."""
+    branch_by_seed = {run.seed: run for run in branch_runs}
+    return [(run, branch_by_seed[run.seed]) for run in base_runs if run.seed in branch_by_seed]
+
+
 def per_call_by_case(runs: Sequence[CountRun]) -> dict[tuple[str, str], list[float]]:
     """(case, op) -> the per-call count under each seed, in seed order."""
     out: dict[tuple[str, str], list[float]] = {}

@@ -89,23 +89,8 @@ def install_requirement(requirement: str, index_url: str | None, root: str,
                    "--disable-pip-version-check", "--no-input", "-q", requirement]
         if index_url:
             command += ["--index-url", index_url]
-        process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-        try:
-            while True:
-                try:
-                    _, err = process.communicate(timeout=INSTALL_HEARTBEAT_S)
-                    break
-                except subprocess.TimeoutExpired:
-                    waited = time.monotonic() - started
-                    if waited > INSTALL_TIMEOUT_S:
-                        process.kill()
-                        raise UsageError(f"{requirement} did not install within {INSTALL_TIMEOUT_S} s")
-                    say(f"{requirement}: still installing ({waited:.0f} s)")
-        except BaseException:
-            process.kill()
-            process.wait()
-            raise
-        if process.returncode:
+        returncode, err = _run_pip(command, requirement, started, say)
+        if returncode:
             raise UsageError(f"{requirement} did not install ({_last_line(err)}); check the "
                              "requirement, or pass --index-url for a wheel that is elsewhere")
         with open(os.path.join(partial, _COMPLETE_MARKER), "w", encoding="utf-8") as marker:
@@ -115,6 +100,28 @@ def install_requirement(requirement: str, index_url: str | None, root: str,
         shutil.rmtree(partial, ignore_errors=True)
     say(f"{requirement}: installed in {time.monotonic() - started:.0f} s")
     return python
+
+
+def _run_pip(command: list[str], requirement: str, started: float,
+             say: Callable[[str], None]) -> tuple[int, str]:
+    """pip's exit status and stderr, saying every INSTALL_HEARTBEAT_S that it is still going;
+    stopped (a UsageError) past INSTALL_TIMEOUT_S from `started`, and killed on Ctrl-C."""
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        while True:
+            try:
+                _, err = process.communicate(timeout=INSTALL_HEARTBEAT_S)
+                return process.returncode, err
+            except subprocess.TimeoutExpired:
+                waited = time.monotonic() - started
+                if waited > INSTALL_TIMEOUT_S:
+                    process.kill()
+                    raise UsageError(f"{requirement} did not install within {INSTALL_TIMEOUT_S} s")
+                say(f"{requirement}: still installing ({waited:.0f} s)")
+    except BaseException:
+        process.kill()
+        process.wait()
+        raise
 
 
 def _last_line(text: str) -> str:

@@ -7,10 +7,12 @@ import os
 import re
 from typing import Sequence
 
+from overrides.counts.records import per_call_by_case
 from overrides.files import write_text_atomic
 from overrides.history import HISTORY_SCHEMA
 from overrides.history.builds import HistoryBuild
 from overrides.history.steps import Step
+from overrides.verdicts import CHANGED, VERDICTS
 
 def per_build(builds: Sequence[HistoryBuild], runs: dict, targets: Sequence[tuple[str, str]]) -> dict:
     """(case, op) -> build name -> (mean count a call over its seeds, (lowest, highest) over them
@@ -19,10 +21,10 @@ def per_build(builds: Sequence[HistoryBuild], runs: dict, targets: Sequence[tupl
     seed by seed and far tighter; a t-interval over two seeds would draw a bar twelve spreads
     long beside a step known to a few instructions."""
     out: dict = {}
+    counts = {build.name: per_call_by_case(runs[build.name]) for build in builds}
     for target in targets:
         for build in builds:
-            values = [c.per_call for run in runs[build.name] for c in run.cases
-                      if (c.case, c.op) == target and c.error is None]
+            values = counts[build.name].get(target)
             if values:
                 spread = (min(values), max(values)) if len(values) >= 2 else None
                 out.setdefault(target, {})[build.name] = (sum(values) / len(values), spread, len(values))
@@ -31,7 +33,7 @@ def per_build(builds: Sequence[HistoryBuild], runs: dict, targets: Sequence[tupl
 
 def largest_step(steps: Sequence[Step]) -> Step | None:
     """The step judged a change that moved its case's count most, as a share of it."""
-    changed = [s for s in steps if s.verdict in ("regression", "improvement", "disagree")
+    changed = [s for s in steps if s.verdict in CHANGED
                or (s.counts.verdict in ("regression", "improvement"))]
     return max(changed, key=lambda s: abs(s.delta_pct), default=None)
 
@@ -56,8 +58,11 @@ def payload(builds, steps, figures, seeds, settings, complete: bool, wall_s: flo
 
 
 def _mark(verdict: str) -> str:
-    return {"regression": "regression", "improvement": "improvement", "no change": "no change",
-            "clock only": "clock only", "disagree": "DISAGREE"}.get(verdict, "inconclusive")
+    """The verdict as the history table shows it: a disagreement of the two views in capitals,
+    anything that is not a verdict as inconclusive."""
+    if verdict == "disagree":
+        return "DISAGREE"
+    return verdict if verdict in VERDICTS else "inconclusive"
 
 
 def table(builds, steps, figures) -> str:
@@ -119,16 +124,29 @@ def markdown(builds, steps, figures, seeds, where_lines: list[str], picture: str
     return "\n".join(out).rstrip() + "\n"
 
 
-def where_section(step: Step | None, runs: dict, out_dir: str, say) -> tuple[list[str], dict | None, list[str]]:
-    """The counts' call-tree diff of the step that changed most: markdown, JSON, pictures."""
+def notes(clock: bool) -> list[str]:
+    """What history.md says under its tables about how each step was judged."""
+    from overrides.counts.judge import EXACT_INSTRUCTIONS
+
+    return [f"- Counted from one start-up path for every build (`overrides/builds/samepath.py`); "
+            f"a step whose counts are within {EXACT_INSTRUCTIONS:g} instructions on every "
+            "seed is `no change (exact)`.",
+            "- Each step's verdict is what `bench.py --compare BEFORE AFTER` gives on its counts"
+            + (" together with the paired clock (`--clock`)." if clock else
+               "; the clock was not run (`--clock` times every step).")]
+
+
+def where_section(step: Step | None, runs: dict, out_dir: str, say) -> tuple[list[str], dict | None]:
+    """The counts' call-tree diff of the step that changed most, drawn into `out_dir`: its
+    markdown, and its entry in the JSON (`largest_step`, naming the pictures) or None."""
     from overrides.counts import calltree
     from overrides.flame import screenshot
 
     if step is None:
-        return ["No step was judged a change, so no call tree is shown."], None, []
+        return ["No step was judged a change, so no call tree is shown."], None
     went = calltree.where_it_went(runs[step.before], runs[step.after], step.case, step.op)
     if went is None:
-        return [], None, []
+        return [], None
     stem = f"where-{re.sub(r'[^A-Za-z0-9]+', '-', step.case).strip('-').lower()}"
     svg = os.path.join(out_dir, stem + ".svg")
     title = f"{step.case}: {step.before} -> {step.after}, {step.counts.delta:+,.0f} instructions a call"
@@ -147,6 +165,6 @@ def where_section(step: Step | None, runs: dict, out_dir: str, say) -> tuple[lis
         say(f"no PNG of {os.path.basename(svg)}: {exc}")
         lines += [f"The call tree is in `{os.path.basename(svg)}` (no PNG: {exc}).", ""]
     return lines, {"case": step.case, "op": step.op, "from": step.before, "to": step.after,
-                   "where": went.to_dict(), "pictures": pictures}, pictures
+                   "where": went.to_dict(), "pictures": pictures}
 
 

@@ -9,8 +9,10 @@ import math
 import time
 from typing import Callable, Sequence
 
+from overrides.compare import Comparison, json_figure, with_counts
 from overrides.counts import callgrind, judge, rounds
 from overrides.history.builds import HistoryBuild
+from overrides.progress import counted
 from overrides.verdicts import DECIDED
 
 @dataclasses.dataclass(frozen=True)
@@ -22,8 +24,8 @@ class Step:
     op: str
     before: str  # build names
     after: str
-    counts: object  # counts.judge.CountComparison
-    clock: object | None = None  # compare.Comparison (judged with the counts), with --clock
+    counts: judge.CountComparison
+    clock: Comparison | None = None  # judged with the counts, with --clock
     verdict: str = "inconclusive"
 
     @property
@@ -31,11 +33,7 @@ class Step:
         return 100.0 * self.counts.delta / self.counts.base if self.counts.base else math.nan
 
     def to_dict(self) -> dict:
-        c = self.counts
-
-        def r(v):
-            return None if v is None or not math.isfinite(v) else round(v, 2)
-
+        c, r = self.counts, json_figure
         out = {"case": self.case, "op": self.op, "from": self.before, "to": self.after,
                "verdict": self.verdict, "counts_verdict": c.verdict,
                "base_instructions": r(c.base), "branch_instructions": r(c.branch),
@@ -64,23 +62,25 @@ def count_history(builds: Sequence[HistoryBuild], targets: list[tuple[str, str]]
                   after_round: Callable[[dict, list[int]], None] = lambda runs, seeds: None,
                   ) -> tuple[dict, list[int]]:
     """Every build's CountRuns (by name) under matched seeds, and the seeds. The user's seeds
-    are counted at once; drawn ones in rounds (see the module docstring)."""
+    are counted at once; drawn ones in rounds (see the module docstring). `after_round(runs,
+    seeds)` is told what has been counted after every round."""
     runs: dict[str, list] = {build.name: [] for build in builds}
     pythons = [build.python for build in builds]
     import_paths = [build.torch_root for build in builds]
     pads = callgrind.pads_for(pythons, import_paths)
 
     def count(which: Sequence[int], targets_: list, seeds_: Sequence[int]) -> None:
+        """The builds numbered `which` counted on `targets_` under `seeds_`, into `runs`."""
         jobs = len(which) * len(seeds_)
-        say(f"counting {len(targets_)} target{'s' if len(targets_) != 1 else ''} in "
-            f"{len(which)} build{'s' if len(which) != 1 else ''} under seed"
-            f"{'s' if len(seeds_) != 1 else ''} {', '.join(map(str, seeds_))}: {jobs} valgrind "
-            f"process{'es' if jobs != 1 else ''}, {min(jobs, callgrind.count_jobs())} at once")
+        say(f"counting {counted(len(targets_), 'target')} in {counted(len(which), 'build')} under "
+            f"seed{'s' if len(seeds_) != 1 else ''} {', '.join(map(str, seeds_))}: "
+            f"{counted(jobs, 'valgrind process', 'valgrind processes')}, "
+            f"{min(jobs, callgrind.count_jobs())} at once")
         started = time.monotonic()
-        counted = callgrind.count_builds([pythons[i] for i in which], targets_, seeds_,
-                                         pads=[pads[i] for i in which], say=say, tree=True,
-                                         import_paths=[import_paths[i] for i in which])
-        for i, build_runs in zip(which, counted):
+        per_build = callgrind.count_builds([pythons[i] for i in which], targets_, seeds_,
+                                           pads=[pads[i] for i in which], say=say, tree=True,
+                                           import_paths=[import_paths[i] for i in which])
+        for i, build_runs in zip(which, per_build):
             runs[builds[i].name].extend(build_runs)
         say(f"round counted in {time.monotonic() - started:.0f} s")
 
@@ -89,33 +89,37 @@ def count_history(builds: Sequence[HistoryBuild], targets: list[tuple[str, str]]
         count(everyone, targets, seeds)
         after_round(runs, list(seeds))
         return runs, list(seeds)
-    per_round = max(1, callgrind.count_jobs() // len(builds))
-    counted = list(rounds.fresh_seeds(per_round))
-    count(everyone, targets, counted)
-    after_round(runs, counted)
-    while len(counted) < rounds.MAX_COMPARE_SEEDS:
-        open_steps = [s for s in steps_of(builds, runs, threshold_pct)
-                      if s.verdict not in DECIDED and rounds.more_seeds_could_decide(s.counts)]
+    seeds_counted = list(rounds.fresh_seeds(rounds.seeds_per_round(len(builds))))
+    count(everyone, targets, seeds_counted)
+    after_round(runs, seeds_counted)
+    while len(seeds_counted) < rounds.MAX_COMPARE_SEEDS:
+        open_steps = undecided_steps(builds, runs, threshold_pct)
         if not open_steps:
             break
         names = {s.before for s in open_steps} | {s.after for s in open_steps}
         which = [i for i, build in enumerate(builds) if build.name in names]
         wanted = [t for t in targets if any((s.case, s.op) == t for s in open_steps)]
-        take = min(max(1, callgrind.count_jobs() // len(which)), rounds.MAX_COMPARE_SEEDS - len(counted))
-        new = list(rounds.fresh_seeds(take, taken=counted))
-        say(f"the counts leave {len(open_steps)} step{'s' if len(open_steps) != 1 else ''} undecided "
+        take = min(rounds.seeds_per_round(len(which)), rounds.MAX_COMPARE_SEEDS - len(seeds_counted))
+        new = list(rounds.fresh_seeds(take, taken=seeds_counted))
+        say(f"the counts leave {counted(len(open_steps), 'step')} undecided "
             f"({', '.join(sorted({f'{s.case} {s.before}->{s.after}' for s in open_steps}))}): "
-            f"seed {len(counted) + 1} of at most {rounds.MAX_COMPARE_SEEDS}")
+            f"seed {len(seeds_counted) + 1} of at most {rounds.MAX_COMPARE_SEEDS}")
         count(which, wanted, new)
-        counted += new
-        after_round(runs, counted)
-    return runs, counted
+        seeds_counted += new
+        after_round(runs, seeds_counted)
+    return runs, seeds_counted
+
+
+def undecided_steps(builds: Sequence[HistoryBuild], runs: dict, threshold_pct: float) -> list[Step]:
+    """The steps the counts leave undecided and more seeds could decide: the next round counts
+    their builds, on their cases only."""
+    return [s for s in steps_of(builds, runs, threshold_pct)
+            if s.verdict not in DECIDED and rounds.more_seeds_could_decide(s.counts)]
 
 
 def with_clock(steps: list[Step], builds: Sequence[HistoryBuild], cases, ops, config, say) -> list[Step]:
     """Each step timed by the paired clock (a comparison without counts), and judged with both
     views as `--compare` judges."""
-    from overrides import compare
     from overrides.ab.paired import run_ab
     from overrides.builds.interpreters import Build
 
@@ -133,7 +137,7 @@ def with_clock(steps: list[Step], builds: Sequence[HistoryBuild], cases, ops, co
         if clock is None:
             out.append(step)
             continue
-        judged, = compare.with_counts([clock], [step.counts])
+        judged, = with_counts([clock], [step.counts])
         out.append(dataclasses.replace(step, clock=judged, verdict=judged.verdict))
     return out
 

@@ -11,6 +11,7 @@ import math
 from typing import Sequence
 
 from overrides import environment, report, report_comparison
+from overrides.progress import counted
 from overrides.review.sides import Side, title
 
 
@@ -22,7 +23,7 @@ def report_markdown(evidence, sides: Sequence[Side], python_calls: Sequence[str]
     notes, the environments and each side's bench output."""
     comparisons, settings, runs = evidence.comparisons, evidence.settings, evidence.runs
     regressed = [c for c in comparisons if c.verdict == "regression"]
-    headline = (f"**{len(regressed)} regression{'s' if len(regressed) != 1 else ''}**: "
+    headline = (f"**{counted(len(regressed), 'regression')}**: "
                 + ", ".join(f"{c.case} {signed(c.delta_ns)} ns"
                             + (f" / {signed(c.delta_instructions)} instructions"
                                if c.delta_instructions is not None else "") for c in regressed)

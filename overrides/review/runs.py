@@ -32,6 +32,7 @@ from typing import Sequence
 from overrides import ROOT
 from overrides.errors import UsageError
 from overrides.files import TEMP_PREFIX, write_json_atomic
+from overrides.progress import counted
 
 DEFAULT_RUNS_DIR = os.path.join(ROOT, "runs")
 RUNS_DIR_VARIABLE = "OVERRIDES_RUNS_DIR"  # where runs/ lives, when not in this checkout
@@ -218,7 +219,7 @@ def recorded_parts(run: RecordedRun) -> list[str]:
         parts.append("its instruction counts")
     drawn = [case for case, entry in (run.manifest.get("flamegraphs") or {}).items() if not entry.get("error")]
     if drawn:
-        parts.append(f"{len(drawn)} flamegraph{'s' if len(drawn) != 1 else ''}")
+        parts.append(counted(len(drawn), "flamegraph"))
     if run.kept_root:
         parts.append(f"its kept copy of the build ({keep.human(int(run.manifest['kept'].get('bytes', 0)))})")
     return parts

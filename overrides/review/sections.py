@@ -14,6 +14,7 @@ import os
 from overrides.files import write_text_atomic
 from overrides.review.markdown import markdown_table, signed
 from overrides.review.pack import Pack
+from overrides.verdicts import CHANGED
 
 
 def python_call_sections(evidence, comparisons, all_cases: bool, pack: Pack) -> list[str]:
@@ -38,7 +39,7 @@ def python_call_sections(evidence, comparisons, all_cases: bool, pack: Pack) -> 
             "branch": {"calls": round(branch_calls, 3), "bytecodes": round(branch_codes, 3)},
             "functions": [row.to_dict() for row in rows]}
         if not rows:
-            if all_cases or c.verdict in ("regression", "improvement", "disagree", "clock only"):
+            if all_cases or c.verdict in (*CHANGED, "clock only"):
                 same.append(f"{c.case} ({c.verdict})")
             continue
         calls = pycalls.signed(branch_calls - base_calls)
@@ -76,7 +77,7 @@ def count_sections(evidence, comparisons, all_cases: bool, browser: str | None, 
     from overrides.review.runs import file_stem
 
     chosen = [c for c in comparisons
-              if all_cases or c.verdict in ("regression", "improvement", "disagree")]
+              if all_cases or c.verdict in CHANGED]
     if not chosen:
         return []
     intro = ["## Where the instructions went", "",
@@ -96,7 +97,7 @@ def count_sections(evidence, comparisons, all_cases: bool, browser: str | None, 
         if went is None:
             parts += _count_section_without_paths(evidence, c)
             continue
-        counted_change = c.verdict in ("regression", "improvement", "disagree")
+        counted_change = c.verdict in CHANGED
         if not counted_change:  # nothing to explain: every function's move is layout noise
             went = dataclasses.replace(went, rows=(), unlisted_functions=went.unlisted_functions + len(went.rows))
         pack.differential_entry(c)["instructions"] = dict(went.to_dict(), listed=counted_change)
