@@ -5,10 +5,11 @@ if __name__ == "__main__":
     # and an exec would swap the interpreter under it. Flamegraph shares do not need it.
     from overrides.flame.hotloop import from_command_line
 
-    job = from_command_line()  # bad input: one line, exit 2
-    with job.active():
-        job.hand_to_recorder()  # --record: this process becomes py-spy; a child runs the loop
-        # The loop runs right here, so the flamegraph shows `<module>`, then the hot loop.
-        for turns in job.chunks():
-            job.loop(job.operands, turns)
-    job.done()
+    program = from_command_line()  # bad input: one line, exit 2
+    program.hand_to_recorder()  # --record: this process becomes py-spy; a child runs the loops
+    for job in program.loops:  # one after the other when several cases are named
+        with job.active():
+            # The loop runs right here, so the flamegraph shows `<module>`, then the hot loop.
+            for turns in job.chunks():
+                job.loop(job.operands, turns)
+    program.done()

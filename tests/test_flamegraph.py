@@ -298,3 +298,56 @@ def test_a_call_site_takes_the_callers_line_with_everything_under_it():
     assert at_site["calls of helper"].delta_ns == pytest.approx(21 / 561 * 1040.0)
     assert at_site["calls of helper"].delta_ns > 2 * helper
     assert sum(d.delta_ns for d in at_site.values()) == pytest.approx(40.0)
+
+
+_FAILS_UNDER_PYSPYBENCH = '''
+import sys
+import torch
+
+if sys.argv and sys.argv[0].endswith("pyspybench.py"):
+    raise RuntimeError("this case refuses to be profiled")
+
+
+class Fine(torch.Tensor):
+    pass
+'''
+
+
+def test_several_cases_are_recorded_in_one_process_each_recording_and_split_by_case(tmp_path, monkeypatch):
+    """Two cases, two recordings at once: each case gets its own collapsed stacks from each
+    process (only its own hot loop in them) and its own SVG; a case that fails in the recording
+    process fails the batch, and the report then records the cases one by one, so only the
+    failing case is missing, with a note."""
+    targets = [flamegraph.Target(case, str(tmp_path / f"{case}.svg"), str(tmp_path / f"{case}.folded"))
+               for case in ("Tensor", "SubTensor")]
+    made = flamegraph.record_cases(sys.executable, targets, seconds=1.0, recordings=2)
+    assert [r.case for r in made] == ["Tensor", "SubTensor"]
+    for rec, other in zip(made, ("SubTensor", "Tensor")):
+        assert len(rec.folded_paths) == 2 and rec.samples > 0
+        for path in rec.folded_paths:
+            text = open(path, encoding="utf-8").read()
+            assert f"hot_loop_{rec.case} (" in text and f"hot_loop_{other} (" not in text
+        assert f"hot_loop_{rec.case}" in open(rec.svg_path, encoding="utf-8").read()
+    assert not [name for name in os.listdir(tmp_path) if name.endswith(".partial")]
+
+    from overrides.builds.interpreters import Build
+    from overrides.review.measuring import Evidence, record_flamegraphs
+    from overrides.review.runs import RecordedRun
+    from overrides.review.sides import Side
+
+    (tmp_path / "refusing.py").write_text(_FAILS_UNDER_PYSPYBENCH)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(UsageError, match="refuses to be profiled"):
+        flamegraph.record_cases(sys.executable, [flamegraph.Target(
+            "refusing:Fine", str(tmp_path / "f.svg"), str(tmp_path / "f.folded"))], seconds=1.0)
+    folder = tmp_path / "runs" / "base"
+    folder.mkdir(parents=True)
+    evidence = Evidence([], {}, {}, recorded={"base": RecordedRun("base", str(folder), {"op": "torch.add"})})
+    side = Side("base", sys.executable, python=sys.executable, build=Build(sys.executable))
+    found = record_flamegraphs(evidence, side, ["SubTensor", "refusing:Fine"], None, 1.0,
+                               str(tmp_path / "runs"), str(tmp_path), lambda message: None)
+    assert found["refusing:Fine"] is None and found["SubTensor"] is not None
+    assert len(found["SubTensor"][1]) == 2 and all(os.path.exists(p) for p in found["SubTensor"][1])
+    assert evidence.notes == [next(n for n in evidence.notes if n.startswith(
+        "No base flamegraph for refusing:Fine:") and "refuses to be profiled" in n)]

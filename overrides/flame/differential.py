@@ -32,7 +32,8 @@ SIGNIFICANT_Z = 3.0
 # errors are therefore the binomial ones times this factor, which left none past 3. Used only
 # where a side has one recording; with two, each function's spread is measured (RECORDINGS).
 PROCESS_DISPERSION = 2.1
-# Recordings per side in a report, each a separate process running seconds / RECORDINGS: the
+# Recordings per side in a report, each a separate process, all at once for the report's
+# --seconds (flamegraph.record_case): the
 # average dispersion above is no guard against one process's luck on one function (a report
 # listed `is_tensor_and_append_overloaded` +659 ns and `add_Tensor` -592 ns, same instructions,
 # above the real +231 ns cause); the spread between two processes is, as a move seen in one of

@@ -1,6 +1,6 @@
 """Flamegraphs with py-spy: record a case's hot loop, and draw it.
 
-`record_case` runs `py-spy record --native` on `pyspybench.py CASE` for its raw collapsed
+`record_cases` runs `py-spy record --native` on `pyspybench.py CASE ...` for their raw collapsed
 stacks, which the differential view reads, and draws the SVG a person looks at from the same
 samples (overrides/flame/flamesvg.py): the hot loop as the root, titled with what it shows. (The
 first version ran py-spy twice at once, once per format: two loops on two cores, and a title
@@ -16,15 +16,15 @@ import dataclasses
 import functools
 import os
 import subprocess
-from typing import Mapping
+from typing import Mapping, Sequence
 
 from overrides import ROOT, children
 from overrides.errors import UsageError
 from overrides.files import write_text_atomic
 from overrides.flame import flamesvg
-from overrides.flame.hotloop import DEFAULT_SECONDS
+from overrides.flame.hotloop import DEFAULT_SECONDS, frame_name
 from overrides.flame.pyspy import PYSPY_RATE_HZ, find_pyspy
-from overrides.flame.stacks import hot_loop_stacks, hot_loop_total, read_folded
+from overrides.flame.stacks import hot_loop_stacks, hot_loop_total, merged, read_folded
 
 PYSPYBENCH = os.path.join(ROOT, "pyspybench.py")
 START_TIMEOUT_S = 120  # importing torch under py-spy, on a cold disk
@@ -36,7 +36,7 @@ class Recording:
     svg_path: str
     folded_path: str  # the first recording's
     samples: int  # samples inside the hot loop, in the raw recordings together
-    seconds: float  # all recordings together
+    seconds: float  # each recording's
     folded_paths: tuple[str, ...] = ()  # every recording's, one process each
 
     def __post_init__(self):
@@ -78,56 +78,87 @@ def recording_paths(folded_path: str, recordings: int) -> tuple[str, ...]:
     return (folded_path,) + tuple(f"{stem}.{index}.folded" for index in range(2, recordings + 1))
 
 
+@dataclasses.dataclass(frozen=True)
+class Target:
+    """One case to record, and where its picture and collapsed stacks go."""
+
+    case: str
+    svg_path: str
+    folded_path: str
+    title: str | None = None  # default: the case and op
+
+
 def record_case(python: str, case: str, svg_path: str, folded_path: str, *, op: str | None = None,
                 seconds: float = DEFAULT_SECONDS, rate_hz: int = PYSPY_RATE_HZ,
                 pyspy: str | None = None, title: str | None = None,
                 import_path: str | None = None, recordings: int = 1) -> Recording:
-    """Record `case`'s hot loop under `python` into py-spy's collapsed stacks, and draw them as
-    an SVG (`flamegraph_svg`) titled `title` (default: the case and op). `import_path`: a folder
-    to import torch from first (a kept copy of a build). With `recordings` > 1, that many
-    processes one after the other, each for seconds / recordings, into `recording_paths`: the
+    """One case's recordings (`record_cases`)."""
+    return record_cases(python, [Target(case, svg_path, folded_path, title)], op=op, seconds=seconds,
+                        rate_hz=rate_hz, pyspy=pyspy, import_path=import_path,
+                        recordings=recordings)[0]
+
+
+def record_cases(python: str, targets: Sequence[Target], *, op: str | None = None,
+                 seconds: float = DEFAULT_SECONDS, rate_hz: int = PYSPY_RATE_HZ,
+                 pyspy: str | None = None, import_path: str | None = None,
+                 recordings: int = 1) -> list[Recording]:
+    """Record each target's hot loop under `python` into py-spy's collapsed stacks, and draw
+    them as an SVG (`flamegraph_svg`). The cases run one after the other in one process, each
+    for `seconds`: torch is imported once for all of them (seconds for a CUDA build). With
+    `recordings` > 1, that many such processes at once, into `recording_paths`: the
     differential view takes each function's spread from them; the SVG draws them together.
+    `import_path`: a folder to import torch from first (a kept copy of a build).
 
-    Every file is written whole or not at all; a failure raises UsageError with the reason.
-    """
+    Every file is written whole or not at all; a failure raises UsageError with the reason
+    (for any case: record the cases one by one to keep the others)."""
     pyspy = pyspy or find_pyspy(python)
-    paths = recording_paths(folded_path, recordings)
-    stacks: dict[tuple[str, ...], int] = {}
-    for path in paths:
-        for stack, samples in _record_folded(python, case, path, op=op, seconds=seconds / len(paths),
-                                             rate_hz=rate_hz, pyspy=pyspy,
-                                             import_path=import_path).items():
-            stacks[stack] = stacks.get(stack, 0) + samples
-    write_text_atomic(svg_path, flamegraph_svg(stacks, title or f"{case} · {op or 'torch.add'}",
-                                               rate_hz))
-    return Recording(case, svg_path, folded_path, hot_loop_total(stacks), seconds, paths)
+    paths = [recording_paths(target.folded_path, recordings) for target in targets]
+    # All recordings at once: py-spy samples at its rate in wall time whether or not the loop
+    # has a core to itself, and a sample lands where the loop was, so shares do not change
+    # when processes share a core; their torch imports overlap instead of adding up.
+    recorded = children.parallel(lambda index: _record_folded(
+        python, [target.case for target in targets], [case_paths[index] for case_paths in paths],
+        op=op, seconds=seconds, rate_hz=rate_hz, pyspy=pyspy, import_path=import_path),
+        range(recordings), recordings)
+    made = []
+    for number, target in enumerate(targets):
+        stacks = merged([one[number] for one in recorded])
+        write_text_atomic(target.svg_path, flamegraph_svg(
+            stacks, target.title or f"{target.case} · {op or 'torch.add'}", rate_hz))
+        made.append(Recording(target.case, target.svg_path, target.folded_path,
+                              hot_loop_total(stacks), seconds, paths[number]))
+    return made
 
 
-def _record_folded(python: str, case: str, folded_path: str, *, op: str | None, seconds: float,
-                   rate_hz: int, pyspy: str, import_path: str | None) -> dict[tuple[str, ...], int]:
-    """One py-spy process on the case's hot loop, its raw stacks into `folded_path` (whole or
-    not at all); returns them, cleaned."""
+def _record_folded(python: str, cases: Sequence[str], folded_paths: Sequence[str], *,
+                   op: str | None, seconds: float, rate_hz: int, pyspy: str,
+                   import_path: str | None) -> list[dict[tuple[str, ...], int]]:
+    """One py-spy process on the cases' hot loops, one after the other; each case's raw stacks
+    into its `folded_paths` entry (whole or not at all). Returns them, cleaned."""
     from overrides.builds.interpreters import with_import_path
 
     env = with_import_path(dict(os.environ), ROOT, import_path)
-    os.makedirs(os.path.dirname(os.path.abspath(folded_path)), exist_ok=True)
-    partial = folded_path + ".partial"
-    # pyspybench imports and warms up unsampled, then hands its hot loop to py-spy.
-    command = [python, PYSPYBENCH, case, "--seconds", f"{seconds:g}", "--record", partial,
+    for path in folded_paths:
+        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    partial = folded_paths[0] + ".partial"
+    what = cases[0] if len(cases) == 1 else ", ".join(cases)
+    # pyspybench imports and warms up unsampled, then hands its hot loops to py-spy.
+    command = [python, PYSPYBENCH, *cases, "--seconds", f"{seconds:g}", "--record", partial,
                "--format", "raw", "--rate", str(rate_hz), "--pyspy", pyspy]
     if op:
         command += ["--op", op]
+    timeout = seconds * len(cases) + START_TIMEOUT_S
     # In a process group of its own (overrides/children.py): Ctrl-C kills py-spy and the loop
     # it traces at once, and py-spy never sees the Ctrl-C (it would write half a profile).
     process = children.start(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                              env=env)  # cwd: the user's, for their cases
     failure = None
     try:
-        _, stderr = process.communicate(timeout=seconds + START_TIMEOUT_S)
+        _, stderr = process.communicate(timeout=timeout)
         if process.returncode != 0 or not os.path.exists(partial):
-            failure = _explain_failure(stderr, case)
+            failure = _explain_failure(stderr, what)
     except subprocess.TimeoutExpired:
-        failure = f"py-spy on {case} did not finish within {seconds + START_TIMEOUT_S:.0f} s"
+        failure = f"py-spy on {what} did not finish within {timeout:.0f} s"
     except BaseException:  # Ctrl-C: nothing half-recorded stays behind
         children.reap(process)
         if os.path.exists(partial):
@@ -135,16 +166,43 @@ def _record_folded(python: str, case: str, folded_path: str, *, op: str | None, 
         raise
     finally:
         children.reap(process)
-    if failure is None:
-        stacks = read_folded(partial)
-        if not hot_loop_total(stacks):
-            failure = f"py-spy took no sample inside {case}'s hot loop"
-    if failure:
+    try:
+        if failure:
+            raise UsageError(failure)
+        if len(cases) == 1:
+            split = {cases[0]: None}
+        else:
+            split = _split_by_case(partial, cases)
+        found = []
+        for case, path in zip(cases, folded_paths):
+            if split[case] is None:
+                stacks = read_folded(partial)
+            else:
+                write_text_atomic(path, split[case])
+                stacks = read_folded(path)
+            if not hot_loop_total(stacks):
+                raise UsageError(f"py-spy took no sample inside {case}'s hot loop")
+            found.append(stacks)
+        if len(cases) == 1:
+            os.replace(partial, folded_paths[0])
+        return found
+    finally:
         if os.path.exists(partial):
             os.unlink(partial)
-        raise UsageError(failure)
-    os.replace(partial, folded_path)
-    return stacks
+
+
+def _split_by_case(raw_path: str, cases: Sequence[str]) -> dict[str, str]:
+    """py-spy's raw lines of one process that ran several cases, by the case whose hot-loop frame
+    each goes through (lines in none of them, the harness between loops, are dropped)."""
+    marks = {case: frame_name(case) + " (" for case in cases}
+    lines: dict[str, list[str]] = {case: [] for case in cases}
+    with open(raw_path, encoding="utf-8", errors="replace") as src:
+        for line in src:
+            frames = line.rpartition(" ")[0].split(";")
+            case = next((c for c, mark in marks.items() if any(f.startswith(mark) for f in frames)), None)
+            if case is not None:
+                lines[case].append(line if line.endswith("\n") else line + "\n")
+    return {case: "".join(found) for case, found in lines.items()}
 
 
 # ---------------------------------------------------------------------------------------------

@@ -1,11 +1,13 @@
-"""What `pyspybench.py` runs under py-spy: one case's statement, over and over, and nothing else.
+"""What `pyspybench.py` runs under py-spy: a case's statement, over and over, and nothing else.
 
 A flamegraph is only as clean as the process it samples: no timing, no printing, no result
 kept inside the loop. The statement is pasted into a generated function (the Timer core's
 `compile_hot_loop`, all on one source line so py-spy sees one frame) named after the case, so
 the flamegraph's hot tower starts at a frame a reader recognises. `pyspybench.py` calls it from
 its own module frame: the only harness frame above the loop is `<module>`. The clock is read
-only between chunks of ~50 ms of calls, outside that function, to know when to stop.
+only between chunks of ~50 ms of calls, outside that function, to know when to stop. Several
+cases run one after the other in one process (`Program`): each loop's frame names its case, so
+one recording splits into one per case, and torch is imported once for all of them.
 """
 
 from __future__ import annotations
@@ -38,7 +40,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser = OneLineParser(prog="pyspybench.py",
                      description="Run one case's hot loop and nothing else, for a profiler: "
                                  "py-spy record -o subtensor.svg --native -- python pyspybench.py SubTensor")
-    parser.add_argument("case", help="a case name (python bench.py --list) or pkg.module:factory")
+    parser.add_argument("case", nargs="+",
+                        help="a case name (python bench.py --list) or pkg.module:factory; several run "
+                             "one after the other in one process, each for --seconds (one torch "
+                             "import for all)")
     parser.add_argument("--op", default=None, help="the op to run (default torch.add; see bench.py --list-ops)")
     how_long = parser.add_mutually_exclusive_group()
     how_long.add_argument("--nreps", type=positive_int, metavar="N",
@@ -72,17 +77,6 @@ class HotLoop:
     active: Callable[[], ContextManager]  # the case's mode or context, held around the loop
     nreps: int | None
     seconds: float
-    record: Callable[[int], None] | None = None
-
-    def hand_to_recorder(self) -> None:
-        """With `record`: warm the loop up, fork, and become `record(child)` (py-spy) in the
-        parent; the child returns and runs the loop. Without: nothing."""
-        if self.record is None:
-            return
-        self.loop(self.operands, WARMUP_TURNS)  # specialised before py-spy looks
-        child = os.fork()
-        if child:
-            self.record(child)  # execs py-spy on the child: never returns
 
     def chunks(self) -> Iterator[int]:
         """Turns to run per call of the loop: exactly `nreps` calls (rounded up to whole turns),
@@ -104,6 +98,27 @@ class HotLoop:
             elapsed = max(now - started, 1e-6)
             turns = max(1, min(int(turns * CHUNK_S / elapsed), int(turns * (deadline - now) / elapsed) + 1))
 
+
+@dataclasses.dataclass(frozen=True)
+class Program:
+    """What `pyspybench.py` runs: the hot loops of the cases asked for, one after the other, and
+    with --record the py-spy that records them (`record`, given the loops' pid)."""
+
+    loops: tuple[HotLoop, ...]
+    record: Callable[[int], None] | None = None
+
+    def hand_to_recorder(self) -> None:
+        """With `record`: warm every loop up, fork, and become `record(child)` (py-spy) in the
+        parent; the child returns and runs the loops. Without: nothing."""
+        if self.record is None:
+            return
+        for job in self.loops:  # specialised before py-spy looks
+            with job.active():
+                job.loop(job.operands, WARMUP_TURNS)
+        child = os.fork()
+        if child:
+            self.record(child)  # execs py-spy on the child: never returns
+
     def done(self) -> None:
         """Leave at once: tearing torch down takes ~0.3 s, which a profiler sampling the whole
         process (the seed command) would count against the loop's share."""
@@ -112,8 +127,7 @@ class HotLoop:
         os._exit(0)
 
 
-def prepare(case_name: str, op_name: str | None, nreps: int | None, seconds: float,
-            record: Callable[[int], None] | None = None) -> HotLoop:
+def prepare(case_name: str, op_name: str | None, nreps: int | None, seconds: float) -> HotLoop:
     """The hot loop of a case and op; a UsageError when the op does not apply."""
     from overrides.cases import ops, registry
     from overrides.cases.ops import not_applicable_reason
@@ -125,7 +139,7 @@ def prepare(case_name: str, op_name: str | None, nreps: int | None, seconds: flo
     if reason:
         raise UsageError(f"op {op.name} does not apply to case {case.name}: {reason}; pick another --op")
     return HotLoop(compile_hot_loop(case.stmt_for(op), frame_name(case.name)),
-                   tuple(case.make_operands()), case.active, nreps, seconds, record)
+                   tuple(case.make_operands()), case.active, nreps, seconds)
 
 
 def run(case_name: str, op_name: str | None, nreps: int | None, seconds: float | None) -> int:
@@ -165,9 +179,9 @@ def exec_pyspy(pyspy: str, output: str, fmt: str, rate: int, seconds: float) -> 
     return become_pyspy
 
 
-def from_command_line(argv: list[str] | None = None) -> HotLoop:
-    """`pyspybench.py`'s arguments as a ready hot loop; bad input exits 2 with one line."""
-    job: list[HotLoop] = []
+def from_command_line(argv: list[str] | None = None) -> Program:
+    """`pyspybench.py`'s arguments as a ready program; bad input exits 2 with one line."""
+    job: list[Program] = []
 
     def body() -> int:
         args = build_parser().parse_args(sys.argv[1:] if argv is None else argv)
@@ -178,13 +192,13 @@ def from_command_line(argv: list[str] | None = None) -> HotLoop:
                 raise UsageError("--record runs for --seconds; drop --nreps")
             seconds = args.seconds or DEFAULT_SECONDS
             record = exec_pyspy(args.pyspy or find_pyspy(sys.executable), args.record,
-                                args.format, args.rate or PYSPY_RATE_HZ, seconds)
-            # The loop outlives py-spy's --duration a little, so py-spy never samples an exit.
-            seconds += LOOP_MARGIN_S
-        ready = prepare(args.case, args.op, args.nreps, seconds or DEFAULT_SECONDS, record)
+                                args.format, args.rate or PYSPY_RATE_HZ, seconds * len(args.case))
+        loops = [prepare(case, args.op, args.nreps, seconds or DEFAULT_SECONDS) for case in args.case]
         if seconds is None:  # measured now that torch is imported: start-up is behind us
-            ready = dataclasses.replace(ready, seconds=default_seconds(process_age_s()))
-        job.append(ready)
+            loops = [dataclasses.replace(loop, seconds=default_seconds(process_age_s())) for loop in loops]
+        if record:  # the last loop outlives py-spy's --duration a little: py-spy never samples an exit
+            loops[-1] = dataclasses.replace(loops[-1], seconds=loops[-1].seconds + LOOP_MARGIN_S)
+        job.append(Program(tuple(loops), record))
         return 0
 
     status = run_command("pyspybench.py", body)

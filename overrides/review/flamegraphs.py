@@ -4,7 +4,7 @@ less) with its table of the functions whose own time changed.
 
 It reads an `Evidence` (`measuring.py`: the counts name functions exactly, py-spy's samples
 place the time); only the flamegraphs themselves are recorded here, through
-`measuring.record_flamegraph`, since a case's recording is needed only once it is chosen.
+`measuring.record_flamegraphs`, since a case's recording is needed only once it is chosen.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Sequence
 from overrides import children
 from overrides.files import write_text_atomic
 from overrides.review.markdown import markdown_table, rounded, signed
-from overrides.review.measuring import record_flamegraph
+from overrides.review.measuring import record_flamegraphs
 from overrides.review.pack import Pack
 from overrides.review.sides import ROLES, Side
 
@@ -25,7 +25,7 @@ DIFF_ROWS = 12  # frames listed per direction (grew, shrank) in a case's differe
 def flamegraph_sections(evidence, sides: Sequence[Side], comparisons, seconds: float | None,
                         op: str | None, pack: Pack, runs_dir: str) -> list[str]:
     """"Where the time went": per comparison, both sides' flamegraphs (recorded now where the
-    side's build can run, `measuring.record_flamegraph`), their screenshots, and the differential
+    side's build can run, `measuring.record_flamegraphs`), their screenshots, and the differential
     view of where the branch's time went (`differential_section`). One markdown text a case."""
     from overrides.flame import hotloop, screenshot
     from overrides.review.runs import file_stem
@@ -33,17 +33,20 @@ def flamegraph_sections(evidence, sides: Sequence[Side], comparisons, seconds: f
     browser = screenshot.find_browser()
     if browser is None:
         pack.notes.append(f"Screenshots were skipped: no Chromium on this machine; {screenshot.INSTALL_HINT}.")
+    # Both sides at once, every chosen case in one process per recording and each side's
+    # recordings at once (measuring.record_flamegraphs): a profile is shares of samples, which
+    # other processes' work does not skew. Ctrl-C kills every py-spy process at once
+    # (overrides/children.py).
+    cases = list(dict.fromkeys(comparison.case for comparison in comparisons))
+    recorded = dict(zip((side.role for side in sides), children.parallel(lambda side: record_flamegraphs(
+        evidence, side, cases, op, seconds or hotloop.DEFAULT_SECONDS, runs_dir, pack.workdir,
+        pack.say), sides, len(sides))))
     sections = []
     for comparison in comparisons:
         stem = file_stem(comparison.case, op)
         folded: dict[str, list[str]] = {}  # role -> its recordings' collapsed stacks
-        # Both sides at once, one core each: a profile is shares of samples, which the other
-        # core's work does not skew, and the report gets 8 s a case back. Ctrl-C kills both
-        # py-spy processes at once (overrides/children.py).
-        recorded = children.parallel(lambda side: record_flamegraph(
-            evidence, side, comparison.case, op, seconds or hotloop.DEFAULT_SECONDS, runs_dir,
-            pack.workdir, pack.say), sides, len(sides))
-        for side, paths in zip(sides, recorded):
+        for side in sides:
+            paths = recorded[side.role].get(comparison.case)
             if paths is None:
                 continue
             svg, folded[side.role] = paths

@@ -158,53 +158,75 @@ def count_python_calls(evidence: Evidence, sides: Sequence[Side], say: Callable[
         evidence.notes.append(f"Python calls were not counted: {exc}.")
 
 
-def record_flamegraph(evidence: Evidence, side: Side, case: str, op: str | None, seconds: float,
-                      runs_dir: str, workdir: str, say: Callable[[str], None]) -> tuple[str, list[str]] | None:
-    """(svg, the recordings' collapsed stacks) of one side: recorded now, RECORDINGS
-    processes of seconds / RECORDINGS each, wherever the side's build can run; a label's
-    own single recording only when it cannot (its spread between processes then unknown). A
-    side without one gets a note instead."""
+def record_flamegraphs(evidence: Evidence, side: Side, cases: Sequence[str], op: str | None,
+                       seconds: float, runs_dir: str, workdir: str,
+                       say: Callable[[str], None]) -> dict[str, tuple[str, list[str]] | None]:
+    """case -> (svg, the recordings' collapsed stacks) of one side, or None with a note saying
+    why not. Recorded now wherever the side's build can run: every case in one process per
+    recording (one torch import for all), RECORDINGS processes at once, `seconds` a case; a
+    case that fails that way is tried alone, so it costs only itself. A label's own single
+    recording is used only when its build cannot run (its spread between processes then
+    unknown)."""
     from overrides.flame import flamegraph
     from overrides.flame.differential import RECORDINGS
     from overrides.review import runs as recorded_runs
 
     recorded = evidence.recorded.get(side.role) or recorded_runs.load_label(runs_dir, side.label or side.role)
-    label = recorded.label
-    existing = _recordings_of(recorded, case)
-    if existing and (len(existing[1]) >= RECORDINGS or side.build is None):
-        return existing
-    if side.label and side.build is None:  # its interpreter may import another build by now
-        evidence.notes.append(f"No {side.role} flamegraph for {case}: label {label!r} was recorded "
-                              f"without it, and no copy of its build was kept to record it from.")
-        return None
-    if not (side.python and os.access(side.python, os.X_OK)):
-        evidence.notes.append(f"No {side.role} flamegraph for {case}: its interpreter "
-                              f"({side.python}) is gone.")
-        return None
-    stem = recorded_runs.file_stem(case, op)
-    # A label's folder keeps what record.sh recorded; its kept copy's recordings for this
-    # report go into the report's own folder.
-    folder, name = ((workdir, f"{side.role}-{stem}") if side.label
-                    else (recorded.directory, f"{label}-{stem}"))
-    svg, folded = os.path.join(folder, f"{name}.svg"), os.path.join(folder, f"{name}.folded")
-    say(f"report: py-spy on {case} for {side.role} ({RECORDINGS} x "
-             f"{seconds / RECORDINGS:g} s)")
-    try:
-        rec = flamegraph.record_case(side.python, case, svg, folded, op=op, seconds=seconds,
-                                     import_path=side.torch_root(),
-                                     recordings=RECORDINGS,
-                                     title=flamegraph.title(case, op, f"{side.role}: {side.spec}",
-                                                            side.python, side.torch_root()))
-    except UsageError as exc:
-        evidence.notes.append(f"No {side.role} flamegraph for {case}: {exc}")
-        return None
-    if not side.label:
-        recorded.manifest.setdefault("flamegraphs", {})[case] = {
-            "svg": os.path.basename(svg), "folded": os.path.basename(folded),
-            "recordings": [os.path.basename(path) for path in rec.folded_paths],
-            "samples": rec.samples, "seconds": seconds}
+    found: dict[str, tuple[str, list[str]] | None] = {}
+    targets = []
+    for case in cases:
+        existing = _recordings_of(recorded, case)
+        if existing and (len(existing[1]) >= RECORDINGS or side.build is None):
+            found[case] = existing
+        elif side.label and side.build is None:  # its interpreter may import another build by now
+            evidence.notes.append(f"No {side.role} flamegraph for {case}: label {recorded.label!r} "
+                                  "was recorded without it, and no copy of its build was kept to "
+                                  "record it from.")
+            found[case] = None
+        elif not (side.python and os.access(side.python, os.X_OK)):
+            evidence.notes.append(f"No {side.role} flamegraph for {case}: its interpreter "
+                                  f"({side.python}) is gone.")
+            found[case] = None
+        else:
+            stem = recorded_runs.file_stem(case, op)
+            # A label's folder keeps what record.sh recorded; its kept copy's recordings for
+            # this report go into the report's own folder.
+            folder, name = ((workdir, f"{side.role}-{stem}") if side.label
+                            else (recorded.directory, f"{recorded.label}-{stem}"))
+            targets.append(flamegraph.Target(
+                case, os.path.join(folder, f"{name}.svg"), os.path.join(folder, f"{name}.folded"),
+                flamegraph.title(case, op, f"{side.role}: {side.spec}", side.python, side.torch_root())))
+    if not targets:
+        return found
+    say(f"report: py-spy on {', '.join(t.case for t in targets)} for {side.role} "
+        f"({RECORDINGS} processes at once, {seconds:g} s a case)")
+
+    def record(some: list) -> list:
+        return flamegraph.record_cases(side.python, some, op=op, seconds=seconds,
+                                       import_path=side.torch_root(), recordings=RECORDINGS)
+
+    made = []
+    # Together first; if that fails, one by one: a failing case (a user case, an op it refuses)
+    # must not cost the others their flamegraphs.
+    for batch in ([targets], [[target] for target in targets]):
+        for some in batch:
+            try:
+                made += record(some)
+            except UsageError as exc:
+                if len(some) == 1:
+                    evidence.notes.append(f"No {side.role} flamegraph for {some[0].case}: {exc}")
+        if made or len(targets) == 1:
+            break
+    for rec in made:
+        found[rec.case] = rec.svg_path, list(rec.folded_paths)
+        if not side.label:
+            recorded.manifest.setdefault("flamegraphs", {})[rec.case] = {
+                "svg": os.path.basename(rec.svg_path), "folded": os.path.basename(rec.folded_path),
+                "recordings": [os.path.basename(path) for path in rec.folded_paths],
+                "samples": rec.samples, "seconds": seconds}
+    if made and not side.label:
         write_json_atomic(os.path.join(recorded.directory, recorded_runs.MANIFEST), recorded.manifest)
-    return svg, list(rec.folded_paths)
+    return {case: found.get(case) for case in cases}
 
 
 def _recordings_of(recorded, case: str) -> tuple[str, list[str]] | None:

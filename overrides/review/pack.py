@@ -1,5 +1,5 @@
 """What goes into the report's ZIP beside report.md: the figures (SVGs and their screenshots,
-taken on a thread of their own while the report goes on), differential.json's entries, and the
+taken on threads of their own while the report goes on), differential.json's entries, and the
 ZIP itself, written whole or not at all."""
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from overrides.files import atomic_path, write_json_atomic, write_text_atomic
 from overrides.review.sides import ROLES
 
 DIFFERENTIAL_SCHEMA = "torch-function-overhead/differential/1"
+SCREENSHOTS_AT_ONCE = 2  # one Chromium per core of this kind of machine
 
 
 @dataclasses.dataclass(frozen=True)
@@ -36,9 +37,11 @@ class Pack:
         self.files: list[Figure] = []
         # differential.json: per case, what each view (counts, py-spy) names, machine-readable
         self.differentials: dict[str, dict] = {}
-        # Screenshots are taken on a thread of their own while the report goes on (py-spy
-        # records the next case meanwhile); finish_screenshots() waits for them.
-        self._shooter = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="screenshot")
+        # Screenshots are taken on threads of their own while the report goes on (py-spy
+        # records meanwhile); finish_screenshots() waits for them. Two at once: the flamegraphs'
+        # PNGs come together once py-spy is done, and nothing is timed after the clock's pairs.
+        self._shooter = concurrent.futures.ThreadPoolExecutor(max_workers=SCREENSHOTS_AT_ONCE,
+                                                              thread_name_prefix="screenshot")
         self._shots: list[tuple[concurrent.futures.Future, str]] = []
 
     def add(self, name: str, path: str) -> None:

@@ -132,7 +132,8 @@ def build_parser():
     parser.add_argument("--cases", nargs="+", metavar="NAME", help="cases (default: the four seed cases)")
     parser.add_argument("--op", default=None, help="the op (default torch.add)")
     parser.add_argument("--seconds", type=positive_float, default=None, metavar="S",
-                        help=f"py-spy recording time per case and side (default {DEFAULT_SECONDS:g})")
+                        help=f"py-spy recording time per case and side (default {DEFAULT_SECONDS:g}); "
+                             "the side's two recordings run at once, each for S")
     counts = parser.add_mutually_exclusive_group()
     counts.add_argument("--instructions", action="store_true",
                         help="count instructions per call with Callgrind and judge on them: the "
