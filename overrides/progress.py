@@ -7,8 +7,13 @@ stdout stays for results and a script can silence the chatter with `2>/dev/null`
 from __future__ import annotations
 
 import sys
+import threading
 import time
 from typing import Callable
+
+# One line at a time: threads report too (a report's screenshots, two at once), and print()
+# writes a line's text and its newline separately, so two lines could run into one.
+_WRITING = threading.Lock()
 
 
 def stderr_progress(quiet: bool = False) -> Callable[[str], None] | None:
@@ -18,7 +23,10 @@ def stderr_progress(quiet: bool = False) -> Callable[[str], None] | None:
     started = time.monotonic()
 
     def say(message: str) -> None:
-        print(f"[{time.monotonic() - started:5.1f}s] {message}", file=sys.stderr, flush=True)
+        line = f"[{time.monotonic() - started:5.1f}s] {message}\n"
+        with _WRITING:
+            sys.stderr.write(line)
+            sys.stderr.flush()
 
     return say
 
