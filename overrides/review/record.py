@@ -22,6 +22,7 @@ from typing import Callable, Sequence
 from overrides import ROOT
 from overrides.errors import UsageError
 from overrides.files import write_json_atomic, write_text_atomic
+from overrides.progress import counted
 from overrides.review.runs import (MANIFEST, RUNS_DIR_VARIABLE, SCHEMA, STOPPED_BEFORE_KEEP, RecordedRun,
                                    check_label, clean, file_stem, kept_line, listing, load_label,
                                    recorded_labels, recorded_parts, runs_dir, torch_version_of, words)
@@ -72,30 +73,47 @@ class Recorder:
         self.save()
 
     def flamegraphs(self, python: str, seconds: float) -> None:
+        """py-spy on every case, all in one process (one torch import), each for `seconds`; if
+        that fails, one by one, so a failing case costs only itself (the first failing alone
+        stops the recording: py-spy cannot record here at all, or the case is bad)."""
         from overrides.flame import flamegraph
         from overrides.flame.pyspy import find_pyspy
 
         pyspy = find_pyspy(python)
         names = self.manifest["cases"]
-        for index, case in enumerate(names, 1):
-            stem = file_stem(case, self.manifest["op"])
-            svg, folded = f"{self.label}-{stem}.svg", f"{self.label}-{stem}.folded"
-            self.say(f"record {self.label}: py-spy on {case} ({index}/{len(names)}), {seconds:g} s")
+        op = self.manifest["op"]
+        targets = []
+        for case in names:
+            stem = file_stem(case, op)
+            targets.append(flamegraph.Target(
+                case, self.path(f"{self.label}-{stem}.svg"), self.path(f"{self.label}-{stem}.folded"),
+                flamegraph.title(case, op, f"label {self.label}", python)))
+
+        def record(some: list) -> None:
+            for rec in flamegraph.record_cases(python, some, op=op, seconds=seconds, pyspy=pyspy):
+                self.manifest["flamegraphs"][rec.case] = {
+                    "svg": os.path.basename(rec.svg_path), "folded": os.path.basename(rec.folded_path),
+                    "samples": rec.samples, "seconds": seconds}
+            self.save()
+
+        self.say(f"record {self.label}: py-spy on {', '.join(names)} "
+                 f"({counted(len(names), 'case')} in one process, {seconds:g} s each)")
+        try:
+            record(targets)
+            return
+        except UsageError:
+            if len(targets) == 1:
+                raise
+        for index, target in enumerate(targets, 1):
+            self.say(f"record {self.label}: py-spy on {target.case} alone ({index}/{len(names)})")
             try:
-                recording = flamegraph.record_case(
-                    python, case, self.path(svg), self.path(folded), op=self.manifest["op"],
-                    seconds=seconds, pyspy=pyspy,
-                    title=flamegraph.title(case, self.manifest["op"], f"label {self.label}", python))
+                record([target])
             except UsageError as exc:
                 if index == 1:
                     raise  # py-spy cannot record here at all (ptrace, a bad case): say so now
-                self.manifest["flamegraphs"][case] = {"error": str(exc)}
-                self.say(f"record {self.label}: {case} failed: {exc}")
-            else:
-                self.manifest["flamegraphs"][case] = {"svg": svg, "folded": folded,
-                                                      "samples": recording.samples,
-                                                      "seconds": seconds}
-            self.save()
+                self.manifest["flamegraphs"][target.case] = {"error": str(exc)}
+                self.say(f"record {self.label}: {target.case} failed: {exc}")
+                self.save()
 
     def instructions(self, python: str, seeds: Sequence[int] | None) -> None:
         """Callgrind's counts for every case, into LABEL-instructions.json."""
