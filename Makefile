@@ -1,20 +1,25 @@
 # Two commands for a fresh machine: `make bench` and `make test` (see README.md).
-# PYTHON picks the interpreter (and so the torch build) to use: make bench PYTHON=/path/to/python
+# PYTHON picks the interpreter (and so the torch build) to use: make bench PYTHON=/path/to/python.
+# One without torch is never installed into: scripts/install_deps.sh makes this checkout's own
+# virtualenv (.venv) with torch instead, and prints the interpreter to run, which is used here.
 PYTHON ?= python3
 ARGS ?=
 
 .PHONY: bench test deps test-deps
 
 deps:
-	bash scripts/install_deps.sh $(PYTHON)
+	@bash scripts/install_deps.sh $(PYTHON) >/dev/null
 
-test-deps: deps
-	bash scripts/install_deps.sh --test $(PYTHON)
+test-deps:
+	@bash scripts/install_deps.sh --test $(PYTHON) >/dev/null
 
-bench: deps
-	$(PYTHON) bench.py $(ARGS)
+bench:
+	@py=$$(bash scripts/install_deps.sh $(PYTHON)) && echo "$$py bench.py $(ARGS)" >&2 && \
+	  "$$py" bench.py $(ARGS)
 
 # Two workers (pytest-xdist): the valgrind counts keep both cores busy, most other tests one;
 # tests that read one expensive fixture run in one worker (tests/conftest.py says which).
-test: test-deps
-	$(PYTHON) -m pytest -q -n 2 --dist loadgroup --no-loadscope-reorder tests $(ARGS)
+test:
+	@py=$$(bash scripts/install_deps.sh --test $(PYTHON)) && \
+	  echo "$$py -m pytest -q -n 2 --dist loadgroup --no-loadscope-reorder tests $(ARGS)" >&2 && \
+	  "$$py" -m pytest -q -n 2 --dist loadgroup --no-loadscope-reorder tests $(ARGS)

@@ -11,9 +11,10 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import importlib.util
+import os
 import sys
 
-from overrides import environment, report, report_comparison, results
+from overrides import ROOT, environment, report, report_comparison, results
 from overrides.ab.config import add_arguments as add_ab_arguments
 from overrides.argtypes import OneLineParser, positive_float, positive_int
 from overrides.cases import casenames
@@ -96,9 +97,12 @@ def list_ops() -> str:
 def require_torch(what: str) -> None:
     """One line, not a traceback, when `what` must run in this interpreter and it has no torch."""
     if importlib.util.find_spec("torch") is None:
+        made = os.path.join(ROOT, ".venv", "bin", "python")  # by `make bench` (install_deps.sh)
+        instead = (f"run it with this checkout's virtualenv ({os.path.relpath(made)} bench.py ...)"
+                   if os.path.exists(made) and os.path.realpath(made) != os.path.realpath(sys.executable)
+                   else "run bench.py with an interpreter that has torch (`make bench` makes one)")
         raise UsageError(f"{what} needs torch in this interpreter, and {sys.executable} has none; "
-                         "install torch into it, run bench.py with an interpreter that has torch, "
-                         "or use --compare BASE_PY BRANCH_PY (only its two sides need torch)")
+                         f"{instead}, or use --compare BASE_PY BRANCH_PY (only its two sides need torch)")
 
 
 def _cases_and_ops(args, what: str) -> tuple[tuple, tuple]:

@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
-# Install what the benchmark (or, with --test, the test suite) needs into the given Python.
-# A torch that is already importable is never replaced: people benchmark their own builds.
+# Install what the benchmark (or, with --test, the test suite) needs, and print on stdout the
+# interpreter to run it with (the Makefile runs that one).
+# A torch that is already importable is never replaced: people benchmark their own builds. An
+# interpreter without torch is never installed into either: torch goes into this checkout's own
+# virtualenv (.venv, or $OVERRIDES_VENV), made from that interpreter, and that one is printed.
 # --test also installs the system tools the tests drive for real: valgrind and Chromium
 # (apt-get, when they are missing and this user may install packages).
 set -euo pipefail
@@ -8,27 +11,34 @@ cd "$(dirname "$0")/.."
 test_deps=0
 if [ "${1:-}" = "--test" ]; then test_deps=1; shift; fi
 PY=${1:-python3}
-TORCH_PIN="torch==2.13.0"  # the CPU wheel this kind of machine has on disk; unpinned pulls GBs of CUDA
+# The CPU wheel this kind of machine has on disk; unpinned pulls GBs of CUDA.
+# OVERRIDES_TORCH_PIN replaces it (the tests install a hand-made wheel this way).
+TORCH_PIN="${OVERRIDES_TORCH_PIN:-torch==2.13.0}"
+VENV="${OVERRIDES_VENV:-$PWD/.venv}"
+
+has_torch() { "$1" -c "import importlib.util, sys; sys.exit(importlib.util.find_spec('torch') is None)" >/dev/null 2>&1; }
 
 if ! command -v "$PY" >/dev/null 2>&1; then
   echo "install_deps: no interpreter '$PY'; pass PYTHON=/path/to/python" >&2
   exit 2
 fi
-if "$PY" -c "import torch" >/dev/null 2>&1; then
+if has_torch "$PY"; then
   echo "install_deps: using the torch already in $PY: $("$PY" -c 'import torch; print(torch.__version__)')" >&2
+elif [ -x "$VENV/bin/python" ] && has_torch "$VENV/bin/python"; then
+  echo "install_deps: $PY has no torch; using this checkout's virtualenv $VENV ($("$VENV/bin/python" -c 'import torch; print(torch.__version__)'))" >&2
+  PY="$VENV/bin/python"
 else
-  # A system interpreter (PEP 668: Debian's /usr/bin/python3) refuses pip installs, and nothing
-  # should be installed into it anyway: say what to do instead of letting pip fail.
-  if "$PY" -c "import os, sys, sysconfig; sys.exit(not os.path.exists(os.path.join(sysconfig.get_path('stdlib'), 'EXTERNALLY-MANAGED')))" 2>/dev/null; then
-    echo "install_deps: $PY has no torch and is managed by the system (PEP 668), so nothing is installed into it; make a virtualenv and use it: python3 -m venv .venv && make bench PYTHON=.venv/bin/python" >&2
+  echo "install_deps: $PY has no torch; making a virtualenv for this checkout, $VENV, with $TORCH_PIN (nothing is installed into $PY; PYTHON=/path/to/python runs another torch)" >&2
+  if ! err=$("$PY" -m venv "$VENV" 2>&1); then
+    echo "install_deps: $PY could not make a virtualenv ($(printf '%s' "$err" | tail -n 1)); install its venv module (Debian/Ubuntu: apt-get install python3-venv) or pass PYTHON=/path/to/python that has torch" >&2
     exit 2
   fi
-  echo "install_deps: no torch in $PY; installing $TORCH_PIN into it ($("$PY" -c 'import sys; print(sys.prefix)'))" >&2
-  "$PY" -m pip install -q "$TORCH_PIN"
+  PY="$VENV/bin/python"
+  "$PY" -m pip install -q --disable-pip-version-check "$TORCH_PIN" >&2
 fi
-[ "$test_deps" = 1 ] || exit 0
+if [ "$test_deps" = 0 ]; then echo "$PY"; exit 0; fi
 
-"$PY" -m pip install -q -r requirements-test.txt
+"$PY" -m pip install -q --disable-pip-version-check -r requirements-test.txt >&2
 
 # System packages: valgrind (instruction counts) and Chromium (flamegraph screenshots).
 missing=()
@@ -37,7 +47,7 @@ if ! command -v chromium >/dev/null 2>&1 && [ ! -x /usr/lib/chromium/chromium ] 
    ! command -v google-chrome >/dev/null 2>&1 && [ -z "${CHROMIUM:-}" ]; then
   missing+=(chromium)
 fi
-[ ${#missing[@]} -eq 0 ] && exit 0
+if [ ${#missing[@]} -eq 0 ]; then echo "$PY"; exit 0; fi
 if [ "$(id -u)" = 0 ]; then sudo=(); elif command -v sudo >/dev/null 2>&1; then sudo=(sudo -n); else sudo=(none); fi
 if [ "${sudo[0]:-}" = none ] || ! command -v apt-get >/dev/null 2>&1; then
   echo "install_deps: the tests need ${missing[*]}; install them (Debian/Ubuntu: apt-get install -y --no-install-recommends ${missing[*]})" >&2
@@ -45,6 +55,7 @@ if [ "${sudo[0]:-}" = none ] || ! command -v apt-get >/dev/null 2>&1; then
 fi
 echo "install_deps: installing ${missing[*]} with apt-get" >&2
 export DEBIAN_FRONTEND=noninteractive
-"${sudo[@]}" apt-get update -qq
+"${sudo[@]}" apt-get update -qq >&2
 # --no-install-recommends: Chromium alone, without ~115 packages (systemd, printer tools) it suggests
 "${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+echo "$PY"

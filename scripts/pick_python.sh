@@ -1,6 +1,8 @@
 # Sourced by record.sh and report.sh: pick_python CANDIDATE... sets PY to the first candidate
 # (an interpreter, a virtualenv directory, or a name on PATH) that has torch. The driver needs
 # torch only to read the case registry; the builds measured are whatever the arguments name.
+# The scripts list this checkout's .venv (made by `make bench` where python3 has no torch) after
+# python3.
 pick_python() {
   local candidate path
   for candidate in "$@"; do

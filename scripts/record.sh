@@ -12,8 +12,8 @@ for ((i = 0; i < ${#args[@]}; i++)); do
     --python=*) given="${args[$i]#--python=}" ;;
   esac
 done
-if ! pick_python "${PYTHON:-}" "$given" python3; then
-  echo "record.sh: error: no interpreter with torch among: ${PYTHON:-} $given python3; pass --python PY (an interpreter or virtualenv that has torch)" >&2
+if ! pick_python "${PYTHON:-}" "$given" python3 "$root/.venv"; then
+  echo "record.sh: error: no interpreter with torch among: ${PYTHON:-} $given python3 $root/.venv; pass --python PY (an interpreter or virtualenv that has torch)" >&2
   exit 2
 fi
 export PYTHONPATH="$root${PYTHONPATH:+:$PYTHONPATH}"

@@ -4,12 +4,15 @@ The expensive runs several test modules read (a paired report.sh with instructio
 A/A `bench.py --compare`, ...) are session fixtures here: each runs once per test session and
 every test that reads it asserts on its outputs."""
 
+import base64
+import hashlib
 import importlib.util
 import os
 import shutil
 import subprocess
 import sys
 import venv
+import zipfile
 
 import pytest
 
@@ -243,3 +246,22 @@ def copies_counted_first(tmp_path_factory, second_install):
     config = ABConfig(seconds_per_pair=0.3, max_seconds=120, instruction_seeds=(1, 2))
     return run_ab(interpreters.Build(sys.executable, os.path.dirname(torch_dir)),
                      interpreters.Build(sys.executable, str(longer)), seedcases.SEED_CASES[:2], [DEFAULT_OP], config)
+
+
+def make_wheel(folder, name: str, version: str, files: dict[str, str]) -> str:
+    """A minimal wheel pip installs: the files, METADATA, WHEEL and a RECORD."""
+    dist = f"{name}-{version}.dist-info"
+    contents = dict(files)
+    contents[f"{dist}/METADATA"] = f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n"
+    contents[f"{dist}/WHEEL"] = "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
+    record = []
+    for path, text in contents.items():
+        digest = base64.urlsafe_b64encode(hashlib.sha256(text.encode()).digest()).rstrip(b"=").decode()
+        record.append(f"{path},sha256={digest},{len(text.encode())}")
+    record.append(f"{dist}/RECORD,,")
+    contents[f"{dist}/RECORD"] = "\n".join(record) + "\n"
+    path = os.path.join(folder, f"{name}-{version}-py3-none-any.whl")
+    with zipfile.ZipFile(path, "w") as whl:
+        for member, text in contents.items():
+            whl.writestr(member, text)
+    return path

@@ -7,16 +7,13 @@ Tensor's is none. The cache and order tests install hand-made wheels with the re
 "torch" that is only a version file: the order is refused before anything would import it).
 """
 
-import base64
-import hashlib
 import json
 import os
 import xml.etree.ElementTree as ET
-import zipfile
 
 import pytest
 
-from conftest import run_tool
+from conftest import make_wheel, run_tool
 from overrides.ab import shimenv
 from overrides.flame import screenshot
 from overrides.history import HISTORY_SCHEMA
@@ -67,27 +64,8 @@ def test_history_counts_each_step_and_draws_it(history_measured):
     assert "with-a-40-step-loop" in sub and "regression" in sub.split("\n\n")[0]
 
 
-def _wheel(folder, name: str, version: str, files: dict[str, str]) -> str:
-    """A minimal wheel pip installs: the files, METADATA, WHEEL and a RECORD."""
-    dist = f"{name}-{version}.dist-info"
-    contents = dict(files)
-    contents[f"{dist}/METADATA"] = f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n"
-    contents[f"{dist}/WHEEL"] = "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
-    record = []
-    for path, text in contents.items():
-        digest = base64.urlsafe_b64encode(hashlib.sha256(text.encode()).digest()).rstrip(b"=").decode()
-        record.append(f"{path},sha256={digest},{len(text.encode())}")
-    record.append(f"{dist}/RECORD,,")
-    contents[f"{dist}/RECORD"] = "\n".join(record) + "\n"
-    path = os.path.join(folder, f"{name}-{version}-py3-none-any.whl")
-    with zipfile.ZipFile(path, "w") as whl:
-        for member, text in contents.items():
-            whl.writestr(member, text)
-    return path
-
-
 def _fake_torch(folder, version: str) -> str:
-    return _wheel(folder, "torch", version, {"torch/__init__.py": "raise ImportError('not a real torch')\n",
+    return make_wheel(folder, "torch", version, {"torch/__init__.py": "raise ImportError('not a real torch')\n",
                                              "torch/version.py": f"__version__ = '{version}'\n"})
 
 
@@ -122,7 +100,7 @@ def test_requirements_are_installed_once_and_builds_must_be_in_order(tmp_path):
 
 def test_bad_builds_are_one_line_and_exit_2(tmp_path):
     cache = tmp_path / "cache"
-    notorch = f"notorch @ file://{_wheel(tmp_path, 'notorch', '1.0', {'notorch.py': ''})}"
+    notorch = f"notorch @ file://{make_wheel(tmp_path, 'notorch', '1.0', {'notorch.py': ''})}"
     cases = [
         (["--history", notorch, notorch], "has no torch"),
         (["--history", "torch==0.0.0.1"], "at least two builds"),
