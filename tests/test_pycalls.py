@@ -269,6 +269,8 @@ def test_the_time_table_prices_a_new_helper_at_its_call_site_and_its_rows_add_up
     site_ns = 25 / 1025 * 4100
     assert f"+{site_ns:.0f} |" in row  # the call (10), the helper (12) and what it called (3)
     assert "PyObject_IsInstance" not in text.split("| **total")[0].split("function | own ns")[1]
+    # the rows are read against the change with its own interval: it is measured too
+    assert f"(listed: +{site_ns:.0f} of +100 ns; the change itself is +60..+140 ns at 95%)" in text
     entry = pack.differentials["SubTensor [torch.add]"]["wall_clock"]
     first = entry["functions"][0]
     assert first["python_calls"] == "new" and first["call_sites"] == [

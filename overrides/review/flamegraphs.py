@@ -162,7 +162,8 @@ def differential_section(evidence, comparison, folded: dict, stem: str, browser:
                    f"errors, where {error}; and functions new in the call path (\"new\": never "
                    "sampled in base, significant with callees). Own time does not count what a "
                    "function calls, so the rows and \"everything else\" add up to the case's "
-                   f"change (listed: {signed(explained)} of {signed(comparison.delta_ns)} ns). "
+                   f"change (listed: {signed(explained)} of {signed(comparison.delta_ns)} ns"
+                   f"{_change_interval(comparison)}). "
                    "With callees: the function's time including what it calls.")
               + (" A function called more or less often is timed at the lines that call it "
                  "(\"at\": the caller and its line, in the branch's file; a line the branch "
@@ -211,6 +212,15 @@ def differential_section(evidence, comparison, folded: dict, stem: str, browser:
                  "", "", ""] + ([""] if counted_instructions else []))
     lines += markdown_table(rows, right_from=2)
     return lines + [""]
+
+
+def _change_interval(comparison) -> str:
+    """The clock's 95% interval of the case's change, where it has one: the rows are read against
+    a change that is itself measured (+26 ns could be +4 or +51)."""
+    if comparison.ci95_ns is None:
+        return ""
+    low, high = comparison.ci95_ns
+    return f"; the change itself is {signed(low)}..{signed(high)} ns at 95%"
 
 
 def site_frame(function: str) -> str:
