@@ -7,11 +7,14 @@ should ever print a traceback for a user mistake.
 """
 
 import difflib
+import signal
 import sys
+import threading
 from typing import Iterable
 
 USAGE_EXIT_STATUS = 2  # the Unix convention for "you called me wrong", as argparse uses
 INTERRUPTED_EXIT_STATUS = 130  # 128 + SIGINT: what a shell reports for a command Ctrl-C stopped
+TERMINATED_EXIT_STATUS = 143  # 128 + SIGTERM: `kill`, a CI job's timeout, a closed session
 # How alike a mistyped name must be to a real one to be suggested (difflib's ratio, its own
 # default): SubTensr -> SubTensor, x.ad -> x.add, while Nope suggests nothing.
 SUGGESTION_CUTOFF = 0.6
@@ -21,19 +24,39 @@ class UsageError(Exception):
     """A mistake in what the user asked for; the message says what and how to fix it."""
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where Ctrl-C would be: the same clean-up runs (overrides/children.py kills
+    every valgrind, py-spy and worker process at once), where before the command died at once
+    and its children ran on, orphaned."""
+
+
+def _raise_terminated(signum, frame):
+    raise Terminated()
+
+
 def run_command(prog: str, body, interrupted: str | None = None) -> int:
     """A command line's edge: run `body()` for its exit status; a UsageError becomes one line
-    on stderr and status 2, Ctrl-C (when `interrupted` says what was kept) status 130."""
+    on stderr and status 2, Ctrl-C (when `interrupted` says what was kept) status 130. SIGTERM
+    raises `Terminated` where Ctrl-C would raise KeyboardInterrupt: the same clean-up, and with
+    `interrupted` the same line, status 143 (bench.py keeps what it measured as on Ctrl-C)."""
+    previous = None
+    if threading.current_thread() is threading.main_thread() \
+            and signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
+        previous = signal.signal(signal.SIGTERM, _raise_terminated)
     try:
         return body()
     except UsageError as exc:
         print(f"{prog}: error: {exc}", file=sys.stderr)
         return USAGE_EXIT_STATUS
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:
         if interrupted is None:
             raise
-        print(f"{prog}: interrupted; {interrupted}", file=sys.stderr)
-        return INTERRUPTED_EXIT_STATUS
+        terminated = isinstance(exc, Terminated)
+        print(f"{prog}: {'terminated' if terminated else 'interrupted'}; {interrupted}", file=sys.stderr)
+        return TERMINATED_EXIT_STATUS if terminated else INTERRUPTED_EXIT_STATUS
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
 
 
 def did_you_mean(name: str, choices: Iterable[str]) -> str:

@@ -165,11 +165,12 @@ def _session_processes(session: int) -> list[str]:
     return [line for line in listed.splitlines() if line.strip() and not line.lstrip().startswith("Z")]
 
 
-def interrupt(script: str, args, wait_for: str, target: str) -> tuple[int, list[str], list[str]]:
-    """Start scripts/SCRIPT in a session of its own, as a terminal would, send SIGINT to its
-    process (`target` "top") or its whole process group ("group", a terminal's Ctrl-C) a moment
-    after a progress line matches `wait_for`; returns (exit status, the stderr lines after the
-    SIGINT, processes of its session left running)."""
+def interrupt(script: str, args, wait_for: str, target: str,
+              signum: int = signal.SIGINT) -> tuple[int, list[str], list[str]]:
+    """Start scripts/SCRIPT in a session of its own, as a terminal would, send SIGINT (or
+    `signum`) to its process (`target` "top") or its whole process group ("group", a terminal's
+    Ctrl-C) a moment after a progress line matches `wait_for`; returns (exit status, the stderr
+    lines after the signal, processes of its session left running)."""
     # SIGINT at its default in the script, as in a terminal: a test run started in the
     # background of a non-interactive shell inherits it ignored (bash ignores SIGINT for `&`
     # jobs without job control), and Python keeps a signal ignored at start-up ignored.
@@ -189,9 +190,9 @@ def interrupt(script: str, args, wait_for: str, target: str) -> tuple[int, list[
             pytest.fail(f"{script} ended before {wait_for!r}: {''.join(before)}")
         threading.Event().wait(2)  # the children it starts there are running by now
         if target == "group":
-            os.killpg(process.pid, signal.SIGINT)
+            os.killpg(process.pid, signum)
         else:
-            os.kill(process.pid, signal.SIGINT)
+            os.kill(process.pid, signum)
         after = process.stderr.read().splitlines()
         status = process.wait()
     finally:
@@ -201,16 +202,20 @@ def interrupt(script: str, args, wait_for: str, target: str) -> tuple[int, list[
 
 
 @pytest.mark.skipif(not shutil.which("valgrind"), reason="needs valgrind")
-def test_ctrl_c_stops_report_sh_while_valgrind_counts(tmp_path, torch_python):
+@pytest.mark.parametrize("signum, status, word", [(signal.SIGINT, 130, "interrupted"),
+                                                  (signal.SIGTERM, 143, "terminated")])
+def test_ctrl_c_or_kill_stops_report_sh_while_valgrind_counts(tmp_path, torch_python, signum, status, word):
     """SIGINT to report.sh's own process while valgrind counts: the counts were waited for
-    (~100 s, and queued seeds started); now they are killed and one line says so."""
+    (~100 s, and queued seeds started); now they are killed and one line says so. SIGTERM (kill,
+    a CI job's time limit) does the same: before, report.sh died at once and left its valgrind
+    processes running, orphaned."""
     output = tmp_path / "report.zip"
-    status, after, left = interrupt(
+    got, after, left = interrupt(
         "report.sh", [torch_python, torch_python, "-o", str(output), "--runs-dir",
                       str(tmp_path / "runs"), "--cases", "Tensor"],
-        "counting instructions first", "top")
-    assert status == 130, after
-    assert after == ["report.sh: interrupted; no ZIP written (runs/ keeps what was recorded)"]
+        "counting instructions first", "top", signum)
+    assert got == status, after
+    assert after == [f"report.sh: {word}; no ZIP written (runs/ keeps what was recorded)"]
     assert not output.exists()
     assert not left, left
 
