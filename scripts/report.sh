@@ -4,7 +4,7 @@
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 . "$root/scripts/pick_python.sh"
-if ! pick_python "${PYTHON:-}" python3 "$root/.venv" "${1:-}" "${2:-}"; then
+if ! pick_python "${PYTHON:-}" "${1:-}" "${2:-}" python3 "$root/.venv"; then
   echo "report.sh: error: no interpreter with torch to run the report; set PYTHON=/path/to/python (one that has torch)" >&2
   exit 2
 fi
