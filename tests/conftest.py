@@ -91,6 +91,25 @@ def pytest_collection_modifyitems(config, items):
     items.sort(key=lambda item: order.get(groups.get(item.nodeid), len(START_FIRST)))
 
 
+def pytest_configure(config):
+    """`--dist loadgroup` schedules by a suffix pytest-xdist adds to each grouped test's id, by
+    renaming Node._nodeid; pytest 9.2 reads ids from Node._id, so with xdist 3.8 nothing is
+    grouped and every worker runs the shared valgrind runs itself (the suite took 506 s, not
+    ~330). Refuse that pair at once, saying what to install, rather than run slowly."""
+    if config.getoption("dist", "no") != "loadgroup" or hasattr(config, "workerinput"):
+        return
+    import importlib.metadata
+
+    def version(name: str) -> tuple[int, ...]:
+        return tuple(int(part) for part in importlib.metadata.version(name).split(".")[:2] if part.isdigit())
+
+    if version("pytest") >= (9, 2) and version("pytest-xdist") <= (3, 8):
+        pytest.exit(f"pytest {importlib.metadata.version('pytest')} with pytest-xdist "
+                    f"{importlib.metadata.version('pytest-xdist')}: --dist loadgroup groups nothing; "
+                    "install the versions requirements-test.txt pins "
+                    "(python -m pip install -r requirements-test.txt)", returncode=4)
+
+
 @pytest.fixture
 def bench():
     return lambda *args, **kw: run_tool("bench.py", *args, **kw)
