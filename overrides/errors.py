@@ -48,6 +48,12 @@ def run_command(prog: str, body, interrupted: str | None = None) -> int:
     except UsageError as exc:
         print(f"{prog}: error: {exc}", file=sys.stderr)
         return USAGE_EXIT_STATUS
+    except ImportError as exc:
+        if not _raised_inside_torch(exc):
+            raise
+        print(f"{prog}: error: {sys.executable} finds torch but cannot import it ({exc}); run "
+              "this with an interpreter whose torch imports (PYTHON=/path/to/python)", file=sys.stderr)
+        return USAGE_EXIT_STATUS
     except KeyboardInterrupt as exc:
         if interrupted is None:
             raise
@@ -57,6 +63,18 @@ def run_command(prog: str, body, interrupted: str | None = None) -> int:
     finally:
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
+
+
+def _raised_inside_torch(exc: BaseException) -> bool:
+    """An import failing while torch itself imports (a missing sibling such as torchgen, a
+    broken build): the interpreter's, not this tool's; any other ImportError is a bug to show."""
+    tb = exc.__traceback__
+    while tb is not None:
+        parts = tb.tb_frame.f_code.co_filename.replace("\\", "/").split("/")
+        if "torch" in parts[:-1]:
+            return True
+        tb = tb.tb_next
+    return False
 
 
 def did_you_mean(name: str, choices: Iterable[str]) -> str:

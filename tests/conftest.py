@@ -32,9 +32,12 @@ def run_tool(*args: str, timeout: float = 300, env: dict | None = None) -> subpr
 
 
 def script(name, *args, env=None, timeout=600):
-    """Run scripts/NAME from the project root, with `env` added to this process's environment."""
+    """Run scripts/NAME from the project root, with `env` added to this process's environment,
+    driven by this interpreter (PYTHON, unless `env` names one): python3 on PATH may have no
+    torch, or find a develop build on PYTHONPATH without the packages beside it."""
     return subprocess.run(["bash", f"scripts/{name}", *args], cwd=ROOT, capture_output=True,
-                          text=True, timeout=timeout, env=dict(os.environ, **(env or {})))
+                          text=True, timeout=timeout,
+                          env=dict(os.environ, **{"PYTHON": sys.executable, **(env or {})}))
 
 
 # -- running in two workers (pytest-xdist, `make test`) -----------------------------------------

@@ -128,3 +128,22 @@ def test_the_compare_parent_asks_an_interpreter_which_ops_a_user_case_takes(tmp_
         ("WithTorchFunction", "torch.add"), ("likes:like", "torch.add")]
     with pytest.raises(UsageError, match="module likes has no attribute 'nope'"):
         countable([(casenames.resolve(["likes:nope"])[0], ops.DEFAULT_OP)], sys.executable, None)
+
+
+def test_a_torch_that_is_found_but_does_not_import_is_one_line(tmp_path):
+    """A develop build on PYTHONPATH without its siblings (torchgen): found, then its import
+    fails inside torch. One line naming the interpreter and the fix, exit 2, not a traceback;
+    for bench.py and for the scripts, whose driver is picked by a look-up, not an import."""
+    fake = tmp_path / "checkout" / "torch"
+    fake.mkdir(parents=True)
+    (fake / "__init__.py").write_text("import torchgen_is_not_here  # a sibling the checkout lacks\n")
+    env = dict(os.environ, PYTHONPATH=str(tmp_path / "checkout"))
+    for command in ([sys.executable, "bench.py", "--cases", "Tensor", "-m", "2"],
+                    ["bash", "scripts/record.sh", "--label", "x", "--no-keep", "--runs-dir", str(tmp_path / "runs")],
+                    ["bash", "scripts/report.sh", sys.executable, sys.executable, "-o", str(tmp_path / "r.zip"),
+                     "--runs-dir", str(tmp_path / "runs")]):
+        out = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=120,
+                             env=dict(env, PYTHON=sys.executable))
+        lines = [line for line in out.stderr.strip().splitlines() if not line.startswith("[")]
+        assert out.returncode == 2 and len(lines) == 1 and "Traceback" not in out.stderr, out.stderr
+        assert "finds torch but cannot import it" in lines[0] and "torchgen_is_not_here" in lines[0]
