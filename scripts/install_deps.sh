@@ -34,7 +34,8 @@ else
     exit 2
   fi
   PY="$VENV/bin/python"
-  "$PY" -m pip install -q --disable-pip-version-check "$TORCH_PIN" >&2
+  # numpy beside it: torch warns at every import without it ("Failed to initialize NumPy")
+  "$PY" -m pip install -q --disable-pip-version-check "$TORCH_PIN" numpy >&2
 fi
 if [ "$test_deps" = 0 ]; then echo "$PY"; exit 0; fi
 
