@@ -235,6 +235,30 @@ def test_a_phantom_of_one_recording_is_within_its_spread_and_a_consistent_change
     assert {"helper", "tuple"} <= {d.frame for d in grew}
 
 
+def test_an_outlier_recording_is_flagged_with_two_a_side_and_outvoted_with_three():
+    """The cause's time in one process out of line with the other (93 samples at a new helper's
+    call site against 34, seen in a report): with two recordings a side the frame says its
+    recordings disagree; with a third a side, each side's figure is the median, and the outlier
+    no longer sets it."""
+    loop = "hot_loop_X"
+    common = {(loop, "add", "kernel"): 900, (loop, "add", "wrap"): 270}
+    base = [dict(common), dict(common)]
+    branch = [{**common, (loop, "add", "helper"): 30}, {**common, (loop, "add", "helper"): 120}]
+    two = {d.frame: d for d in differential.differential(base, branch, 1000.0, 1100.0)}
+    assert two["helper"].recordings_disagree and not two["kernel"].recordings_disagree
+    pooled = two["helper"].branch_self_ns
+    three = {d.frame: d for d in differential.differential(
+        base + [dict(common)], branch + [{**common, (loop, "add", "helper"): 36}], 1000.0, 1100.0)}
+    helper = three["helper"]
+    assert helper.branch_self_ns == pytest.approx(36 / 1206 * 1100.0)  # the median recording's
+    assert helper.branch_self_ns < pooled / 2
+    # Two recordings that agree are pooled as before.
+    agree = [{**common, (loop, "add", "helper"): 30}, {**common, (loop, "add", "helper"): 33}]
+    calm = {d.frame: d for d in differential.differential(base, agree, 1000.0, 1100.0)}
+    assert not calm["helper"].recordings_disagree
+    assert calm["helper"].branch_self_ns == pytest.approx(63 / (2 * 1170 + 63) * 1100.0)
+
+
 def test_the_spread_never_makes_the_error_smaller_than_the_usual_one():
     loop = "hot_loop_X"
     same = [{(loop, "add", "kernel"): 500, (loop, "add", "wrap"): 100}] * 2

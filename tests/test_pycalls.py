@@ -222,14 +222,13 @@ def test_source_alignment_keeps_equal_lines_and_replaced_blocks():
     assert callsites.matching_lines(base, branch, {12}) == {11}
 
 
-def test_the_time_table_prices_a_new_helper_at_its_call_site_and_its_rows_add_up(tmp_path):
-    """report.md's py-spy table on hand-made recordings (two a side, lines as py-spy writes
-    them): the helper's row is its call site's time with everything under it, named with the
-    caller's line; frames under it are not listed again."""
+def _helper_recordings(tmp_path, helper_samples=(12, 12)):
+    """Hand-made recordings (two a side, lines as py-spy writes them) and Python-call counts of a
+    branch whose `Tensor.__torch_function__` calls a new `_check_types_extra` at line 1510; the
+    branch's recordings put `helper_samples` samples inside the helper. Returns (evidence,
+    comparison, folded, (caller, helper), write a branch recording, write a base recording)."""
     from overrides import compare
-    from overrides.review import flamegraphs
     from overrides.review.measuring import Evidence
-    from overrides.review.pack import Pack
 
     caller, helper = "Tensor.__torch_function__ (torch/_tensor.py)", "_check_types_extra (torch/_tensor.py)"
     source = {"base": (1500, ("def __torch_function__(cls, func, types):", "if not all(types):",
@@ -243,25 +242,40 @@ def test_the_time_table_prices_a_new_helper_at_its_call_site_and_its_rows_add_up
                                       {caller: source[role]})] for role in ("base", "branch")}
     loop = "hot_loop_SubTensor (<hot loop: torch.add(x, y)>:3)"
     path = "/env/lib/python3.11/site-packages/torch/_tensor.py"
-    lines = {"base": {f"{loop};Tensor.__torch_function__ ({path}:1502);kernel (libtorch_cpu.so)": 900,
-                      f"{loop};Tensor.__torch_function__ ({path}:1501)": 100},
-             "branch": {f"{loop};Tensor.__torch_function__ ({path}:1512);kernel (libtorch_cpu.so)": 900,
-                        f"{loop};Tensor.__torch_function__ ({path}:1511)": 100,
-                        f"{loop};Tensor.__torch_function__ ({path}:1510)": 10,
-                        f"{loop};Tensor.__torch_function__ ({path}:1510);_check_types_extra ({path}:104)": 12,
-                        f"{loop};Tensor.__torch_function__ ({path}:1510);_check_types_extra ({path}:105);"
-                        "PyObject_IsInstance (libpython3.11.so)": 3}}
-    folded = {}
-    for role, stacks in lines.items():
-        folded[role] = []
-        for index in (1, 2):
-            file = tmp_path / f"{role}.{index}.folded"
-            file.write_text("".join(f"{stack} {count}\n" for stack, count in stacks.items()))
-            folded[role].append(str(file))
+    base_lines = {f"{loop};Tensor.__torch_function__ ({path}:1502);kernel (libtorch_cpu.so)": 900,
+                  f"{loop};Tensor.__torch_function__ ({path}:1501)": 100}
+
+    def branch_lines(inside: int) -> dict:
+        return {f"{loop};Tensor.__torch_function__ ({path}:1512);kernel (libtorch_cpu.so)": 900,
+                f"{loop};Tensor.__torch_function__ ({path}:1511)": 100,
+                f"{loop};Tensor.__torch_function__ ({path}:1510)": 10,
+                f"{loop};Tensor.__torch_function__ ({path}:1510);_check_types_extra ({path}:104)": inside,
+                f"{loop};Tensor.__torch_function__ ({path}:1510);_check_types_extra ({path}:105);"
+                "PyObject_IsInstance (libpython3.11.so)": 3}
+
+    def write(name: str, stacks: dict) -> str:
+        file = tmp_path / f"{name}.folded"
+        file.write_text("".join(f"{stack} {count}\n" for stack, count in stacks.items()))
+        return str(file)
+
+    folded = {"base": [write(f"base.{i}", base_lines) for i in (1, 2)],
+              "branch": [write(f"branch.{i}", branch_lines(n)) for i, n in enumerate(helper_samples, 1)]}
     comparison = compare.Comparison("SubTensor", "torch.add", 4000.0, 4100.0, 100.0, (60.0, 140.0),
                                     "regression", True)
-    pack = Pack(str(tmp_path), lambda message: None, [])
     evidence = Evidence([comparison], {}, {}, python_calls=[calls["base"], calls["branch"]])
+    return (evidence, comparison, folded, (caller, helper),
+            lambda name, inside: write(name, branch_lines(inside)), lambda name: write(name, base_lines))
+
+
+def test_the_time_table_prices_a_new_helper_at_its_call_site_and_its_rows_add_up(tmp_path):
+    """report.md's py-spy table on hand-made recordings (two a side, lines as py-spy writes
+    them): the helper's row is its call site's time with everything under it, named with the
+    caller's line; frames under it are not listed again."""
+    from overrides.review import flamegraphs
+    from overrides.review.pack import Pack
+
+    evidence, comparison, folded, (caller, helper), _, _ = _helper_recordings(tmp_path)
+    pack = Pack(str(tmp_path), lambda message: None, [])
     text = "\n".join(flamegraphs.differential_section(evidence, comparison, folded, "subtensor", None, pack))
     row = next(line for line in text.splitlines() if "_check_types_extra" in line and line.startswith("|"))
     assert row.startswith("| Python calls: new, more | `_check_types_extra (torch/_tensor.py)` at "
@@ -278,3 +292,31 @@ def test_the_time_table_prices_a_new_helper_at_its_call_site_and_its_rows_add_up
          "text": "_check_types_extra(types)"}]
     assert first["delta_self"] == pytest.approx(site_ns, abs=0.1)
     assert entry["everything_else"] == pytest.approx(100.0 - sum(f["delta_self"] for f in entry["functions"]), abs=0.2)
+
+
+def test_recordings_that_disagree_on_the_cause_get_a_third_a_side_and_its_median(tmp_path):
+    """One branch process put 90 samples inside the new helper, the other 12: the report asks for
+    one more recording a side, prices the call site at the median recording's, and says so."""
+    from overrides.review import flamegraphs
+    from overrides.review.pack import Pack
+
+    evidence, comparison, folded, _, branch_file, base_file = _helper_recordings(tmp_path, (12, 90))
+    asked = []
+
+    def more(case):
+        asked.append(case)
+        return {"base": base_file("base.3"), "branch": branch_file("branch.3", 13)}
+
+    pack = Pack(str(tmp_path), lambda message: None, [])
+    text = "\n".join(flamegraphs.differential_section(evidence, comparison, folded, "subtensor", None,
+                                                      pack, more))
+    assert asked == ["SubTensor"]
+    assert "recorded a third time and its figures are the medians of its 3 and 3 recordings" in text
+    first = pack.differentials["SubTensor [torch.add]"]["wall_clock"]["functions"][0]
+    assert first["function"].startswith("calls of _check_types_extra")
+    assert first["delta_self"] == pytest.approx(26 / 1026 * 4100, abs=0.1)  # 10 + 13 + 3: the median
+    # Recordings that agree ask for nothing more.
+    evidence, comparison, folded, _, _, _ = _helper_recordings(tmp_path, (12, 14))
+    flamegraphs.differential_section(evidence, comparison, folded, "subtensor", None,
+                                     Pack(str(tmp_path), lambda message: None, []), more)
+    assert asked == ["SubTensor"]

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import statistics
 from typing import Collection, Mapping, Sequence
 
 from overrides.flame import flamesvg
@@ -39,6 +40,13 @@ PROCESS_DISPERSION = 2.1
 # above the real +231 ns cause); the spread between two processes is, as a move seen in one of
 # them only is within it.
 RECORDINGS = 2
+# ... and when a function the Python-call counts name (the cause, listed first whatever its
+# time) reads further apart between a side's two recordings than this many times the usual
+# process-to-process error, each side gets one more recording and the figures are the medians of
+# three: in a newcomer's report one of two processes put 93 samples of ~1,200 on the new
+# helper's call site where the other put 34 (+271 +- 153 ns listed for a +100 ns change); four
+# more single recordings of that branch read 82-159 ns.
+DISAGREE_FACTOR = 1.5
 
 
 @dataclasses.dataclass(frozen=True)
@@ -56,6 +64,8 @@ class FrameDelta:
     # the self-time delta's spread between processes, measured from two or more recordings a
     # side (None: one recording a side; the error is then the sampling error widened)
     spread_ns: float | None = None
+    # the sampling error widened by PROCESS_DISPERSION: what the spread is on average
+    usual_error_ns: float | None = None
 
     @property
     def delta_ns(self) -> float:
@@ -78,6 +88,13 @@ class FrameDelta:
         its own time is too small to measure."""
         return (self.new and self.inclusive_error_ns > 0
                 and self.branch_ns / self.inclusive_error_ns >= SIGNIFICANT_Z)
+
+    @property
+    def recordings_disagree(self) -> bool:
+        """A side's recordings (processes) differ on this frame far beyond the usual spread:
+        one of them is an outlier, and a third recording a side can outvote it."""
+        return (self.spread_ns is not None and self.usual_error_ns is not None
+                and self.spread_ns > DISAGREE_FACTOR * self.usual_error_ns)
 
     @property
     def significant(self) -> bool:
@@ -128,11 +145,13 @@ def differential(base: "Stacks | Sequence[Stacks]", branch: "Stacks | Sequence[S
                  base_per_call_ns: float, branch_per_call_ns: float) -> list[FrameDelta]:
     """Every frame of either hot loop, as ns per call in base and branch, the most significant
     change of its own time first. Each side is one recording's stacks or a list of recordings
-    (separate processes). The figures are from all of a side's samples together; the error is
-    the sampling error of all of them widened by PROCESS_DISPERSION (how far one build's
-    processes spread on average), or, with at least two recordings on both sides, the frame's
-    own spread between them where that is larger: a spread estimated from two processes a side
-    can come out small by chance, the average one cannot."""
+    (separate processes). The figures are from all of a side's samples together, or where a
+    side has three recordings or more, the median of its recordings' figures (one process's
+    outlier is outvoted, DISAGREE_FACTOR); the error is the sampling error of all of them
+    widened by PROCESS_DISPERSION (how far one build's processes spread on average), or, with at
+    least two recordings on both sides, the frame's own spread between them where that is
+    larger: a spread estimated from two processes a side can come out small by chance, the
+    average one cannot."""
     base_runs, branch_runs = _recordings(base), _recordings(branch)
     if not base_runs or not branch_runs:
         return []
@@ -144,25 +163,36 @@ def differential(base: "Stacks | Sequence[Stacks]", branch: "Stacks | Sequence[S
                for runs, per_call in ((base_runs, base_per_call_ns), (branch_runs, branch_per_call_ns))
                for run in runs] if measured else []
 
-    def error(frame: str, which: int, b: int, r: int) -> tuple[float, float | None]:
-        """(error, measured spread) of the frame's self (which=1) or inclusive (0) delta."""
-        if not measured:
-            return _delta_error(b, base_total, base_per_call_ns, r, branch_total,
-                                branch_per_call_ns), None
-        values = [samples[which].get(frame, 0) / total * per_call for samples, total, per_call in per_run]
-        spread = _spread(values[:len(base_runs)], values[len(base_runs):])
+    def values(frame: str, which: int) -> tuple[list[float], list[float]]:
+        """The frame's self (which=1) or inclusive (0) ns per call in each recording, by side."""
+        found = [samples[which].get(frame, 0) / total * per_call for samples, total, per_call in per_run]
+        return found[:len(base_runs)], found[len(base_runs):]
+
+    def error(frame: str, which: int, b: int, r: int) -> tuple[float, float | None, float]:
+        """(error, measured spread, usual error) of the frame's self or inclusive delta."""
         usual = _delta_error(b, base_total, base_per_call_ns, r, branch_total, branch_per_call_ns)
-        return max(spread, usual), spread
+        if not measured:
+            return usual, None, usual
+        spread = _spread(*values(frame, which))
+        return max(spread, usual), spread, usual
+
+    def figures(frame: str, which: int, b: int, r: int) -> tuple[float, float]:
+        """(base, branch) ns per call: pooled, or each side's median of three or more."""
+        pooled = [b / base_total * base_per_call_ns, r / branch_total * branch_per_call_ns]
+        if measured:
+            for side, found in enumerate(values(frame, which)):
+                if len(found) >= 3:
+                    pooled[side] = statistics.median(found)
+        return pooled[0], pooled[1]
 
     deltas = []
     for frame in set(base_inc) | set(branch_inc):
         b, r = base_own.get(frame, 0), branch_own.get(frame, 0)
         bi, ri = base_inc.get(frame, 0), branch_inc.get(frame, 0)
-        self_error, spread = error(frame, 1, b, r)
+        self_error, spread, usual = error(frame, 1, b, r)
         deltas.append(FrameDelta(
-            frame, b / base_total * base_per_call_ns, r / branch_total * branch_per_call_ns,
-            self_error, bi / base_total * base_per_call_ns, ri / branch_total * branch_per_call_ns,
-            error(frame, 0, bi, ri)[0], spread))
+            frame, *figures(frame, 1, b, r), self_error, *figures(frame, 0, bi, ri),
+            error(frame, 0, bi, ri)[0], spread, usual))
     deltas.sort(key=lambda d: (-abs(d.z), -abs(d.delta_ns), d.frame))
     return deltas
 

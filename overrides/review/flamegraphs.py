@@ -61,7 +61,8 @@ def flamegraph_sections(evidence, sides: Sequence[Side], comparisons, seconds: f
                 section.append(f"{role}: ![{role}-{stem}]({role}-{stem}.png)")
         section.append("")
         if len(folded) == 2:
-            section += differential_section(evidence, comparison, folded, stem, browser, pack)
+            section += differential_section(evidence, comparison, folded, stem, browser, pack,
+                                            _one_more_recording(sides, op, seconds or hotloop.DEFAULT_SECONDS, pack))
         else:
             section.append("No differential view: a flamegraph is missing on one side (see notes).")
         sections.append("\n".join(section))
@@ -69,28 +70,41 @@ def flamegraph_sections(evidence, sides: Sequence[Side], comparisons, seconds: f
 
 
 def differential_section(evidence, comparison, folded: dict, stem: str, browser: str | None,
-                         pack: Pack) -> list[str]:
+                         pack: Pack, more=None) -> list[str]:
     """The differential flamegraph of one case (base against branch, from both sides' collapsed
     stacks `folded`) and its table: what the Python-call counts name first, then the functions
-    whose own time moved beyond their error; differential.json's `wall_clock` entry too."""
+    whose own time moved beyond their error; differential.json's `wall_clock` entry too.
+    `more(case)`: one more recording of each side ({role: collapsed stacks}, or None), asked
+    for when the two recordings of a side disagree on a function the counts name."""
     from overrides.counts import calltree, pycalls
-    from overrides.flame import differential, stacks
+    from overrides.flame import differential
 
-    raw = {role: [stacks.read_folded(path, keep_lines=True) for path in folded[role]] for role in ROLES}
-    base_runs, branch_runs = ([stacks.at_call_sites(run, {}) for run in raw[role]] for role in ROLES)
     # A function the counts found called more or less often is timed at the lines that call it
     # (the call itself with all it runs), so the listed rows add up to the change.
     sites = _call_sites(evidence, comparison)
-    cut = {role: [stacks.at_call_sites(run, _site_frames(sites, role)) for run in raw[role]]
-           for role in ROLES}
-    deltas = differential.differential(cut["base"], cut["branch"], comparison.base_ns,
-                                       comparison.branch_ns)
+    base_runs, branch_runs, deltas = _deltas(folded, sites, comparison)
     lines = []
     if not deltas:
         return ["No differential view: no samples inside the hot loop on one side."]
-    by_frame = {d.frame: d for d in deltas}
     at_site = {pycalls.pyspy_frame(site.function): site_frame(site.function) for site in sites}
-    counted = {frame: row for frame, row in _counted_frames(evidence, comparison).items()
+    counted_rows = _counted_frames(evidence, comparison)
+    verdicts = {comparison.verdict, comparison.wall_verdict or comparison.verdict}
+    changed = bool(verdicts & {"regression", "improvement", "clock only"})
+    by_frame = {d.frame: d for d in deltas}
+    outliers = [frame for frame in counted_rows if at_site.get(frame, frame) in by_frame
+                and by_frame[at_site.get(frame, frame)].recordings_disagree]
+    third = None
+    if changed and outliers and more is not None:
+        extra = more(comparison.case)  # one more recording a side, or None where it cannot run
+        if extra:
+            folded = {role: list(folded[role]) + [extra[role]] for role in ROLES}
+            base_runs, branch_runs, deltas = _deltas(folded, sites, comparison)
+            by_frame = {d.frame: d for d in deltas}
+            third = (f"The two recordings of a side disagreed on {', '.join(f'`{f}`' for f in outliers)} "
+                     f"beyond {differential.DISAGREE_FACTOR:g}x the usual spread between processes, "
+                     f"so each side was recorded a third time and its figures are the medians of "
+                     f"its {len(base_runs)} and {len(branch_runs)} recordings.")
+    counted = {frame: row for frame, row in counted_rows.items()
                if at_site.get(frame, frame) in by_frame}
     instructions = _instructions_by_frame(evidence, comparison, [d.frame for d in deltas])
     # Significant changes of time where the counts found the same work (the same
@@ -113,8 +127,6 @@ def differential_section(evidence, comparison, folded: dict, stem: str, browser:
         lines.append(f"Differential flamegraph ({legend}): ![diff-{stem}](diff-{stem}.png)")
     else:
         lines.append(f"Differential flamegraph: `diff-{stem}.svg` ({legend}).")
-    verdicts = {comparison.verdict, comparison.wall_verdict or comparison.verdict}
-    changed = bool(verdicts & {"regression", "improvement", "clock only"})
     # The functions the Python-call counts name come first, whatever their sampled time:
     # the counts are exact, the samples are not. Then what moved beyond its spread.
     first = [by_frame[at_site.get(frame, frame)] for frame in counted] if changed else []
@@ -170,6 +182,8 @@ def differential_section(evidence, comparison, folded: dict, stem: str, browser:
                  "inserted has no base time), with everything that runs there: its own time "
                  "leaves out the call itself, which happens on the caller's line." if sites else ""),
               ""]
+    if third:
+        lines += [third, ""]
     counted_instructions = bool(instructions)
     if counted_instructions:
         lines += ["Instructions: the same function's own change in the Callgrind counts "
@@ -221,6 +235,49 @@ def _change_interval(comparison) -> str:
         return ""
     low, high = comparison.ci95_ns
     return f"; the change itself is {signed(low)}..{signed(high)} ns at 95%"
+
+
+def _one_more_recording(sides: Sequence[Side], op: str | None, seconds: float, pack: Pack):
+    """`more(case)` for differential_section: one more py-spy recording of the case on each side,
+    both at once, into the report's folder; {role: collapsed stacks}, or None (with a note)
+    where a side cannot run (a label kept no copy, its interpreter is gone) or py-spy fails."""
+    from overrides.errors import UsageError
+    from overrides.flame import flamegraph
+    from overrides.review.runs import file_stem
+
+    def more(case: str) -> dict[str, str] | None:
+        if any((side.label and side.build is None) or not (side.python and os.access(side.python, os.X_OK))
+               for side in sides):
+            return None
+        stem = file_stem(case, op)
+        pack.say(f"report: {case}: the two recordings of a side disagree on what the counts name; "
+                 f"one more a side ({seconds:g} s)")
+
+        def record(side: Side) -> str:
+            name = os.path.join(pack.workdir, f"{side.role}-{stem}.third")
+            return flamegraph.record_case(side.python, case, f"{name}.svg", f"{name}.folded", op=op,
+                                          seconds=seconds, import_path=side.torch_root()).folded_path
+        try:
+            paths = children.parallel(record, sides, len(sides))
+        except UsageError as exc:
+            pack.notes.append(f"No third recording of {case} where its two disagreed: {exc}")
+            return None
+        return {side.role: path for side, path in zip(sides, paths)}
+
+    return more
+
+
+def _deltas(folded: dict, sites, comparison) -> tuple[list, list, list]:
+    """(base runs, branch runs, the differential) of one case's recordings: the runs as recorded
+    (for the picture), the differential with each counted function's call sites cut out."""
+    from overrides.flame import differential, stacks
+
+    raw = {role: [stacks.read_folded(path, keep_lines=True) for path in folded[role]] for role in ROLES}
+    base_runs, branch_runs = ([stacks.at_call_sites(run, {}) for run in raw[role]] for role in ROLES)
+    cut = {role: [stacks.at_call_sites(run, _site_frames(sites, role)) for run in raw[role]]
+           for role in ROLES}
+    return base_runs, branch_runs, differential.differential(
+        cut["base"], cut["branch"], comparison.base_ns, comparison.branch_ns)
 
 
 def site_frame(function: str) -> str:
