@@ -15,7 +15,10 @@ installed by pip, each branch a second virtualenv at a path of another length, a
   top of `Tensor.__torch_function__` (~+100 ns on SubTensor and SubWithTorchFunction);
 - `twice`: `_check_types_twice(types)`, the same loop twice, counting (~+300 ns);
 - `bare`: the bare shim (overrides/ab/shimenv.py): `Tensor.__torch_function__` wrapped in one
-  Python function `_shim`, installed at start-up into a virtualenv sharing base's packages.
+  Python function `_shim`, installed at start-up into a virtualenv sharing base's packages;
+- `kept`: the helper edit as a newcomer makes it, in one environment: `record.sh --label base`,
+  the edit, `record.sh --label branch`, the file restored; each report is `report.sh base
+  branch` from the two kept copies.
 
 Usage: python benchmarks/where_validation.py --setup /tmp/wv -n 3 [--kinds helper twice bare]
        python benchmarks/where_validation.py --summarise LOG
@@ -61,7 +64,8 @@ HELPERS = {
               "                n += 1\n"
               "    return n\n\n\n"),
 }
-CAUSES = {"helper": "_check_types_extra", "twice": "_check_types_twice", "bare": "_shim"}
+CAUSES = {"helper": "_check_types_extra", "twice": "_check_types_twice", "bare": "_shim",
+          "kept": "_check_types_extra"}
 # The sum of the listed rows against the case's change: "within 2x" either way.
 WITHIN = 2.0
 REPORT_TIMEOUT_S = 1800
@@ -93,7 +97,7 @@ def _tensor_py(python: str) -> str:
 
 def _edit(python: str, kind: str) -> None:
     """Put the kind's helper into the branch's torch/_tensor.py (once; a second setup finds it)."""
-    name, source = HELPERS[kind]
+    name, source = HELPERS["helper" if kind == "kept" else kind]
     path = _tensor_py(python)
     text = open(path, encoding="utf-8").read()
     if name in text:
@@ -114,6 +118,9 @@ def setup(folder: str, kinds: list[str]) -> dict[str, tuple[str, str]]:
     base = _venv_with_torch(os.path.join(folder, "main"))
     made = {}
     for kind in kinds:
+        if kind == "kept":
+            made[kind] = _recorded_labels(folder)
+            continue
         if kind == "bare":
             path = os.path.join(folder, "shim-bare")
             if not os.path.exists(os.path.join(path, "bin", "python")):
@@ -125,6 +132,29 @@ def setup(folder: str, kinds: list[str]) -> dict[str, tuple[str, str]]:
             _edit(branch, kind)
             made[kind] = (base, branch)
     return made
+
+
+def _recorded_labels(folder: str) -> tuple[str, str]:
+    """`base` and `branch` recorded by record.sh from one environment, edited between the two
+    and restored after (once; a second setup finds the labels)."""
+    runs = os.path.join(folder, "runs")
+    if all(os.path.exists(os.path.join(runs, label, "record.json")) for label in ("base", "branch")):
+        return "base", "branch"
+    python = _venv_with_torch(os.path.join(folder, "contributor-env"))
+    path = _tensor_py(python)
+    pristine = open(path, encoding="utf-8").read()
+    record = [os.path.join(ROOT, "scripts", "record.sh"), "--python", python, "--runs-dir", runs, "--force"]
+    say("setup: record.sh --label base")
+    subprocess.run(record + ["--label", "base"], check=True, stdout=subprocess.DEVNULL)
+    try:
+        _edit(python, "kept")
+        say("setup: record.sh --label branch (edited)")
+        subprocess.run(record + ["--label", "branch"], check=True, stdout=subprocess.DEVNULL)
+    finally:
+        with open(path, "w", encoding="utf-8") as out:
+            out.write(pristine)
+        shutil.rmtree(os.path.join(os.path.dirname(path), "__pycache__"), ignore_errors=True)
+    return "base", "branch"
 
 
 def _listed_rows(entry: dict) -> list[dict]:
@@ -182,12 +212,16 @@ def run(kinds: dict[str, tuple[str, str]], n: int, log: str, workdir: str) -> No
             say(f"{kind} {iteration}/{n}: report.sh")
             started = time.monotonic()
             with open(os.path.join(workdir, f"report-{kind}-{iteration}.log"), "w") as err:
+                runs = ["--runs-dir", os.path.join(os.path.dirname(workdir), "runs")] if kind == "kept" else []
                 done = subprocess.run([os.path.join(ROOT, "scripts", "report.sh"), base, branch, "-o", out,
-                                       "--force"], cwd=workdir, stdout=subprocess.PIPE, stderr=err,
+                                       "--force", *runs], cwd=workdir, stdout=subprocess.PIPE, stderr=err,
                                       text=True, timeout=REPORT_TIMEOUT_S)
             wall = time.monotonic() - started
+            with open(os.path.join(workdir, f"report-{kind}-{iteration}.log")) as log_text:
+                thirds = log_text.read().count("one more a side")
             record = {"kind": kind, "iteration": iteration, "exit": done.returncode,
-                      "wall_s": round(wall, 1), "cases": check_report(out, kind) if os.path.exists(out) else []}
+                      "wall_s": round(wall, 1), "third_recordings": thirds,
+                      "cases": check_report(out, kind) if os.path.exists(out) else []}
             with open(log, "a") as dst:
                 dst.write(json.dumps(record) + "\n")
             for case in record["cases"]:
@@ -219,6 +253,9 @@ def summarise(log: str) -> None:
         for case in rec["cases"]:
             print(f"  {rec['kind']} #{rec['iteration']} {case['case']}: {case.get('listed_ns')} of "
                   f"{case.get('total_ns')} ns; rows: {', '.join(case['rows'])}")
+    thirds = [rec for rec in records if rec.get("third_recordings")]
+    print(f"reports that recorded a third time a side (two recordings disagreed on the cause): "
+          f"{len(thirds)} of {len(records)}")
 
 
 def main() -> None:
