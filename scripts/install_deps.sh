@@ -29,13 +29,23 @@ elif [ -x "$VENV/bin/python" ] && has_torch "$VENV/bin/python"; then
   PY="$VENV/bin/python"
 else
   echo "install_deps: $PY has no torch; making a virtualenv for this checkout, $VENV, with $TORCH_PIN (nothing is installed into $PY; PYTHON=/path/to/python runs another torch)" >&2
+  existed=0; [ -e "$VENV" ] && existed=1
   if ! err=$("$PY" -m venv "$VENV" 2>&1); then
-    echo "install_deps: $PY could not make a virtualenv ($(printf '%s' "$err" | tail -n 1)); install its venv module (Debian/Ubuntu: apt-get install python3-venv) or pass PYTHON=/path/to/python that has torch" >&2
+    case "$err" in
+      *ensurepip*|*"No module named venv"*) fix="install its venv module (Debian/Ubuntu: apt-get install python3-venv)" ;;
+      *) fix="make it elsewhere with OVERRIDES_VENV=/a/writable/folder" ;;
+    esac
+    echo "install_deps: $PY could not make a virtualenv at $VENV ($(printf '%s' "$err" | tail -n 1)); $fix, or pass PYTHON=/path/to/python that has torch" >&2
+    exit 2
+  fi
+  # numpy beside it: torch warns at every import without it ("Failed to initialize NumPy")
+  if ! "$VENV/bin/python" -m pip install -q --disable-pip-version-check "$TORCH_PIN" numpy >&2; then
+    # half made by this run: nothing left that a later run would take for a working one
+    [ "$existed" = 1 ] || rm -rf "$VENV"
+    echo "install_deps: pip could not install $TORCH_PIN into $VENV (its message is above); check the pin (OVERRIDES_TORCH_PIN) and the package index, or pass PYTHON=/path/to/python that has torch" >&2
     exit 2
   fi
   PY="$VENV/bin/python"
-  # numpy beside it: torch warns at every import without it ("Failed to initialize NumPy")
-  "$PY" -m pip install -q --disable-pip-version-check "$TORCH_PIN" numpy >&2
 fi
 if [ "$test_deps" = 0 ]; then echo "$PY"; exit 0; fi
 

@@ -76,3 +76,24 @@ def test_make_bench_never_installs_into_an_interpreter_without_torch(tmp_path):
                           timeout=120, env=dict(env, OVERRIDES_VENV=str(tmp_path / "not-made")))
     assert mine.returncode == 0 and mine.stdout.strip() == str(venv / "bin" / "python")
     assert not (tmp_path / "not-made").exists()
+
+
+def test_a_torch_that_will_not_install_is_one_line_and_leaves_no_half_made_virtualenv(tmp_path):
+    import os
+    import subprocess
+
+    import pytest
+
+    from conftest import ROOT, python_without_torch
+
+    python = python_without_torch()
+    if python is None:
+        pytest.skip("needs an interpreter without torch at /usr/bin/python3")
+    venv = tmp_path / "checkout-venv"
+    env = dict(os.environ, OVERRIDES_VENV=str(venv), OVERRIDES_TORCH_PIN="torch==0.0.0.1")
+    done = subprocess.run(["bash", os.path.join(ROOT, "scripts", "install_deps.sh"), python],
+                          capture_output=True, text=True, timeout=300, env=env)
+    assert done.returncode == 2 and done.stdout == ""
+    last = done.stderr.strip().splitlines()[-1]
+    assert "pip could not install torch==0.0.0.1" in last and "OVERRIDES_TORCH_PIN" in last
+    assert not venv.exists()
