@@ -163,36 +163,30 @@ def differential(base: "Stacks | Sequence[Stacks]", branch: "Stacks | Sequence[S
                for runs, per_call in ((base_runs, base_per_call_ns), (branch_runs, branch_per_call_ns))
                for run in runs] if measured else []
 
-    def values(frame: str, which: int) -> tuple[list[float], list[float]]:
-        """The frame's self (which=1) or inclusive (0) ns per call in each recording, by side."""
-        found = [samples[which].get(frame, 0) / total * per_call for samples, total, per_call in per_run]
-        return found[:len(base_runs)], found[len(base_runs):]
-
-    def error(frame: str, which: int, b: int, r: int) -> tuple[float, float | None, float]:
-        """(error, measured spread, usual error) of the frame's self or inclusive delta."""
+    def measure(frame: str, which: int, b: int, r: int) -> tuple[float, float, float, float | None, float]:
+        """(base, branch, error, measured spread, usual error) of the frame's self (which=1) or
+        inclusive (0) ns per call: the figures pooled, or each side's median of its recordings
+        where it has three or more."""
+        figures = [b / base_total * base_per_call_ns, r / branch_total * branch_per_call_ns]
         usual = _delta_error(b, base_total, base_per_call_ns, r, branch_total, branch_per_call_ns)
         if not measured:
-            return usual, None, usual
-        spread = _spread(*values(frame, which))
-        return max(spread, usual), spread, usual
-
-    def figures(frame: str, which: int, b: int, r: int) -> tuple[float, float]:
-        """(base, branch) ns per call: pooled, or each side's median of three or more."""
-        pooled = [b / base_total * base_per_call_ns, r / branch_total * branch_per_call_ns]
-        if measured:
-            for side, found in enumerate(values(frame, which)):
-                if len(found) >= 3:
-                    pooled[side] = statistics.median(found)
-        return pooled[0], pooled[1]
+            return figures[0], figures[1], usual, None, usual
+        found = [samples[which].get(frame, 0) / total * per_call for samples, total, per_call in per_run]
+        by_side = found[:len(base_runs)], found[len(base_runs):]
+        for side, values in enumerate(by_side):
+            if len(values) >= 3:
+                figures[side] = statistics.median(values)
+        spread = _spread(*by_side)
+        return figures[0], figures[1], max(spread, usual), spread, usual
 
     deltas = []
     for frame in set(base_inc) | set(branch_inc):
-        b, r = base_own.get(frame, 0), branch_own.get(frame, 0)
-        bi, ri = base_inc.get(frame, 0), branch_inc.get(frame, 0)
-        self_error, spread, usual = error(frame, 1, b, r)
-        deltas.append(FrameDelta(
-            frame, *figures(frame, 1, b, r), self_error, *figures(frame, 0, bi, ri),
-            error(frame, 0, bi, ri)[0], spread, usual))
+        base_self, branch_self, self_error, spread, usual = measure(
+            frame, 1, base_own.get(frame, 0), branch_own.get(frame, 0))
+        base_with, branch_with, with_error, _, _ = measure(
+            frame, 0, base_inc.get(frame, 0), branch_inc.get(frame, 0))
+        deltas.append(FrameDelta(frame, base_self, branch_self, self_error, base_with, branch_with,
+                                 with_error, spread, usual))
     deltas.sort(key=lambda d: (-abs(d.z), -abs(d.delta_ns), d.frame))
     return deltas
 

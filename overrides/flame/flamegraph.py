@@ -16,7 +16,7 @@ import dataclasses
 import functools
 import os
 import subprocess
-from typing import Mapping, Sequence
+from typing import Callable, Mapping, Sequence
 
 from overrides import ROOT, children
 from overrides.errors import UsageError
@@ -127,6 +127,48 @@ def record_cases(python: str, targets: Sequence[Target], *, op: str | None = Non
             stacks, target.title or f"{target.case} · {op or 'torch.add'}", rate_hz))
         made.append(Recording(target.case, target.svg_path, target.folded_path,
                               hot_loop_total(stacks), seconds, paths[number]))
+    return made
+
+
+def record_together_or_alone(python: str, targets: Sequence[Target], *,
+                             on_recorded: Callable[[list[Recording]], None] | None = None,
+                             on_alone: Callable[[int, Target], None] | None = None,
+                             on_failed: Callable[[Target, str], None] | None = None,
+                             stop_at_first: bool = False, **options) -> list[Recording]:
+    """`record_cases` of every target in one process (one torch import); if that fails, each
+    target alone, so a failing case (a user case, an op it refuses) costs only itself. Returns
+    what was recorded; `on_recorded` hears of each success as it lands, `on_alone` of each lone
+    attempt before it starts, `on_failed` of each case that failed alone. With `stop_at_first`,
+    the first target failing alone (or the only one failing) raises: py-spy cannot record here
+    at all, or the case is bad. `options` go to record_cases."""
+    try:
+        made = record_cases(python, targets, **options)
+    except UsageError as exc:
+        if len(targets) == 1:
+            if stop_at_first:
+                raise
+            if on_failed:
+                on_failed(targets[0], str(exc))
+            return []
+    else:
+        if on_recorded:
+            on_recorded(made)
+        return made
+    made = []
+    for index, target in enumerate(targets):
+        if on_alone:
+            on_alone(index, target)
+        try:
+            one = record_cases(python, [target], **options)
+        except UsageError as exc:
+            if stop_at_first and index == 0:
+                raise
+            if on_failed:
+                on_failed(target, str(exc))
+            continue
+        made += one
+        if on_recorded:
+            on_recorded(one)
     return made
 
 

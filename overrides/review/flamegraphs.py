@@ -41,6 +41,7 @@ def flamegraph_sections(evidence, sides: Sequence[Side], comparisons, seconds: f
     recorded = dict(zip((side.role for side in sides), children.parallel(lambda side: record_flamegraphs(
         evidence, side, cases, op, seconds or hotloop.DEFAULT_SECONDS, runs_dir, pack.workdir,
         pack.say), sides, len(sides))))
+    more = _one_more_recording(sides, op, seconds or hotloop.DEFAULT_SECONDS, pack)
     sections = []
     for comparison in comparisons:
         stem = file_stem(comparison.case, op)
@@ -61,8 +62,7 @@ def flamegraph_sections(evidence, sides: Sequence[Side], comparisons, seconds: f
                 section.append(f"{role}: ![{role}-{stem}]({role}-{stem}.png)")
         section.append("")
         if len(folded) == 2:
-            section += differential_section(evidence, comparison, folded, stem, browser, pack,
-                                            _one_more_recording(sides, op, seconds or hotloop.DEFAULT_SECONDS, pack))
+            section += differential_section(evidence, comparison, folded, stem, browser, pack, more)
         else:
             section.append("No differential view: a flamegraph is missing on one side (see notes).")
         sections.append("\n".join(section))

@@ -201,22 +201,10 @@ def record_flamegraphs(evidence: Evidence, side: Side, cases: Sequence[str], op:
     say(f"report: py-spy on {', '.join(t.case for t in targets)} for {side.role} "
         f"({RECORDINGS} processes at once, {seconds:g} s a case)")
 
-    def record(some: list) -> list:
-        return flamegraph.record_cases(side.python, some, op=op, seconds=seconds,
-                                       import_path=side.torch_root(), recordings=RECORDINGS)
-
-    made = []
-    # Together first; if that fails, one by one: a failing case (a user case, an op it refuses)
-    # must not cost the others their flamegraphs.
-    for batch in ([targets], [[target] for target in targets]):
-        for some in batch:
-            try:
-                made += record(some)
-            except UsageError as exc:
-                if len(some) == 1:
-                    evidence.notes.append(f"No {side.role} flamegraph for {some[0].case}: {exc}")
-        if made or len(targets) == 1:
-            break
+    made = flamegraph.record_together_or_alone(
+        side.python, targets, op=op, seconds=seconds, import_path=side.torch_root(),
+        recordings=RECORDINGS, on_failed=lambda target, why: evidence.notes.append(
+            f"No {side.role} flamegraph for {target.case}: {why}"))
     for rec in made:
         found[rec.case] = rec.svg_path, list(rec.folded_paths)
         if not side.label:

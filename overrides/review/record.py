@@ -89,31 +89,25 @@ class Recorder:
                 case, self.path(f"{self.label}-{stem}.svg"), self.path(f"{self.label}-{stem}.folded"),
                 flamegraph.title(case, op, f"label {self.label}", python)))
 
-        def record(some: list) -> None:
-            for rec in flamegraph.record_cases(python, some, op=op, seconds=seconds, pyspy=pyspy):
+        def recorded(made: list) -> None:
+            for rec in made:
                 self.manifest["flamegraphs"][rec.case] = {
                     "svg": os.path.basename(rec.svg_path), "folded": os.path.basename(rec.folded_path),
                     "samples": rec.samples, "seconds": seconds}
             self.save()
 
+        def failed(target, why: str) -> None:
+            self.manifest["flamegraphs"][target.case] = {"error": why}
+            self.say(f"record {self.label}: {target.case} failed: {why}")
+            self.save()
+
         self.say(f"record {self.label}: py-spy on {', '.join(names)} "
                  f"({counted(len(names), 'case')} in one process, {seconds:g} s each)")
-        try:
-            record(targets)
-            return
-        except UsageError:
-            if len(targets) == 1:
-                raise
-        for index, target in enumerate(targets, 1):
-            self.say(f"record {self.label}: py-spy on {target.case} alone ({index}/{len(names)})")
-            try:
-                record([target])
-            except UsageError as exc:
-                if index == 1:
-                    raise  # py-spy cannot record here at all (ptrace, a bad case): say so now
-                self.manifest["flamegraphs"][target.case] = {"error": str(exc)}
-                self.say(f"record {self.label}: {target.case} failed: {exc}")
-                self.save()
+        flamegraph.record_together_or_alone(
+            python, targets, op=op, seconds=seconds, pyspy=pyspy, on_recorded=recorded, on_failed=failed,
+            on_alone=lambda index, target: self.say(
+                f"record {self.label}: py-spy on {target.case} alone ({index + 1}/{len(names)})"),
+            stop_at_first=True)  # py-spy cannot record here at all (ptrace, a bad case): say so now
 
     def instructions(self, python: str, seeds: Sequence[int] | None) -> None:
         """Callgrind's counts for every case, into LABEL-instructions.json."""
