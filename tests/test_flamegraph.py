@@ -375,3 +375,27 @@ def test_several_cases_are_recorded_in_one_process_each_recording_and_split_by_c
     assert len(found["SubTensor"][1]) == 2 and all(os.path.exists(p) for p in found["SubTensor"][1])
     assert evidence.notes == [next(n for n in evidence.notes if n.startswith(
         "No base flamegraph for refusing:Fine:") and "refuses to be profiled" in n)]
+
+
+def test_a_case_that_fails_in_the_batch_is_recorded_alone_and_costs_only_itself(tmp_path, monkeypatch):
+    """All cases in one py-spy process first; a user case whose every op raises sinks that
+    process, so each case is then recorded alone: Tensor's recording lands, the broken case is
+    reported with its reason. With stop_at_first (record.sh) a first case failing alone raises."""
+    (tmp_path / "brokencase.py").write_text(
+        "import torch\n\n\nclass Broken(torch.Tensor):\n    @classmethod\n"
+        "    def __torch_function__(cls, func, types, args=(), kwargs=None):\n"
+        "        raise RuntimeError('this subclass refuses every op')\n")
+    monkeypatch.chdir(tmp_path)  # user cases are found from the user's folder
+    targets = [flamegraph.Target(case, str(tmp_path / f"{n}.svg"), str(tmp_path / f"{n}.folded"))
+               for n, case in enumerate(("Tensor", "brokencase:Broken"))]
+    landed, alone, failed = [], [], {}
+    made = flamegraph.record_together_or_alone(
+        sys.executable, targets, seconds=1, on_recorded=landed.extend,
+        on_alone=lambda index, target: alone.append(target.case),
+        on_failed=lambda target, why: failed.update({target.case: why}))
+    assert [rec.case for rec in made] == [rec.case for rec in landed] == ["Tensor"]
+    assert alone == ["Tensor", "brokencase:Broken"]
+    assert list(failed) == ["brokencase:Broken"] and "refuses every op" in failed["brokencase:Broken"]
+    assert os.path.exists(tmp_path / "0.svg") and not os.path.exists(tmp_path / "1.svg")
+    with pytest.raises(UsageError, match="refuses every op"):
+        flamegraph.record_together_or_alone(sys.executable, targets[::-1], seconds=1, stop_at_first=True)
