@@ -108,6 +108,21 @@ class Comparison:
         return delta * self.base_ns / self.base_instructions
 
     @property
+    def clock_sized(self) -> bool:
+        """Whether the clock's delta is the change's size. Not when the counts found a change
+        the clock's own verdict did not: its interval was then too wide to size it (the bare
+        shim's +50 ns read -24..+47 over five pairs), and the counts' exact instructions at the
+        case's ns per instruction (`instructions_as_ns`: +42..+56 there) are the better figure."""
+        return not (self.verdict in ("regression", "improvement") and self.counts_verdict == self.verdict
+                    and self.wall_verdict != self.verdict and self.instructions_as_ns is not None)
+
+    @property
+    def change_ns(self) -> float:
+        """The change's size per call: the clock's delta, or where the clock could not size it
+        (`clock_sized`), what the instruction change costs at this case's ns per instruction."""
+        return self.delta_ns if self.clock_sized else self.instructions_as_ns
+
+    @property
     def clock_unexplained(self) -> bool:
         """A regression or improvement on the clock and the counts alike whose clock 95%
         interval lies wholly beyond UNEXPLAINED_FACTOR times what the instruction change costs

@@ -320,3 +320,36 @@ def test_recordings_that_disagree_on_the_cause_get_a_third_a_side_and_its_median
     flamegraphs.differential_section(evidence, comparison, folded, "subtensor", None,
                                      Pack(str(tmp_path), lambda message: None, []), more)
     assert asked == ["SubTensor"]
+
+
+def test_a_change_the_clock_could_not_size_is_sized_by_the_counts_and_says_so(tmp_path):
+    """The bare shim's +50 ns read +24 (-76..+125) and -24 ns on five clock pairs while the counts
+    found +429 instructions: the heading said "-24 ns per call (regression)" and the rows were
+    read against that. Where the counts decided a change the clock's own verdict did not, the
+    size is the counts' (at the case's ns per instruction), and the heading and the sentence say
+    where each figure comes from; a change the clock sized stays the clock's."""
+    import dataclasses
+
+    from overrides.review import flamegraphs
+    from overrides.review.pack import Pack
+
+    evidence, measured, folded, _, _, _ = _helper_recordings(tmp_path)
+    unsized = dataclasses.replace(measured, delta_ns=-24.0, ci95_ns=(-130.0, 83.0), branch_ns=3976.0,
+                                  base_instructions=40000.0, branch_instructions=40500.0,
+                                  wall_verdict="inconclusive", counts_verdict="regression")
+    assert not unsized.clock_sized and unsized.change_ns == pytest.approx(50.0)
+    assert flamegraphs.case_heading(unsized) == (
+        "### SubTensor: about +50 ns per call by the counts (+500 instructions; regression); "
+        "the clock: -24 ns, -130..+83 at 95%")
+    pack = Pack(str(tmp_path), lambda message: None, [])
+    text = "\n".join(flamegraphs.differential_section(evidence, unsized, folded, "subtensor", None, pack))
+    assert ("of about +50 ns: the counts' +500 instructions at this case's 0.100 ns each, as the "
+            "clock's -24 ns, -130..+83 at 95% could not size it)") in text
+    assert "| **total: the case's change, by the counts** |  |  | **+50** |" in text
+    entry = pack.differentials["SubTensor [torch.add]"]["wall_clock"]
+    assert (entry["total_delta"], entry["total_from"], entry["clock_delta"]) == (50.0, "instructions", -24.0)
+    assert entry["everything_else"] == pytest.approx(50.0 - sum(f["delta_self"] for f in entry["functions"]), abs=0.2)
+    # the clock found it too: its figure is the size
+    sized = dataclasses.replace(unsized, delta_ns=100.0, ci95_ns=(60.0, 140.0), wall_verdict="regression")
+    assert sized.clock_sized and sized.change_ns == 100.0
+    assert flamegraphs.case_heading(sized) == "### SubTensor: +100 ns per call (regression)"

@@ -55,8 +55,7 @@ def flamegraph_sections(evidence, sides: Sequence[Side], comparisons, seconds: f
             pack.add(f"{name}.svg", svg)
             if browser:
                 pack.shoot(svg, f"{name}.png", browser)
-        section = [f"### {comparison.case}: {signed(comparison.delta_ns)} ns per call "
-                   f"({comparison.verdict})", ""]
+        section = [case_heading(comparison), ""]
         for role in ROLES:
             if any(f.name == f"{role}-{stem}.png" for f in pack.files):
                 section.append(f"{role}: ![{role}-{stem}]({role}-{stem}.png)")
@@ -139,6 +138,7 @@ def differential_section(evidence, comparison, folded: dict, stem: str, browser:
         if changed else ([], []))
     listed = first + grew + shrank
     spread_measured = deltas[0].spread_ns is not None
+    size = comparison.change_ns  # the clock's delta, or the counts' where it could not size it
     pack.differential_entry(comparison)["wall_clock"] = {
         "source": "py-spy", "unit": "ns per call", "listed": changed,
         "recordings": {"base": len(base_runs), "branch": len(branch_runs)},
@@ -148,9 +148,11 @@ def differential_section(evidence, comparison, folded: dict, stem: str, browser:
                            python_calls=row_of[d.frame].tag if d.frame in row_of else None,
                            call_sites=[site.to_dict() for site in sites_of.get(d.frame, ())] or None)
                       for d in listed],
-        "everything_else": round(comparison.delta_ns - sum(d.delta_ns for d in listed), 1)
+        "everything_else": round(size - sum(d.delta_ns for d in listed), 1)
         if changed else None,
-        "total_delta": round(comparison.delta_ns, 1)}
+        "total_delta": round(size, 1),
+        "total_from": "clock" if comparison.clock_sized else "instructions",
+        "clock_delta": round(comparison.delta_ns, 1)}
     if not changed:
         return lines + ["", f"No function is named: the case itself did not change beyond noise "
                         f"({' / '.join(sorted(verdicts))}), and a function's share of ~1000 "
@@ -174,8 +176,7 @@ def differential_section(evidence, comparison, folded: dict, stem: str, browser:
                    f"errors, where {error}; and functions new in the call path (\"new\": never "
                    "sampled in base, significant with callees). Own time does not count what a "
                    "function calls, so the rows and \"everything else\" add up to the case's "
-                   f"change (listed: {signed(explained)} of {signed(comparison.delta_ns)} ns"
-                   f"{_change_interval(comparison)}). "
+                   f"change (listed: {signed(explained)} of {_change_said(comparison)}). "
                    "With callees: the function's time including what it calls.")
               + (" A function called more or less often is timed at the lines that call it "
                  "(\"at\": the caller and its line, in the branch's file; a line the branch "
@@ -215,26 +216,52 @@ def differential_section(evidence, comparison, folded: dict, stem: str, browser:
                     + ([signed(change)] if counted_instructions else []))
     if len(rows) == 1:
         return lines + ["No function's own time changed by more than its error allows: the "
-                        f"case's change ({signed(comparison.delta_ns)} ns) is spread too thin "
+                        f"case's change ({signed(size)} ns) is spread too thin "
                         "over its functions for py-spy's samples to place it.", ""]
     rest = len(deltas) - len(listed) - len(same_work)
     rows.append(["", f"everything else ({rest} functions within their error"
                  + (f", {len(same_work)} with the same work" if same_work else "") + ")", "", "",
-                 signed(comparison.delta_ns - explained), "", "", ""]
+                 signed(size - explained), "", "", ""]
                 + ([""] if counted_instructions else []))
-    rows.append(["", "**total: the case's change**", "", "", f"**{signed(comparison.delta_ns)}**",
+    total = "**total: the case's change" + ("**" if comparison.clock_sized else ", by the counts**")
+    rows.append(["", total, "", "", f"**{signed(size)}**",
                  "", "", ""] + ([""] if counted_instructions else []))
     lines += markdown_table(rows, right_from=2)
     return lines + [""]
 
 
-def _change_interval(comparison) -> str:
-    """The clock's 95% interval of the case's change, where it has one: the rows are read against
-    a change that is itself measured (+26 ns could be +4 or +51)."""
+def case_heading(comparison) -> str:
+    """A case's heading in "where the time went": its change per call and verdict, with the
+    source of the size where the clock could not give it (a "+24 ns ... (regression)" beside
+    "-24 ns ... (regression)" for one shim told a reviewer nothing)."""
+    if comparison.clock_sized:
+        return f"### {comparison.case}: {signed(comparison.delta_ns)} ns per call ({comparison.verdict})"
+    return (f"### {comparison.case}: about {signed(comparison.change_ns)} ns per call by the counts "
+            f"({signed(comparison.delta_instructions)} instructions; {comparison.verdict}); the "
+            f"clock: {signed(comparison.delta_ns)} ns{_interval(comparison)}")
+
+
+def _interval(comparison) -> str:
     if comparison.ci95_ns is None:
         return ""
     low, high = comparison.ci95_ns
-    return f"; the change itself is {signed(low)}..{signed(high)} ns at 95%"
+    return f", {signed(low)}..{signed(high)} at 95%"
+
+
+def _change_said(comparison) -> str:
+    """The change the rows are read against, and how sure it is: the clock's delta with its 95%
+    interval (the change is itself measured: +26 ns could be +4 or +51), or the counts' size
+    where the clock's interval was too wide to give one."""
+    if not comparison.clock_sized:
+        return (f"about {signed(comparison.change_ns)} ns: the counts' "
+                f"{signed(comparison.delta_instructions)} instructions at this case's "
+                f"{comparison.base_ns / comparison.base_instructions:.3f} ns each, as the clock's "
+                f"{signed(comparison.delta_ns)} ns{_interval(comparison)} could not size it")
+    if comparison.ci95_ns is None:
+        return f"{signed(comparison.delta_ns)} ns"
+    low, high = comparison.ci95_ns
+    return (f"{signed(comparison.delta_ns)} ns; the change itself is {signed(low)}..{signed(high)} "
+            "ns at 95%")
 
 
 def _one_more_recording(sides: Sequence[Side], op: str | None, seconds: float, pack: Pack):
