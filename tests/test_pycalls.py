@@ -1,6 +1,7 @@
 """Python calls per call: real counts in real interpreters (the bare shim, a user case), and
 the order of the rows on hand-made counts."""
 
+import dataclasses
 import sys
 import textwrap
 
@@ -328,8 +329,6 @@ def test_a_change_the_clock_could_not_size_is_sized_by_the_counts_and_says_so(tm
     read against that. Where the counts decided a change the clock's own verdict did not, the
     size is the counts' (at the case's ns per instruction), and the heading and the sentence say
     where each figure comes from; a change the clock sized stays the clock's."""
-    import dataclasses
-
     from overrides.review import flamegraphs
     from overrides.review.pack import Pack
 
@@ -353,3 +352,47 @@ def test_a_change_the_clock_could_not_size_is_sized_by_the_counts_and_says_so(tm
     sized = dataclasses.replace(unsized, delta_ns=100.0, ci95_ns=(60.0, 140.0), wall_verdict="regression")
     assert sized.clock_sized and sized.change_ns == 100.0
     assert flamegraphs.case_heading(sized) == "### SubTensor: +100 ns per call (regression)"
+
+
+def test_the_only_python_function_that_changed_is_priced_by_the_interpreters_instructions(tmp_path):
+    """A new function whose work is the only change the Python-call counts found: the counts'
+    change of the interpreter's own instructions is its work, priced at the case's ns per
+    instruction beside its sampled time (py-spy put 36-110 ns on the bare shim's ~50 ns
+    `_shim`). Where its caller's bytecodes changed too, nothing is priced so."""
+    from overrides.counts.records import CaseCounts, CountRun
+    from overrides.review import flamegraphs
+    from overrides.review.measuring import Evidence
+    from overrides.review.pack import Pack
+
+    evidence, comparison, folded, (caller, helper), _, _ = _helper_recordings(tmp_path)
+    comparison = dataclasses.replace(comparison, base_instructions=40000.0, branch_instructions=40420.0,
+                                     wall_verdict="regression", counts_verdict="regression")
+    interpreter = "_PyEval_EvalFrameDefault [libpython3.11.so.1.0]"
+
+    def runs(extra_eval: float, extra_c: float) -> list:
+        stacks = {("root", interpreter): 3000.0 + extra_eval,
+                  ("root", "handle_torch_function [libtorch_python.so]"): 1000.0 + extra_c}
+        return [CountRun(seed, (CaseCounts("SubTensor", "torch.add", 4000.0, (4000.0,), {}, None, stacks),), {}, 1.0)
+                for seed in (1, 2)]
+
+    counts = [runs(0.0, 0.0), runs(400.0, 20.0)]
+    base_calls, branch_calls = evidence.python_calls
+    # the caller ran as many bytecodes: the helper is the only Python change
+    same_caller = [dataclasses.replace(c, functions={**c.functions, caller: base_calls[0].functions[caller]})
+                   for c in branch_calls]
+    sole = Evidence([comparison], {}, {}, counts=counts, python_calls=[base_calls, same_caller])
+    pack = Pack(str(tmp_path), lambda message: None, [])
+    text = "\n".join(flamegraphs.differential_section(sole, comparison, folded, "subtensor", None, pack))
+    row = next(line for line in text.splitlines() if line.startswith("| Python calls: new"))
+    assert row.endswith("| +400 (the interpreter's) |")
+    assert ("is the only Python function whose calls or bytecodes changed in this case, so the "
+            "interpreter's own instruction change, +400 a call, is its work: about +40 ns at this "
+            "case's 0.100 ns per instruction") in text
+    first = pack.differentials["SubTensor [torch.add]"]["wall_clock"]["functions"][0]
+    assert (first["counted_instructions"], first["counted_ns"]) == (400.0, 40.0)
+    # the caller's own bytecodes changed too: two Python changes, neither priced by the counts
+    both = Evidence([comparison], {}, {}, counts=counts, python_calls=evidence.python_calls)
+    pack = Pack(str(tmp_path), lambda message: None, [])
+    text = "\n".join(flamegraphs.differential_section(both, comparison, folded, "subtensor", None, pack))
+    assert "(the interpreter's)" not in text and "By the counts" not in text
+    assert "counted_ns" not in pack.differentials["SubTensor [torch.add]"]["wall_clock"]["functions"][0]

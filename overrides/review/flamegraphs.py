@@ -137,6 +137,9 @@ def differential_section(evidence, comparison, folded: dict, stem: str, browser:
          and d.frame not in at_site.values()], DIFF_ROWS)
         if changed else ([], []))
     listed = first + grew + shrank
+    # Where one Python function's work is all that changed, the counts price it exactly.
+    priced = _priced_by_counts(evidence, comparison, at_site)
+    priced = priced if priced and changed and priced[0] in {d.frame for d in listed} else None
     spread_measured = deltas[0].spread_ns is not None
     size = comparison.change_ns  # the clock's delta, or the counts' where it could not size it
     pack.differential_entry(comparison)["wall_clock"] = {
@@ -146,7 +149,9 @@ def differential_section(evidence, comparison, folded: dict, stem: str, browser:
                  f"sampling error x {differential.PROCESS_DISPERSION:g}",
         "functions": [dict(d.to_dict(), instructions=rounded(instructions.get(d.frame)),
                            python_calls=row_of[d.frame].tag if d.frame in row_of else None,
-                           call_sites=[site.to_dict() for site in sites_of.get(d.frame, ())] or None)
+                           call_sites=[site.to_dict() for site in sites_of.get(d.frame, ())] or None,
+                           **({"counted_instructions": rounded(priced[1]), "counted_ns": round(priced[2], 1)}
+                              if priced and priced[0] == d.frame else {}))
                       for d in listed],
         "everything_else": round(size - sum(d.delta_ns for d in listed), 1)
         if changed else None,
@@ -185,7 +190,7 @@ def differential_section(evidence, comparison, folded: dict, stem: str, browser:
               ""]
     if third:
         lines += [third, ""]
-    counted_instructions = bool(instructions)
+    counted_instructions = bool(instructions) or bool(priced)
     if counted_instructions:
         lines += ["Instructions: the same function's own change in the Callgrind counts "
                   "(\"-\": not in them; Python code shows there as the interpreter's)."]
@@ -213,7 +218,8 @@ def differential_section(evidence, comparison, folded: dict, stem: str, browser:
         rows.append([", ".join(tags), _row_name(d.frame, row_of, sites_of), f"{d.base_self_ns:,.0f}",
                      f"{d.branch_self_ns:,.0f}", signed(d.delta_ns), f"{d.error_ns:,.0f}",
                      f"{d.base_ns:,.0f}", f"{d.branch_ns:,.0f}"]
-                    + ([signed(change)] if counted_instructions else []))
+                    + ([f"{signed(priced[1])} (the interpreter's)" if priced and priced[0] == d.frame
+                        else signed(change)] if counted_instructions else []))
     if len(rows) == 1:
         return lines + ["No function's own time changed by more than its error allows: the "
                         f"case's change ({signed(size)} ns) is spread too thin "
@@ -227,6 +233,15 @@ def differential_section(evidence, comparison, folded: dict, stem: str, browser:
     rows.append(["", total, "", "", f"**{signed(size)}**",
                  "", "", ""] + ([""] if counted_instructions else []))
     lines += markdown_table(rows, right_from=2)
+    if priced:
+        frame, instructions_delta, ns = priced
+        sampled = next(d for d in listed if d.frame == frame)
+        lines += ["", f"By the counts: {_row_name(frame, row_of, sites_of)} is the only Python function "
+                  "whose calls or bytecodes changed in this case, so the interpreter's own "
+                  f"instruction change, {signed(instructions_delta)} a call, is its work: about "
+                  f"{signed(ns)} ns at this case's {comparison.base_ns / comparison.base_instructions:.3f} "
+                  f"ns per instruction (its sampled time: {signed(sampled.delta_ns)} ± "
+                  f"{sampled.error_ns:,.0f} ns). The counts are exact; py-spy's ~1,000 samples are not."]
     return lines + [""]
 
 
@@ -376,6 +391,28 @@ def _counted_frames(evidence, comparison) -> dict:
         return {}
     return {pycalls.pyspy_frame(row.function): row for row in pycalls.compare(base, branch)
             if row.delta_calls and pycalls.pyspy_frame(row.function)}
+
+
+def _priced_by_counts(evidence, comparison, at_site: dict) -> tuple[str, float, float] | None:
+    """(its row's frame, instructions, ns) for the one Python function whose calls or bytecodes
+    changed in this case, when it is the only change the Python-call counts found (no other
+    Python or C function called differently): the interpreter's own instruction change is then
+    its work, priced at the case's ns per instruction. None otherwise, or without call paths."""
+    from overrides.counts import calltree, pycalls
+
+    if not evidence.python_calls or not evidence.counts or not comparison.base_instructions:
+        return None
+    base, branch = (pycalls.find(runs, comparison.case, comparison.op) for runs in evidence.python_calls)
+    if base is None or branch is None:
+        return None
+    rows = pycalls.compare(base, branch)
+    frame = pycalls.pyspy_frame(rows[0].function) if len(rows) == 1 and not rows[0].is_c else None
+    if frame is None:
+        return None
+    delta = calltree.interpreter_delta(evidence.counts[0], evidence.counts[1], comparison.case, comparison.op)
+    if delta is None:
+        return None
+    return at_site.get(frame, frame), delta, delta * comparison.base_ns / comparison.base_instructions
 
 
 def _instructions_by_frame(evidence, comparison, frames: Sequence[str]) -> dict[str, float | None]:
