@@ -390,6 +390,13 @@ def test_the_only_python_function_that_changed_is_priced_by_the_interpreters_ins
             "case's 0.100 ns per instruction") in text
     first = pack.differentials["SubTensor [torch.add]"]["wall_clock"]["functions"][0]
     assert (first["counted_instructions"], first["counted_ns"]) == (400.0, 40.0)
+    # recordings that disagree on it ask for no third: the counts price it, not the samples
+    _, _, disagreeing, _, _, _ = _helper_recordings(tmp_path, (12, 90))
+    asked = []
+    flamegraphs.differential_section(sole, comparison, disagreeing, "subtensor", None,
+                                     Pack(str(tmp_path), lambda message: None, []),
+                                     lambda case: asked.append(case))
+    assert asked == []
     # the caller's own bytecodes changed too: two Python changes, neither priced by the counts
     both = Evidence([comparison], {}, {}, counts=counts, python_calls=evidence.python_calls)
     pack = Pack(str(tmp_path), lambda message: None, [])

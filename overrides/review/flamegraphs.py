@@ -90,8 +90,12 @@ def differential_section(evidence, comparison, folded: dict, stem: str, browser:
     verdicts = {comparison.verdict, comparison.wall_verdict or comparison.verdict}
     changed = bool(verdicts & {"regression", "improvement", "clock only"})
     by_frame = {d.frame: d for d in deltas}
+    # Where one Python function's work is all that changed, the counts price it exactly, and a
+    # third recording a side (~9 s) would only refine its sampled figure: not asked for.
+    priced = _priced_by_counts(evidence, comparison, at_site)
     outliers = [frame for frame in counted_rows if at_site.get(frame, frame) in by_frame
-                and by_frame[at_site.get(frame, frame)].recordings_disagree]
+                and by_frame[at_site.get(frame, frame)].recordings_disagree
+                and not (priced and priced[0] == at_site.get(frame, frame))]
     third = None
     if changed and outliers and more is not None:
         extra = more(comparison.case)  # one more recording a side, or None where it cannot run
@@ -137,8 +141,6 @@ def differential_section(evidence, comparison, folded: dict, stem: str, browser:
          and d.frame not in at_site.values()], DIFF_ROWS)
         if changed else ([], []))
     listed = first + grew + shrank
-    # Where one Python function's work is all that changed, the counts price it exactly.
-    priced = _priced_by_counts(evidence, comparison, at_site)
     priced = priced if priced and changed and priced[0] in {d.frame for d in listed} else None
     spread_measured = deltas[0].spread_ns is not None
     size = comparison.change_ns  # the clock's delta, or the counts' where it could not size it
