@@ -355,10 +355,11 @@ def test_a_change_the_clock_could_not_size_is_sized_by_the_counts_and_says_so(tm
 
 
 def test_the_only_python_function_that_changed_is_priced_by_the_interpreters_instructions(tmp_path):
-    """A new function whose work is the only change the Python-call counts found: the counts'
-    change of the interpreter's own instructions is its work, priced at the case's ns per
-    instruction beside its sampled time (py-spy put 36-110 ns on the bare shim's ~50 ns
-    `_shim`). Where its caller's bytecodes changed too, nothing is priced so."""
+    """A new function whose work (with the line that calls it) is the only change the
+    Python-call counts found: the counts' change of the interpreter's own instructions is its
+    work, priced at the case's ns per instruction beside its sampled time (py-spy put 36-110 ns
+    on the bare shim's ~50 ns `_shim`, 54-126 ns on a ~100 ns helper's call site). Where its
+    caller changed by more than a call line, nothing is priced so."""
     from overrides.counts.records import CaseCounts, CountRun
     from overrides.review import flamegraphs
     from overrides.review.measuring import Evidence
@@ -397,9 +398,19 @@ def test_the_only_python_function_that_changed_is_priced_by_the_interpreters_ins
                                      Pack(str(tmp_path), lambda message: None, []),
                                      lambda case: asked.append(case))
     assert asked == []
-    # the caller's own bytecodes changed too: two Python changes, neither priced by the counts
-    both = Evidence([comparison], {}, {}, counts=counts, python_calls=evidence.python_calls)
+    # the caller's bytecodes moved by its call line (+2 a call): the work of those calls
+    with_line = Evidence([comparison], {}, {}, counts=counts, python_calls=evidence.python_calls)
     pack = Pack(str(tmp_path), lambda message: None, [])
-    text = "\n".join(flamegraphs.differential_section(both, comparison, folded, "subtensor", None, pack))
+    text = "\n".join(flamegraphs.differential_section(with_line, comparison, folded, "subtensor", None, pack))
+    assert ("is the only Python function called differently in this case, and the only other "
+            "Python change is in the lines that call it (`Tensor.__torch_function__ (torch/_tensor.py)` "
+            "+2 bytecodes a call), so the interpreter's own instruction change, +400 a call, is the "
+            "work of those calls: about +40 ns") in text
+    assert pack.differentials["SubTensor [torch.add]"]["wall_clock"]["functions"][0]["counted_ns"] == 40.0
+    # the caller ran 20 more bytecodes a call: more than a call line, so the counts price nothing
+    rewritten = [dataclasses.replace(c, functions={**c.functions, caller: (100, 5000, 1509)}) for c in branch_calls]
+    more = Evidence([comparison], {}, {}, counts=counts, python_calls=[base_calls, rewritten])
+    pack = Pack(str(tmp_path), lambda message: None, [])
+    text = "\n".join(flamegraphs.differential_section(more, comparison, folded, "subtensor", None, pack))
     assert "(the interpreter's)" not in text and "By the counts" not in text
     assert "counted_ns" not in pack.differentials["SubTensor [torch.add]"]["wall_clock"]["functions"][0]

@@ -9,6 +9,7 @@ place the time); only the flamegraphs themselves are recorded here, through
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from typing import Sequence
 
@@ -22,25 +23,34 @@ from overrides.review.sides import ROLES, Side
 DIFF_ROWS = 12  # frames listed per direction (grew, shrank) in a case's differential table
 
 
+def record_sections(evidence, sides: Sequence[Side], comparisons, seconds: float | None,
+                    op: str | None, pack: Pack, runs_dir: str) -> dict:
+    """Both sides' py-spy recordings of the chosen cases (`measuring.record_flamegraphs`), for
+    `flamegraph_sections`: role -> case -> (svg, collapsed stacks) or None. Both sides at once,
+    every chosen case in one process per recording and each side's recordings at once: a profile
+    is shares of samples, which other processes' work does not skew. Ctrl-C kills every py-spy
+    process at once (overrides/children.py)."""
+    from overrides.flame import hotloop
+
+    cases = list(dict.fromkeys(comparison.case for comparison in comparisons))
+    return dict(zip((side.role for side in sides), children.parallel(lambda side: record_flamegraphs(
+        evidence, side, cases, op, seconds or hotloop.DEFAULT_SECONDS, runs_dir, pack.workdir,
+        pack.say), sides, len(sides))))
+
+
 def flamegraph_sections(evidence, sides: Sequence[Side], comparisons, seconds: float | None,
-                        op: str | None, pack: Pack, runs_dir: str) -> list[str]:
-    """"Where the time went": per comparison, both sides' flamegraphs (recorded now where the
-    side's build can run, `measuring.record_flamegraphs`), their screenshots, and the differential
-    view of where the branch's time went (`differential_section`). One markdown text a case."""
+                        op: str | None, pack: Pack, runs_dir: str, recorded: dict | None = None) -> list[str]:
+    """"Where the time went": per comparison, both sides' flamegraphs (`recorded` by
+    `record_sections`, or recorded now), their screenshots, and the differential view of where
+    the branch's time went (`differential_section`). One markdown text a case."""
     from overrides.flame import hotloop, screenshot
     from overrides.review.runs import file_stem
 
     browser = screenshot.find_browser()
     if browser is None:
         pack.notes.append(f"Screenshots were skipped: no Chromium on this machine; {screenshot.INSTALL_HINT}.")
-    # Both sides at once, every chosen case in one process per recording and each side's
-    # recordings at once (measuring.record_flamegraphs): a profile is shares of samples, which
-    # other processes' work does not skew. Ctrl-C kills every py-spy process at once
-    # (overrides/children.py).
-    cases = list(dict.fromkeys(comparison.case for comparison in comparisons))
-    recorded = dict(zip((side.role for side in sides), children.parallel(lambda side: record_flamegraphs(
-        evidence, side, cases, op, seconds or hotloop.DEFAULT_SECONDS, runs_dir, pack.workdir,
-        pack.say), sides, len(sides))))
+    if recorded is None:
+        recorded = record_sections(evidence, sides, comparisons, seconds, op, pack, runs_dir)
     more = _one_more_recording(sides, op, seconds or hotloop.DEFAULT_SECONDS, pack)
     sections = []
     for comparison in comparisons:
@@ -95,7 +105,7 @@ def differential_section(evidence, comparison, folded: dict, stem: str, browser:
     priced = _priced_by_counts(evidence, comparison, at_site)
     outliers = [frame for frame in counted_rows if at_site.get(frame, frame) in by_frame
                 and by_frame[at_site.get(frame, frame)].recordings_disagree
-                and not (priced and priced[0] == at_site.get(frame, frame))]
+                and not (priced and priced.frame == at_site.get(frame, frame))]
     third = None
     if changed and outliers and more is not None:
         extra = more(comparison.case)  # one more recording a side, or None where it cannot run
@@ -141,7 +151,7 @@ def differential_section(evidence, comparison, folded: dict, stem: str, browser:
          and d.frame not in at_site.values()], DIFF_ROWS)
         if changed else ([], []))
     listed = first + grew + shrank
-    priced = priced if priced and changed and priced[0] in {d.frame for d in listed} else None
+    priced = priced if priced and changed and priced.frame in {d.frame for d in listed} else None
     spread_measured = deltas[0].spread_ns is not None
     size = comparison.change_ns  # the clock's delta, or the counts' where it could not size it
     pack.differential_entry(comparison)["wall_clock"] = {
@@ -152,8 +162,8 @@ def differential_section(evidence, comparison, folded: dict, stem: str, browser:
         "functions": [dict(d.to_dict(), instructions=rounded(instructions.get(d.frame)),
                            python_calls=row_of[d.frame].tag if d.frame in row_of else None,
                            call_sites=[site.to_dict() for site in sites_of.get(d.frame, ())] or None,
-                           **({"counted_instructions": rounded(priced[1]), "counted_ns": round(priced[2], 1)}
-                              if priced and priced[0] == d.frame else {}))
+                           **({"counted_instructions": rounded(priced.instructions),
+                               "counted_ns": round(priced.ns, 1)} if priced and priced.frame == d.frame else {}))
                       for d in listed],
         "everything_else": round(size - sum(d.delta_ns for d in listed), 1)
         if changed else None,
@@ -220,7 +230,7 @@ def differential_section(evidence, comparison, folded: dict, stem: str, browser:
         rows.append([", ".join(tags), _row_name(d.frame, row_of, sites_of), f"{d.base_self_ns:,.0f}",
                      f"{d.branch_self_ns:,.0f}", signed(d.delta_ns), f"{d.error_ns:,.0f}",
                      f"{d.base_ns:,.0f}", f"{d.branch_ns:,.0f}"]
-                    + ([f"{signed(priced[1])} (the interpreter's)" if priced and priced[0] == d.frame
+                    + ([f"{signed(priced.instructions)} (the interpreter's)" if priced and priced.frame == d.frame
                         else signed(change)] if counted_instructions else []))
     if len(rows) == 1:
         return lines + ["No function's own time changed by more than its error allows: the "
@@ -236,14 +246,23 @@ def differential_section(evidence, comparison, folded: dict, stem: str, browser:
                  "", "", ""] + ([""] if counted_instructions else []))
     lines += markdown_table(rows, right_from=2)
     if priced:
-        frame, instructions_delta, ns = priced
-        sampled = next(d for d in listed if d.frame == frame)
-        lines += ["", f"By the counts: {_row_name(frame, row_of, sites_of)} is the only Python function "
-                  "whose calls or bytecodes changed in this case, so the interpreter's own "
-                  f"instruction change, {signed(instructions_delta)} a call, is its work: about "
-                  f"{signed(ns)} ns at this case's {comparison.base_ns / comparison.base_instructions:.3f} "
-                  f"ns per instruction (its sampled time: {signed(sampled.delta_ns)} ± "
-                  f"{sampled.error_ns:,.0f} ns). The counts are exact; py-spy's ~1,000 samples are not."]
+        sampled = next(d for d in listed if d.frame == priced.frame)
+        name = f"`{pycalls.pyspy_frame(priced.function)}`"
+        if priced.callers:
+            lines_too = "; ".join(f"`{pycalls.pyspy_frame(caller) or caller}` "
+                                  f"{pycalls.signed(codes)} bytecodes a call" for caller, codes in priced.callers)
+            only = (f"{name} is the only Python function called differently in this case, and the "
+                    f"only other Python change is in the lines that call it ({lines_too}), so the "
+                    "interpreter's own instruction change, "
+                    f"{signed(priced.instructions)} a call, is the work of those calls")
+        else:
+            only = (f"{name} is the only Python function whose calls or bytecodes changed in this "
+                    "case, so the interpreter's own instruction change, "
+                    f"{signed(priced.instructions)} a call, is its work")
+        lines += ["", f"By the counts: {only}: about {signed(priced.ns)} ns at this case's "
+                  f"{comparison.base_ns / comparison.base_instructions:.3f} ns per instruction (its "
+                  f"sampled time: {signed(sampled.delta_ns)} ± {sampled.error_ns:,.0f} ns). The counts "
+                  "are exact; py-spy's ~1,000 samples are not."]
     return lines + [""]
 
 
@@ -395,12 +414,31 @@ def _counted_frames(evidence, comparison) -> dict:
             if row.delta_calls and pycalls.pyspy_frame(row.function)}
 
 
-def _priced_by_counts(evidence, comparison, at_site: dict) -> tuple[str, float, float] | None:
-    """(its row's frame, instructions, ns) for the one Python function whose calls or bytecodes
-    changed in this case, when it is the only change the Python-call counts found (no other
-    Python or C function called differently): the interpreter's own instruction change is then
-    its work, priced at the case's ns per instruction. None otherwise, or without call paths."""
-    from overrides.counts import calltree, pycalls
+# A line that calls a function, as the Python-call counts see its caller: a call statement
+# with a few arguments runs 5-10 bytecodes in 3.11 (`_check_types_extra(types)`: 5). A caller
+# whose own bytecodes moved by no more than this per call of the function changed only that line.
+CALL_LINE_BYTECODES = 12
+
+
+@dataclasses.dataclass(frozen=True)
+class CountsPrice:
+    """The counts' price of one row: where one Python function's work (with the lines that call
+    it) is the only Python change, the interpreter's own instruction change is that work."""
+
+    frame: str  # the row's frame (the function's call sites where it has some)
+    function: str  # as the Python-call counts name it
+    instructions: float  # the interpreter's own change per call of the case
+    ns: float  # that at the case's ns per instruction
+    callers: tuple  # (caller, its bytecode change per call of the case): the lines that call it
+
+
+def _priced_by_counts(evidence, comparison, at_site: dict) -> CountsPrice | None:
+    """The counts' price of the one Python function whose work changed, where the Python-call
+    counts found nothing else: no other Python function called differently, and no other
+    function's bytecodes moved but its callers' by a call line (CALL_LINE_BYTECODES per call of
+    it). C functions called more or less often are then called from that work. None otherwise,
+    or without call paths."""
+    from overrides.counts import calltree, callsites, pycalls
 
     if not evidence.python_calls or not evidence.counts or not comparison.base_instructions:
         return None
@@ -408,13 +446,26 @@ def _priced_by_counts(evidence, comparison, at_site: dict) -> tuple[str, float, 
     if base is None or branch is None:
         return None
     rows = pycalls.compare(base, branch)
-    frame = pycalls.pyspy_frame(rows[0].function) if len(rows) == 1 and not rows[0].is_c else None
-    if frame is None:
+    python = [row for row in rows if not row.is_c]
+    called = [row for row in python if row.delta_calls]
+    if len(python) == 1:
+        (changed,) = python
+    elif len(called) == 1:
+        (changed,) = called
+    else:
         return None
+    callers = {site.caller for site in callsites.call_sites(base, branch, rows) if site.function == changed.function}
+    others = [row for row in python if row is not changed]
+    if any(row.function not in callers or row.delta_calls
+           or abs(row.delta_bytecodes) > CALL_LINE_BYTECODES * abs(changed.delta_calls) for row in others):
+        return None
+    frame = pycalls.pyspy_frame(changed.function)
     delta = calltree.interpreter_delta(evidence.counts[0], evidence.counts[1], comparison.case, comparison.op)
-    if delta is None:
+    if frame is None or delta is None:
         return None
-    return at_site.get(frame, frame), delta, delta * comparison.base_ns / comparison.base_instructions
+    return CountsPrice(at_site.get(frame, frame), changed.function, delta,
+                       delta * comparison.base_ns / comparison.base_instructions,
+                       tuple((row.function, row.delta_bytecodes) for row in others))
 
 
 def _instructions_by_frame(evidence, comparison, frames: Sequence[str]) -> dict[str, float | None]:

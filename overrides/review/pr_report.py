@@ -31,10 +31,10 @@ import tempfile
 import time
 from typing import Callable, Sequence
 
-from overrides import compare, report_comparison
+from overrides import children, compare, report_comparison
 from overrides.errors import UsageError
 from overrides.review import measuring, runs as recorded_runs, sections
-from overrides.review.flamegraphs import flamegraph_sections
+from overrides.review.flamegraphs import flamegraph_sections, record_sections
 from overrides.review.markdown import report_markdown
 from overrides.review.pack import Pack, without_screenshot
 from overrides.review.sides import classify
@@ -82,22 +82,33 @@ def build(base_spec: str, branch_spec: str, *, output: str = DEFAULT_OUTPUT,
                     "side); only changes of a few percent can get a verdict. For small changes, "
                     "compare labels that kept a copy of their build (record.sh does by default), or "
                     "two interpreters or virtualenvs: those are measured side by side.")
-            measuring.count_python_calls(evidence, sides, say)
+            chosen = ([c for c in comparisons if all_cases or c.verdict in ("regression", "disagree")]
+                      if flamegraphs else [])
+            # The Python calls are counted while py-spy records (~1.5 s saved): counts do not
+            # care what else runs, and a profile is shares of samples, which they do not skew.
+            recorded = None
+            count_parts_after = None
+            if evidence.counts:  # the call trees drawn and their screenshots begun first
+                from overrides.flame import screenshot
+
+                count_parts_after = sections.count_sections_later(evidence, comparisons, all_cases,
+                                                                  screenshot.find_browser(), pack)
+            if chosen:
+                recorded, _ = children.parallel(lambda job: job(), [
+                    lambda: record_sections(evidence, sides, chosen, seconds, op, pack, runs),
+                    lambda: measuring.count_python_calls(evidence, sides, say)], 2)
+            else:
+                measuring.count_python_calls(evidence, sides, say)
             # ... then presenting: the sections, the figures they draw, the ZIP.
             python_call_parts = sections.python_call_sections(evidence, comparisons, all_cases, pack)
             count_parts: list[str] = []
-            if evidence.counts:
-                from overrides.flame import screenshot
-
-                count_parts = sections.count_sections(evidence, comparisons, all_cases,
-                                                      screenshot.find_browser(), pack,
-                                                      after_python_calls=bool(python_call_parts))
+            if count_parts_after is not None:
+                count_parts = count_parts_after(bool(python_call_parts))
             elif skipped_counts:
                 notes.append(skipped_counts)
             time_parts = None
             if flamegraphs:
-                chosen = [c for c in comparisons if all_cases or c.verdict in ("regression", "disagree")]
-                time_parts = flamegraph_sections(evidence, sides, chosen, seconds, op, pack, runs)
+                time_parts = flamegraph_sections(evidence, sides, chosen, seconds, op, pack, runs, recorded)
             for png_name in pack.finish_screenshots():  # a failed one: its SVG named instead
                 count_parts = without_screenshot(count_parts, png_name)
                 if time_parts is not None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from typing import Callable
 
 from overrides.files import write_text_atomic
 from overrides.review.markdown import markdown_table, signed
@@ -73,23 +74,34 @@ def count_sections(evidence, comparisons, all_cases: bool, browser: str | None, 
     (overrides/counts/calltree.py). Counts recorded without call paths get the older per-function
     table of one seed. `after_python_calls`: the Python calls' section comes first, so this one
     points at it."""
+    return count_sections_later(evidence, comparisons, all_cases, browser, pack)(after_python_calls)
+
+
+def count_sections_later(evidence, comparisons, all_cases: bool, browser: str | None,
+                         pack: Pack) -> Callable[[bool], list[str]]:
+    """`count_sections` in two steps: its tables and pictures now (their screenshots start),
+    its text once it is known whether the Python calls' section comes first (the report counts
+    those while py-spy records)."""
     from overrides.counts import calltree
     from overrides.review.runs import file_stem
 
     chosen = [c for c in comparisons
               if all_cases or c.verdict in CHANGED]
     if not chosen:
-        return []
-    intro = ["## Where the instructions went", "",
-             "Instructions per call by function (Callgrind: deterministic, so this is the view "
-             "to read first). Own: the function's own instructions; with callees: including "
-             "what it calls. Listed: a change of at least "
-             f"{calltree.FUNCTION_FLOOR:g} a call, consistent over the hash seeds; the rows and "
-             "\"everything else\" add up to the case's change. Callgrind sees C functions: "
-             "Python code shows as the interpreter's (`_PyEval_EvalFrameDefault`, calls, "
-             "attribute look-ups)" + ("; the Python functions themselves are named under "
-                                      "\"Where the Python calls went\" above."
-                                      if after_python_calls else "."), ""]
+        return lambda after_python_calls: []
+
+    def intro(after_python_calls: bool) -> list[str]:
+        return ["## Where the instructions went", "",
+                "Instructions per call by function (Callgrind: deterministic, so this is the view "
+                "to read first). Own: the function's own instructions; with callees: including "
+                "what it calls. Listed: a change of at least "
+                f"{calltree.FUNCTION_FLOOR:g} a call, consistent over the hash seeds; the rows and "
+                "\"everything else\" add up to the case's change. Callgrind sees C functions: "
+                "Python code shows as the interpreter's (`_PyEval_EvalFrameDefault`, calls, "
+                "attribute look-ups)" + ("; the Python functions themselves are named under "
+                                         "\"Where the Python calls went\" above."
+                                         if after_python_calls else "."), ""]
+
     parts: list[str] = []
     unchanged = []  # "case delta (verdict)": one line for all of them, not a table each
     for c in chosen:
@@ -121,7 +133,9 @@ def count_sections(evidence, comparisons, all_cases: bool, browser: str | None, 
         parts += [f"No function is named where the verdict is not a change (what moved is "
                   f"within the hash seeds' layout noise); instructions per call: {'; '.join(unchanged)}.", ""]
     explained = len(unchanged) < len(chosen)
-    return (intro if explained else intro[:2]) + parts  # nothing listed: the line alone
+    # nothing listed: the line alone
+    return lambda after_python_calls: (intro(after_python_calls) if explained
+                                       else intro(after_python_calls)[:2]) + parts
 
 
 def _count_section_without_paths(evidence, c) -> list[str]:
