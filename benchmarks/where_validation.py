@@ -180,9 +180,13 @@ def check_report(zip_path: str, kind: str) -> list[dict]:
                                   "first": None, "first_is_cause": False})
                 continue
             total = wall["total_delta"]
-            listed = sum(row["delta_self"] for row in rows)
-            # the same rows with the counts' price where the report gives one (the only Python
-            # function whose work changed: the interpreter's instructions at ns per instruction)
+            # the rows as the report reads them against the change: where the counts sized it,
+            # the row they price at their price (report.md's "listed"); else as sampled
+            sized_by_counts = wall.get("total_from") == "instructions"
+            listed = sum(row.get("counted_ns", row["delta_self"]) if sized_by_counts else row["delta_self"]
+                         for row in rows)
+            # every row the counts price at that price (the interpreter's instructions of the one
+            # Python function whose work changed, at the case's ns per instruction)
             by_counts = sum(row.get("counted_ns", row["delta_self"]) for row in rows)
             first = rows[0]["function"]
             above = [row["function"] for row in rows[:next((i for i, r in enumerate(rows) if cause in r["function"]), len(rows))]]

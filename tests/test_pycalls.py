@@ -391,6 +391,15 @@ def test_the_only_python_function_that_changed_is_priced_by_the_interpreters_ins
             "case's 0.100 ns per instruction") in text
     first = pack.differentials["SubTensor [torch.add]"]["wall_clock"]["functions"][0]
     assert (first["counted_instructions"], first["counted_ns"]) == (400.0, 40.0)
+    # where the counts size the change (the clock could not), the row is read at their price
+    unsized = dataclasses.replace(comparison, delta_ns=-24.0, ci95_ns=(-130.0, 83.0), wall_verdict="inconclusive")
+    pack = Pack(str(tmp_path), lambda message: None, [])
+    text = "\n".join(flamegraphs.differential_section(sole, unsized, folded, "subtensor", None, pack))
+    sampled = 25 / 1025 * 4100
+    assert f"| +40 by the counts (sampled +{sampled:.0f}) |" in text
+    assert "(listed: +40 of about +42 ns: the counts' +420 instructions" in text
+    entry = pack.differentials["SubTensor [torch.add]"]["wall_clock"]
+    assert entry["everything_else"] == pytest.approx(2.0, abs=0.05) and entry["total_from"] == "instructions"
     # recordings that disagree on it ask for no third: the counts price it, not the samples
     _, _, disagreeing, _, _, _ = _helper_recordings(tmp_path, (12, 90))
     asked = []

@@ -152,6 +152,14 @@ def differential_section(evidence, comparison, folded: dict, stem: str, browser:
         if changed else ([], []))
     listed = first + grew + shrank
     priced = priced if priced and changed and priced.frame in {d.frame for d in listed} else None
+
+    def at_counts(d) -> bool:
+        """Where the counts sized the change (the clock could not), the row they price is read
+        at their price too: rows and change on one scale."""
+        return bool(priced and d.frame == priced.frame and not comparison.clock_sized)
+
+    def row_ns(d) -> float:
+        return priced.ns if at_counts(d) else d.delta_ns
     spread_measured = deltas[0].spread_ns is not None
     size = comparison.change_ns  # the clock's delta, or the counts' where it could not size it
     pack.differential_entry(comparison)["wall_clock"] = {
@@ -165,7 +173,7 @@ def differential_section(evidence, comparison, folded: dict, stem: str, browser:
                            **({"counted_instructions": rounded(priced.instructions),
                                "counted_ns": round(priced.ns, 1)} if priced and priced.frame == d.frame else {}))
                       for d in listed],
-        "everything_else": round(size - sum(d.delta_ns for d in listed), 1)
+        "everything_else": round(size - sum(row_ns(d) for d in listed), 1)
         if changed else None,
         "total_delta": round(size, 1),
         "total_from": "clock" if comparison.clock_sized else "instructions",
@@ -175,7 +183,7 @@ def differential_section(evidence, comparison, folded: dict, stem: str, browser:
                         f"({' / '.join(sorted(verdicts))}), and a function's share of ~1000 "
                         "samples moves by chance (two installs of one build moved single "
                         "functions by hundreds of ns).", ""]
-    explained = sum(d.delta_ns for d in listed)
+    explained = sum(row_ns(d) for d in listed)
     if spread_measured:
         error = (f"one error is the function's own spread between the recordings of each side "
                  f"({len(base_runs)} and {len(branch_runs)} processes), or py-spy's sampling "
@@ -228,7 +236,8 @@ def differential_section(evidence, comparison, folded: dict, stem: str, browser:
             tags.insert(0, "Python calls: " + ("new" if row.new else
                                                f"{pycalls.signed(row.delta_calls)} a call"))
         rows.append([", ".join(tags), _row_name(d.frame, row_of, sites_of), f"{d.base_self_ns:,.0f}",
-                     f"{d.branch_self_ns:,.0f}", signed(d.delta_ns), f"{d.error_ns:,.0f}",
+                     f"{d.branch_self_ns:,.0f}", f"{signed(priced.ns)} by the counts (sampled {signed(d.delta_ns)})"
+                     if at_counts(d) else signed(d.delta_ns), f"{d.error_ns:,.0f}",
                      f"{d.base_ns:,.0f}", f"{d.branch_ns:,.0f}"]
                     + ([f"{signed(priced.instructions)} (the interpreter's)" if priced and priced.frame == d.frame
                         else signed(change)] if counted_instructions else []))
