@@ -7,5 +7,7 @@ where they went.
 - `judge.py`: verdicts on count deltas between builds;
 - `rounds.py`: which hash seeds, counted in rounds until the counts decide;
 - `calltree.py`: where the instructions went, by call path;
-- `pycalls.py`: where the Python calls went, counted in each side's interpreter.
+- `pycalls.py`: where the Python calls went, counted in each side's interpreter;
+- `attribution.py`: whose work the interpreter's instruction change is, when one Python
+  function's is the only Python change.
 """

@@ -256,22 +256,7 @@ def differential_section(evidence, comparison, folded: dict, stem: str, browser:
     lines += markdown_table(rows, right_from=2)
     if priced:
         sampled = next(d for d in listed if d.frame == priced.frame)
-        name = f"`{pycalls.pyspy_frame(priced.function)}`"
-        if priced.callers:
-            lines_too = "; ".join(f"`{pycalls.pyspy_frame(caller) or caller}` "
-                                  f"{pycalls.signed(codes)} bytecodes a call" for caller, codes in priced.callers)
-            only = (f"{name} is the only Python function called differently in this case, and the "
-                    f"only other Python change is in the lines that call it ({lines_too}), so the "
-                    "interpreter's own instruction change, "
-                    f"{signed(priced.instructions)} a call, is the work of those calls")
-        else:
-            only = (f"{name} is the only Python function whose calls or bytecodes changed in this "
-                    "case, so the interpreter's own instruction change, "
-                    f"{signed(priced.instructions)} a call, is its work")
-        lines += ["", f"By the counts: {only}: about {signed(priced.ns)} ns at this case's "
-                  f"{comparison.base_ns / comparison.base_instructions:.3f} ns per instruction (its "
-                  f"sampled time: {signed(sampled.delta_ns)} ± {sampled.error_ns:,.0f} ns). The counts "
-                  "are exact; py-spy's ~1,000 samples are not."]
+        lines += ["", _counts_price_sentence(priced.change, priced.ns, sampled, comparison)]
     return lines + [""]
 
 
@@ -423,58 +408,58 @@ def _counted_frames(evidence, comparison) -> dict:
             if row.delta_calls and pycalls.pyspy_frame(row.function)}
 
 
-# A line that calls a function, as the Python-call counts see its caller: a call statement
-# with a few arguments runs 5-10 bytecodes in 3.11 (`_check_types_extra(types)`: 5). A caller
-# whose own bytecodes moved by no more than this per call of the function changed only that line.
-CALL_LINE_BYTECODES = 12
-
-
 @dataclasses.dataclass(frozen=True)
-class CountsPrice:
-    """The counts' price of one row: where one Python function's work (with the lines that call
-    it) is the only Python change, the interpreter's own instruction change is that work."""
+class _Priced:
+    """A table row the counts price: its frame, the change (`attribution.SoleChange`), and that
+    at the case's ns per instruction."""
 
-    frame: str  # the row's frame (the function's call sites where it has some)
-    function: str  # as the Python-call counts name it
-    instructions: float  # the interpreter's own change per call of the case
-    ns: float  # that at the case's ns per instruction
-    callers: tuple  # (caller, its bytecode change per call of the case): the lines that call it
+    frame: str
+    change: object
+    ns: float
+
+    @property
+    def instructions(self) -> float:
+        return self.change.instructions
 
 
-def _priced_by_counts(evidence, comparison, at_site: dict) -> CountsPrice | None:
-    """The counts' price of the one Python function whose work changed, where the Python-call
-    counts found nothing else: no other Python function called differently, and no other
-    function's bytecodes moved but its callers' by a call line (CALL_LINE_BYTECODES per call of
-    it). C functions called more or less often are then called from that work. None otherwise,
-    or without call paths."""
-    from overrides.counts import calltree, callsites, pycalls
+def _priced_by_counts(evidence, comparison, at_site: dict) -> _Priced | None:
+    """The row of the one Python function whose work changed where the counts found nothing
+    else (`attribution.sole_change`; its call sites where it has some), priced. None otherwise."""
+    from overrides.counts import attribution, pycalls
 
     if not evidence.python_calls or not evidence.counts or not comparison.base_instructions:
         return None
     base, branch = (pycalls.find(runs, comparison.case, comparison.op) for runs in evidence.python_calls)
     if base is None or branch is None:
         return None
-    rows = pycalls.compare(base, branch)
-    python = [row for row in rows if not row.is_c]
-    called = [row for row in python if row.delta_calls]
-    if len(python) == 1:
-        (changed,) = python
-    elif len(called) == 1:
-        (changed,) = called
+    change = attribution.sole_change(base, branch, evidence.counts[0], evidence.counts[1],
+                                     comparison.case, comparison.op)
+    frame = pycalls.pyspy_frame(change.function) if change else None
+    if frame is None:
+        return None
+    return _Priced(at_site.get(frame, frame), change, change.ns(comparison.base_ns / comparison.base_instructions))
+
+
+def _counts_price_sentence(change, ns: float, sampled, comparison) -> str:
+    """What the counts say of the one Python function whose work changed, under the table."""
+    from overrides.counts import pycalls
+
+    name = f"`{pycalls.pyspy_frame(change.function)}`"
+    if change.callers:
+        lines_too = "; ".join(f"`{pycalls.pyspy_frame(caller) or caller}` {pycalls.signed(codes)} "
+                              "bytecodes a call" for caller, codes in change.callers)
+        only = (f"{name} is the only Python function called differently in this case, and the "
+                f"only other Python change is in the lines that call it ({lines_too}), so the "
+                f"interpreter's own instruction change, {signed(change.instructions)} a call, is "
+                "the work of those calls")
     else:
-        return None
-    callers = {site.caller for site in callsites.call_sites(base, branch, rows) if site.function == changed.function}
-    others = [row for row in python if row is not changed]
-    if any(row.function not in callers or row.delta_calls
-           or abs(row.delta_bytecodes) > CALL_LINE_BYTECODES * abs(changed.delta_calls) for row in others):
-        return None
-    frame = pycalls.pyspy_frame(changed.function)
-    delta = calltree.interpreter_delta(evidence.counts[0], evidence.counts[1], comparison.case, comparison.op)
-    if frame is None or delta is None:
-        return None
-    return CountsPrice(at_site.get(frame, frame), changed.function, delta,
-                       delta * comparison.base_ns / comparison.base_instructions,
-                       tuple((row.function, row.delta_bytecodes) for row in others))
+        only = (f"{name} is the only Python function whose calls or bytecodes changed in this case, "
+                f"so the interpreter's own instruction change, {signed(change.instructions)} a "
+                "call, is its work")
+    return (f"By the counts: {only}: about {signed(ns)} ns at this case's "
+            f"{comparison.base_ns / comparison.base_instructions:.3f} ns per instruction (its sampled "
+            f"time: {signed(sampled.delta_ns)} ± {sampled.error_ns:,.0f} ns). The counts are exact; "
+            "py-spy's ~1,000 samples are not.")
 
 
 def _instructions_by_frame(evidence, comparison, frames: Sequence[str]) -> dict[str, float | None]:
