@@ -423,3 +423,35 @@ def test_the_only_python_function_that_changed_is_priced_by_the_interpreters_ins
     text = "\n".join(flamegraphs.differential_section(more, comparison, folded, "subtensor", None, pack))
     assert "(the interpreter's)" not in text and "By the counts" not in text
     assert "counted_ns" not in pack.differentials["SubTensor [torch.add]"]["wall_clock"]["functions"][0]
+
+
+def test_the_hot_loops_own_time_is_not_listed_where_the_counts_found_its_work_unchanged(tmp_path):
+    """The hot loop is the same statement on both sides; py-spy once put +210 +- 61 ns of a
+    +100 ns helper's report in its own time (samples it placed no deeper), listing 335 ns of a
+    100 ns change. The counts' loop root (`calltree.LOOP_ROOT`) moved by 2 instructions: the
+    loop's frame is "same work", drawn amber and never listed; without call paths it stays."""
+    from overrides.counts import calltree
+    from overrides.counts.records import CaseCounts, CountRun
+    from overrides.review import flamegraphs
+    from overrides.review.measuring import Evidence
+    from overrides.review.pack import Pack
+
+    evidence, comparison, folded, _, _, _ = _helper_recordings(tmp_path)
+    loop = "hot_loop_SubTensor (<hot loop: torch.add(x, y)>:3)"
+    for index, path in enumerate(folded["branch"]):  # both branch processes: +150 samples in the loop
+        with open(path, "a") as out:
+            out.write(f"{loop} {150 + index}\n")
+
+    def runs(root: float) -> list:
+        stacks = {(calltree.LOOP_ROOT,): root, (calltree.LOOP_ROOT, "handle_torch_function [libtorch_python.so]"): 900.0}
+        return [CountRun(seed, (CaseCounts("SubTensor", "torch.add", 4000.0, (4000.0,), {}, None, stacks),), {}, 1.0)
+                for seed in (1, 2)]
+
+    def table(evidence) -> str:
+        pack = Pack(str(tmp_path), lambda message: None, [])
+        text = "\n".join(flamegraphs.differential_section(evidence, comparison, folded, "subtensor", None, pack))
+        return text.split("| **total")[0].split("function | own ns")[1]
+
+    assert "hot_loop_SubTensor" in table(evidence)  # no counts: the sampled move is listed
+    counted = Evidence([comparison], {}, {}, counts=[runs(100.0), runs(102.0)], python_calls=evidence.python_calls)
+    assert "hot_loop_SubTensor" not in table(counted)
