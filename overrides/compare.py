@@ -100,12 +100,18 @@ class Comparison:
         return "clock" if self.counts_verdict == "inconclusive" else "instructions"
 
     @property
+    def ns_per_instruction(self) -> float | None:
+        """Base's ns per call over its instructions per call: what an instruction of this case
+        costs on average (None without counts)."""
+        if not self.base_instructions or not math.isfinite(self.base_ns):
+            return None
+        return self.base_ns / self.base_instructions
+
+    @property
     def instructions_as_ns(self) -> float | None:
         """What the instruction change would cost at this case's own ns per instruction."""
-        delta = self.delta_instructions
-        if delta is None or not self.base_instructions or not math.isfinite(self.base_ns):
-            return None
-        return delta * self.base_ns / self.base_instructions
+        delta, per = self.delta_instructions, self.ns_per_instruction
+        return None if delta is None or per is None else delta * per
 
     @property
     def clock_sized(self) -> bool:

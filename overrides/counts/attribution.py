@@ -34,13 +34,13 @@ class SoleChange:
         return self.instructions * ns_per_instruction
 
 
-def sole_change(base: pycalls.CaseCalls, branch: pycalls.CaseCalls, base_counts, branch_counts,
-                case: str, op: str) -> SoleChange | None:
+def sole_change(base: pycalls.CaseCalls, branch: pycalls.CaseCalls,
+                own_deltas: dict[str, float]) -> SoleChange | None:
     """The one Python function whose work changed in this case, where the Python-call counts
-    found nothing else: no other Python function called differently, and no other function's
-    bytecodes moved but its callers' by a call line (CALL_LINE_BYTECODES per call of it). C
-    functions called more or less often are then called from that work. None otherwise, or
-    where the instruction counts carry no call paths."""
+    (`base`, `branch`) found nothing else: no other Python function called differently, and no
+    other function's bytecodes moved but its callers' by a call line (CALL_LINE_BYTECODES per
+    call of it). C functions called more or less often are then called from that work.
+    `own_deltas`: the case's `calltree.own_deltas`. None otherwise."""
     rows = pycalls.compare(base, branch)
     python = [row for row in rows if not row.is_c]
     called = [row for row in python if row.delta_calls]
@@ -56,7 +56,5 @@ def sole_change(base: pycalls.CaseCalls, branch: pycalls.CaseCalls, base_counts,
     if any(row.function not in callers or row.delta_calls
            or abs(row.delta_bytecodes) > CALL_LINE_BYTECODES * abs(changed.delta_calls) for row in others):
         return None
-    delta = calltree.interpreter_delta(base_counts, branch_counts, case, op)
-    if delta is None:
-        return None
-    return SoleChange(changed.function, delta, tuple((row.function, row.delta_bytecodes) for row in others))
+    return SoleChange(changed.function, calltree.interpreter_delta(own_deltas),
+                      tuple((row.function, row.delta_bytecodes) for row in others))

@@ -194,15 +194,12 @@ def is_interpreter(name: str) -> bool:
     return bool(_INTERPRETER_OBJECT.fullmatch(function_key(name)[1]))
 
 
-def interpreter_delta(base_runs, branch_runs, case: str, op: str) -> float | None:
-    """The change of the interpreter's own instructions per call of the case, mean over the
-    matched seeds (`own_deltas` of every `is_interpreter` function); None without call paths.
-    Where one Python function's work is all that changed (by the Python-call counts), this is
-    that function's work, exactly: the report prices it with this where py-spy's samples cannot
-    (the bare shim's `_shim`: 36-110 ns by its samples for a ~50 ns change)."""
-    deltas = own_deltas(base_runs, branch_runs, case, op)
-    if deltas is None:
-        return None
+def interpreter_delta(deltas: dict[str, float]) -> float:
+    """The change of the interpreter's own instructions per call of a case: the sum of
+    `own_deltas` over every `is_interpreter` function. Where one Python function's work is all
+    that changed (by the Python-call counts), this is that function's work, exactly: the report
+    prices it with this where py-spy's samples cannot (the bare shim's `_shim`: 36-110 ns by its
+    samples for a ~50 ns change)."""
     return sum(delta for name, delta in deltas.items() if is_interpreter(name))
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 from overrides import children
 from overrides.files import write_text_atomic
@@ -19,6 +19,9 @@ from overrides.review.markdown import markdown_table, rounded, signed
 from overrides.review.measuring import record_flamegraphs
 from overrides.review.pack import Pack
 from overrides.review.sides import ROLES, Side
+
+if TYPE_CHECKING:
+    from overrides.counts.attribution import SoleChange
 
 DIFF_ROWS = 12  # frames listed per direction (grew, shrank) in a case's differential table
 
@@ -90,19 +93,21 @@ def differential_section(evidence, comparison, folded: dict, stem: str, browser:
 
     # A function the counts found called more or less often is timed at the lines that call it
     # (the call itself with all it runs), so the listed rows add up to the change.
-    sites = _call_sites(evidence, comparison)
+    calls = evidence.calls_of(comparison.case, comparison.op)  # (base, branch) Python calls
+    own = evidence.own_instruction_deltas(comparison.case, comparison.op)
+    sites = _call_sites(calls)
     base_runs, branch_runs, deltas = _deltas(folded, sites, comparison)
     lines = []
     if not deltas:
         return ["No differential view: no samples inside the hot loop on one side."]
     at_site = {pycalls.pyspy_frame(site.function): site_frame(site.function) for site in sites}
-    counted_rows = _counted_frames(evidence, comparison)
+    counted_rows = _counted_frames(calls)
     verdicts = {comparison.verdict, comparison.wall_verdict or comparison.verdict}
     changed = bool(verdicts & {"regression", "improvement", "clock only"})
     by_frame = {d.frame: d for d in deltas}
     # Where one Python function's work is all that changed, the counts price it exactly, and a
     # third recording a side (~9 s) would only refine its sampled figure: not asked for.
-    priced = _priced_by_counts(evidence, comparison, at_site)
+    priced = _priced_by_counts(calls, own, comparison, at_site)
     outliers = [frame for frame in counted_rows if at_site.get(frame, frame) in by_frame
                 and by_frame[at_site.get(frame, frame)].recordings_disagree
                 and not (priced and priced.frame == at_site.get(frame, frame))]
@@ -119,10 +124,10 @@ def differential_section(evidence, comparison, folded: dict, stem: str, browser:
                      f"its {len(base_runs)} and {len(branch_runs)} recordings.")
     counted = {frame: row for frame, row in counted_rows.items()
                if at_site.get(frame, frame) in by_frame}
-    instructions = _instructions_by_frame(evidence, comparison, [d.frame for d in deltas])
+    instructions = _instructions_by_frame(own, [d.frame for d in deltas])
     # Significant changes of time where the counts found the same work (the same
     # instructions, or the same Python calls and bytecodes): drawn amber, never listed.
-    same_python = _same_python_work(evidence, comparison)
+    same_python = _same_python_work(calls)
     same_work = {d.frame for d in deltas if d.significant and d.frame not in counted
                  and d.frame not in at_site.values() and (
                      _same_instructions(instructions.get(d.frame)) or d.frame in same_python)}
@@ -153,10 +158,13 @@ def differential_section(evidence, comparison, folded: dict, stem: str, browser:
     listed = first + grew + shrank
     priced = priced if priced and changed and priced.frame in {d.frame for d in listed} else None
 
+    def is_priced(d) -> bool:
+        return priced is not None and d.frame == priced.frame
+
     def at_counts(d) -> bool:
         """Where the counts sized the change (the clock could not), the row they price is read
         at their price too: rows and change on one scale."""
-        return bool(priced and d.frame == priced.frame and not comparison.clock_sized)
+        return is_priced(d) and not comparison.clock_sized
 
     def row_ns(d) -> float:
         return priced.ns if at_counts(d) else d.delta_ns
@@ -171,7 +179,7 @@ def differential_section(evidence, comparison, folded: dict, stem: str, browser:
                            python_calls=row_of[d.frame].tag if d.frame in row_of else None,
                            call_sites=[site.to_dict() for site in sites_of.get(d.frame, ())] or None,
                            **({"counted_instructions": rounded(priced.instructions),
-                               "counted_ns": round(priced.ns, 1)} if priced and priced.frame == d.frame else {}))
+                               "counted_ns": round(priced.ns, 1)} if is_priced(d) else {}))
                       for d in listed],
         "everything_else": round(size - sum(row_ns(d) for d in listed), 1)
         if changed else None,
@@ -239,7 +247,7 @@ def differential_section(evidence, comparison, folded: dict, stem: str, browser:
                      f"{d.branch_self_ns:,.0f}", f"{signed(priced.ns)} by the counts (sampled {signed(d.delta_ns)})"
                      if at_counts(d) else signed(d.delta_ns), f"{d.error_ns:,.0f}",
                      f"{d.base_ns:,.0f}", f"{d.branch_ns:,.0f}"]
-                    + ([f"{signed(priced.instructions)} (the interpreter's)" if priced and priced.frame == d.frame
+                    + ([f"{signed(priced.instructions)} (the interpreter's)" if is_priced(d)
                         else signed(change)] if counted_instructions else []))
     if len(rows) == 1:
         return lines + ["No function's own time changed by more than its error allows: the "
@@ -255,7 +263,7 @@ def differential_section(evidence, comparison, folded: dict, stem: str, browser:
                  "", "", ""] + ([""] if counted_instructions else []))
     lines += markdown_table(rows, right_from=2)
     if priced:
-        sampled = next(d for d in listed if d.frame == priced.frame)
+        sampled = next(d for d in listed if is_priced(d))
         lines += ["", _counts_price_sentence(priced.change, priced.ns, sampled, comparison)]
     return lines + [""]
 
@@ -285,7 +293,7 @@ def _change_said(comparison) -> str:
     if not comparison.clock_sized:
         return (f"about {signed(comparison.change_ns)} ns: the counts' "
                 f"{signed(comparison.delta_instructions)} instructions at this case's "
-                f"{comparison.base_ns / comparison.base_instructions:.3f} ns each, as the clock's "
+                f"{comparison.ns_per_instruction:.3f} ns each, as the clock's "
                 f"{signed(comparison.delta_ns)} ns{_interval(comparison)} could not size it")
     if comparison.ci95_ns is None:
         return f"{signed(comparison.delta_ns)} ns"
@@ -358,16 +366,14 @@ def _row_name(frame: str, row_of: dict, sites_of: dict) -> str:
     return f"`{pycalls.pyspy_frame(row_of[frame].function)}` at {places}"
 
 
-def _call_sites(evidence, comparison) -> list:
-    """The counted functions' call sites in this case (`counts/callsites.py`); none without
-    the Python-call counts of both sides."""
+def _call_sites(calls: tuple | None) -> list:
+    """The counted functions' call sites in this case (`counts/callsites.py`), from both sides'
+    Python-call counts (`Evidence.calls_of`); none without them."""
     from overrides.counts import callsites, pycalls
 
-    if not evidence.python_calls:
+    if calls is None:
         return []
-    base, branch = (pycalls.find(runs, comparison.case, comparison.op) for runs in evidence.python_calls)
-    if base is None or branch is None:
-        return []
+    base, branch = calls
     return callsites.call_sites(base, branch, pycalls.compare(base, branch))
 
 
@@ -379,31 +385,27 @@ def _site_frames(sites, role: str) -> dict[tuple[str, int], str]:
             for site in sites for line in (site.base_lines if role == "base" else site.branch_lines)}
 
 
-def _same_python_work(evidence, comparison) -> set[str]:
+def _same_python_work(calls: tuple | None) -> set[str]:
     """py-spy frame names of the Python functions that ran as often, with as many
-    bytecodes, on both sides of this case (by the Python-call counts)."""
+    bytecodes, on both sides of this case (by the Python-call counts `calls`)."""
     from overrides.counts import pycalls
 
-    if not evidence.python_calls:
+    if calls is None:
         return set()
-    base, branch = (pycalls.find(runs, comparison.case, comparison.op) for runs in evidence.python_calls)
-    if base is None or branch is None:
-        return set()
+    base, branch = calls
     changed = {pycalls.pyspy_frame(row.function) for row in pycalls.compare(base, branch)}
     return {pycalls.pyspy_frame(key) for key in set(base.functions) & set(branch.functions)
             if pycalls.pyspy_frame(key)} - changed  # two files can share py-spy's short name
 
 
-def _counted_frames(evidence, comparison) -> dict:
+def _counted_frames(calls: tuple | None) -> dict:
     """py-spy frame name -> the Python-call counts' row, for the Python functions the counts
-    found new or called a different number of times in this case (in the counts' order)."""
+    (`calls`) found new or called a different number of times in this case (in their order)."""
     from overrides.counts import pycalls
 
-    if not evidence.python_calls:
+    if calls is None:
         return {}
-    base, branch = (pycalls.find(runs, comparison.case, comparison.op) for runs in evidence.python_calls)
-    if base is None or branch is None:
-        return {}
+    base, branch = calls
     return {pycalls.pyspy_frame(row.function): row for row in pycalls.compare(base, branch)
             if row.delta_calls and pycalls.pyspy_frame(row.function)}
 
@@ -414,7 +416,7 @@ class _Priced:
     at the case's ns per instruction."""
 
     frame: str
-    change: object
+    change: SoleChange
     ns: float
 
     @property
@@ -422,22 +424,19 @@ class _Priced:
         return self.change.instructions
 
 
-def _priced_by_counts(evidence, comparison, at_site: dict) -> _Priced | None:
+def _priced_by_counts(calls: tuple | None, own: dict | None, comparison, at_site: dict) -> _Priced | None:
     """The row of the one Python function whose work changed where the counts found nothing
-    else (`attribution.sole_change`; its call sites where it has some), priced. None otherwise."""
+    else (`attribution.sole_change` of the Python calls `calls` and the own instruction
+    changes `own`; its call sites where it has some), priced. None otherwise."""
     from overrides.counts import attribution, pycalls
 
-    if not evidence.python_calls or not evidence.counts or not comparison.base_instructions:
+    if calls is None or own is None or comparison.ns_per_instruction is None:
         return None
-    base, branch = (pycalls.find(runs, comparison.case, comparison.op) for runs in evidence.python_calls)
-    if base is None or branch is None:
-        return None
-    change = attribution.sole_change(base, branch, evidence.counts[0], evidence.counts[1],
-                                     comparison.case, comparison.op)
+    change = attribution.sole_change(*calls, own)
     frame = pycalls.pyspy_frame(change.function) if change else None
     if frame is None:
         return None
-    return _Priced(at_site.get(frame, frame), change, change.ns(comparison.base_ns / comparison.base_instructions))
+    return _Priced(at_site.get(frame, frame), change, change.ns(comparison.ns_per_instruction))
 
 
 def _counts_price_sentence(change, ns: float, sampled, comparison) -> str:
@@ -457,28 +456,27 @@ def _counts_price_sentence(change, ns: float, sampled, comparison) -> str:
                 f"so the interpreter's own instruction change, {signed(change.instructions)} a "
                 "call, is its work")
     return (f"By the counts: {only}: about {signed(ns)} ns at this case's "
-            f"{comparison.base_ns / comparison.base_instructions:.3f} ns per instruction (its sampled "
+            f"{comparison.ns_per_instruction:.3f} ns per instruction (its sampled "
             f"time: {signed(sampled.delta_ns)} ± {sampled.error_ns:,.0f} ns). The counts are exact; "
             "py-spy's ~1,000 samples are not.")
 
 
-def _instructions_by_frame(evidence, comparison, frames: Sequence[str]) -> dict[str, float | None]:
+def _instructions_by_frame(own: dict | None, frames: Sequence[str]) -> dict[str, float | None]:
     """Each py-spy frame -> its function's own instruction change per call in this case's
-    counted call paths (None where they do not name it: Python code, an unresolved `?`, a
-    function only one tool saw); empty where there are no call paths to set py-spy against.
+    counted call paths (`own`: `Evidence.own_instruction_deltas`; None where they do not name
+    it: Python code, an unresolved `?`, a function only one tool saw); empty where there are no
+    call paths to set py-spy against.
     The hot loop's frame is the counted loop (`calltree.LOOP_ROOT`): the same statement on both
     sides, whose own time py-spy moved by +210 +- 61 ns in one report of a +100 ns helper (the
     interpreter's samples it could not place deeper) while its instructions moved by none."""
     from overrides.counts import calltree
     from overrides.flame import stacks
 
-    deltas = (calltree.own_deltas(evidence.counts[0], evidence.counts[1], comparison.case, comparison.op)
-              if evidence.counts else None)
-    if deltas is None:
+    if own is None:
         return {}
-    by_key = {calltree.function_key(name): delta for name, delta in deltas.items()}
+    by_key = {calltree.function_key(name): delta for name, delta in own.items()}
     keys = {frame: calltree.function_key(frame) for frame in frames}
-    return {frame: deltas.get(calltree.LOOP_ROOT) if frame.startswith(stacks.HOT_LOOP_PREFIX)
+    return {frame: own.get(calltree.LOOP_ROOT) if frame.startswith(stacks.HOT_LOOP_PREFIX)
             else None if key[0] == "?" else by_key.get(key) for frame, key in keys.items()}
 
 

@@ -32,6 +32,23 @@ class Evidence:
     python_calls: list | None = None  # [base, branch] pycalls.CaseCalls lists
     notes: list[str] = dataclasses.field(default_factory=list)
 
+    def calls_of(self, case: str, op: str) -> tuple | None:
+        """(base, branch) Python-call counts (`pycalls.CaseCalls`) of one case, or None where
+        either side has none."""
+        from overrides.counts import pycalls
+
+        if not self.python_calls:
+            return None
+        base, branch = (pycalls.find(runs, case, op) for runs in self.python_calls)
+        return None if base is None or branch is None else (base, branch)
+
+    def own_instruction_deltas(self, case: str, op: str) -> dict[str, float] | None:
+        """Every counted function's own instruction change per call of one case
+        (`calltree.own_deltas`), or None without both sides' call paths."""
+        from overrides.counts import calltree
+
+        return calltree.own_deltas(self.counts[0], self.counts[1], case, op) if self.counts else None
+
 
 def measure(sides: Sequence[Side], case_names: Sequence[str] | None, op: str | None, ab_config,
             runs_dir: str, say: Callable[[str], None], notes: list[str] | None = None) -> Evidence:

@@ -28,9 +28,10 @@ def python_call_sections(evidence, comparisons, all_cases: bool, pack: Pack) -> 
     parts: list[str] = []
     same: list[str] = []
     for c in comparisons:
-        base, branch = (pycalls.find(runs, c.case, c.op) for runs in evidence.python_calls)
-        if base is None or branch is None:
+        calls = evidence.calls_of(c.case, c.op)
+        if calls is None:
             continue
+        base, branch = calls
         rows = pycalls.compare(base, branch)
         (base_calls, base_codes), (branch_calls, branch_codes) = base.totals(), branch.totals()
         pack.differential_entry(c)["python_calls"] = {
