@@ -74,6 +74,33 @@ def test_switched_off_each_side_keeps_its_own_path_and_says_what_it_costs(two_en
     assert f"{samepath.PATH_ALLOWANCE_INSTRUCTIONS:.0f} instructions" in said["summary"]
 
 
+@needs_namespaces
+def test_a_primed_cache_is_fresh_until_a_file_it_loaded_or_a_folder_it_loaded_from_changes(tmp_path, monkeypatch):
+    from overrides.ab import shimenv
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))  # a cache of its own
+    side = shimenv.make_shim_env(sys.executable, str(tmp_path / "side"), None)
+    site_dir = subprocess.run([side.python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                              capture_output=True, text=True, check=True).stdout.strip()
+    custom = os.path.join(site_dir, "sitecustomize.py")  # imported by every process of the side
+    with open(custom, "w", encoding="utf-8") as out:
+        out.write("LOADED = 1\n")
+    where = samepath.place(side.python)
+    assert where.fixed, where.reason
+    assert not samepath.still_primed(where, "")
+    samepath.prime(where)
+    assert samepath.still_primed(where, "")
+    assert not samepath.still_primed(where, "/elsewhere")  # primed with another import path
+    with open(os.path.join(site_dir, "added.py"), "w", encoding="utf-8") as out:
+        out.write("")
+    assert not samepath.still_primed(where, "")  # a module that could now be found
+    os.remove(os.path.join(site_dir, "added.py"))
+    assert samepath.still_primed(where, "")
+    with open(custom, "w", encoding="utf-8") as out:
+        out.write("LOADED = 22\n")
+    assert not samepath.still_primed(where, "")  # its bytecode is stale
+
+
 def _runs(python: str, per_call: list[float], same_path: bool) -> list[records.CountRun]:
     return [records.CountRun(seed, (records.CaseCounts("SubTensor", "torch.add", value, (value,) * 3, {}),),
                                {"python": python, "import_path": None, "same_path": same_path}, 1.0)

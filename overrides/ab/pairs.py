@@ -14,7 +14,7 @@ import shutil
 import subprocess
 from typing import Sequence
 
-from overrides import ROOT
+from overrides import ROOT, children
 from overrides.ab.config import ABConfig
 from overrides.builds import samepath
 from overrides.builds.interpreters import with_import_path
@@ -113,8 +113,8 @@ class Pair:
         where = {label: samepath.place(python, (import_paths or {}).get(label), os.getcwd(),
                                        in_tool=True, source=(sources or {}).get(label))
                  for label, python in sides}
-        for placed in where.values():
-            samepath.prime(placed)
+        # Both sides at once (each ~1.4 s of importing torch natively), on an idle machine.
+        children.parallel(samepath.prime, list(where.values()), len(where))
         self.placements = where
         # argv[0] and the kernel's copy of the path both sit on the new stack; the import path
         # once, in the environment (with one fixed path for both sides, these are equal).
