@@ -115,6 +115,12 @@ def test_the_dump_reader_separates_self_cost_from_calls(tmp_path):
     total, functions = dumps.read_dump(str(dump))
     assert total == 180
     assert functions == {"at::native::add [libtorch_cpu.so]": 60, "malloc [libc.so.6]": 100}
+    # The total alone, as a count's repeats are read until one is chosen: from the header, or
+    # from the whole dump where the header has none.
+    assert dumps.read_total(str(dump)) == 180
+    headless = tmp_path / "callgrind.out.1.2"
+    headless.write_text("\n".join(line for line in dump.read_text().splitlines() if not line.startswith("summary")))
+    assert dumps.read_total(str(headless)) == dumps.read_dump(str(headless))[0] == 160
 
 
 def test_missing_valgrind_exits_2_and_says_how_to_install(tmp_path):

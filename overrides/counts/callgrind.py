@@ -62,7 +62,7 @@ from typing import Callable, Sequence
 from overrides import ROOT, children
 from overrides.builds import samepath
 from overrides.clock.allocator import MALLOC_ENV
-from overrides.counts.dumps import read_dump
+from overrides.counts.dumps import read_dump, read_total
 from overrides.counts.records import CaseCounts, CountRun
 from overrides.errors import UsageError
 
@@ -341,32 +341,36 @@ def count_once(python: str, targets: Sequence[tuple[str, str]], seed: int, *, pa
         if len(dumps) < len(order):
             raise UsageError(f"callgrind wrote {len(dumps)} profiles, {len(order)} expected; "
                              "is this torch built with valgrind support (torch._C._valgrind_toggle)?")
-        per_target: dict[int, list[tuple[int, dict, dict]]] = {}
+        per_target: dict[int, list[tuple[int, str]]] = {}  # index -> (total, dump) per repeat
         empty: dict[int, int] = {}
         for (kind, index, repeat), path in zip(order, dumps):
-            last = repeat == repeats - 1
-            stacks: dict | None = {} if tree and kind != "empty" else None
-            total, functions = read_dump(path, stacks)
             if kind == "empty":
-                empty[repeat] = total
+                empty[repeat] = read_total(path)
             else:
-                per_target.setdefault(index, []).append((total, functions if last else {}, stacks or {}))
+                per_target.setdefault(index, []).append((read_total(path), path))
+        results = []
+        for index, (case, op) in enumerate(targets):
+            rows = per_target.get(index, [])
+            repeats_per_call = tuple((total - empty.get(r, 0)) / calls for r, (total, _) in enumerate(rows))
+            figure = min(repeats_per_call[1:] or repeats_per_call) if rows else math.nan
+            # The functions of the last repeat; the call paths of the repeat that gave the
+            # figure, so that they add up to it. Only those dumps are read whole.
+            chosen = repeats_per_call.index(figure) if rows else 0
+            stacks: dict = {}
+            functions: dict = {}
+            if rows:
+                last = len(rows) - 1
+                functions = read_dump(rows[last][1], stacks if tree and chosen == last else None)[1]
+                if tree and chosen != last:
+                    read_dump(rows[chosen][1], stacks)
+            top = sorted(functions.items(), key=lambda kv: -kv[1])[:FUNCTIONS_KEPT]
+            figure_stacks = {path: value / calls for path, value in stacks.items()
+                             if value / calls >= STACK_MIN_PER_CALL}
+            results.append(CaseCounts(case, op, figure, repeats_per_call,
+                                      {name: value / calls for name, value in top},
+                                      None if rows else "no profile", figure_stacks))
     finally:
         launch.close()
-    results = []
-    for index, (case, op) in enumerate(targets):
-        rows = per_target.get(index, [])
-        repeats_per_call = tuple((total - empty.get(r, 0)) / calls for r, (total, _, _) in enumerate(rows))
-        last_functions = rows[-1][1] if rows else {}
-        top = sorted(last_functions.items(), key=lambda kv: -kv[1])[:FUNCTIONS_KEPT]
-        figure = min(repeats_per_call[1:] or repeats_per_call) if rows else math.nan
-        # The call paths of the repeat that gave the figure, so that they add up to it.
-        chosen = repeats_per_call.index(figure) if rows else 0
-        figure_stacks = {path: value / calls for path, value in (rows[chosen][2] if rows else {}).items()
-                         if value / calls >= STACK_MIN_PER_CALL}
-        results.append(CaseCounts(case, op, figure, repeats_per_call,
-                                  {name: value / calls for name, value in top},
-                                  None if rows else "no profile", figure_stacks))
     settings = {"seed": seed, "repeats": repeats, "calls_per_repeat": calls, "call_paths": tree,
                 "statistic": "minimum of repeats 2..n, loop and toggles removed",
                 "valgrind": valgrind_version(valgrind), "python": python,
