@@ -10,6 +10,7 @@ import os
 import shutil
 import tempfile
 import sys
+import time
 
 import pytest
 
@@ -68,6 +69,23 @@ def test_plan_shares_identical_libraries_and_replaces_differing_ones(tmp_path):
         assert views.record()["python_files_copied"] == 1
         folder = views.folder
     assert not os.path.exists(folder)
+
+
+def test_which_libraries_are_identical_is_remembered_until_a_file_changes(tmp_path):
+    a, b = tmp_path / "a.so", tmp_path / "b.so"
+    a.write_bytes(b"\x7fELF same")
+    b.write_bytes(b"\x7fELF same")
+    memo = placement.SameBytesMemo(str(tmp_path / "memo.json"))
+    assert placement.same_bytes(str(a), str(b), memo) and list(memo.values()) == [True]
+    memo.save()
+    again = placement.SameBytesMemo(str(tmp_path / "memo.json"))
+    assert dict(again) == dict(memo)  # kept between comparisons
+    # Rewritten with other bytes of the same length: a new key, so read again. (File times move
+    # by the kernel's clock tick, a few ms: a rebuild is never that close to the last look.)
+    time.sleep(0.05)
+    b.write_bytes(b"\x7fELF diff")
+    assert not placement.same_bytes(str(b), str(a), again) and not placement.same_bytes(str(a), str(b), again)
+    assert sorted(again.values()) == [False, False, True]
 
 
 def test_against_a_kept_copy_both_views_hold_torch_alone(tmp_path):
