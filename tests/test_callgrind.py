@@ -123,6 +123,18 @@ def test_the_dump_reader_separates_self_cost_from_calls(tmp_path):
     assert dumps.read_total(str(headless)) == dumps.read_dump(str(headless))[0] == 160
 
 
+def test_a_process_callgrind_control_cannot_find_is_an_error_not_zero_counts():
+    import subprocess
+
+    from overrides.errors import UsageError
+
+    missed = subprocess.CompletedProcess([], 0, "", "Error: Callgrind task with PID/name '42' not detected.\n"
+                                         "See '/usr/bin/callgrind_control -h' for help.\n")
+    with pytest.raises(UsageError, match="not detected"):
+        callgrind.check_switched(missed)
+    callgrind.check_switched(subprocess.CompletedProcess([], 0, "PID 42: python -c ...\n  OK.", ""))
+
+
 def test_missing_valgrind_exits_2_and_says_how_to_install(tmp_path):
     env = dict(os.environ, PATH=str(tmp_path))  # no valgrind on this PATH
     out = subprocess.run([sys.executable, "bench.py", "--instructions"], cwd=ROOT,

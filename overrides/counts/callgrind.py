@@ -327,11 +327,8 @@ def count_once(python: str, targets: Sequence[tuple[str, str]], seed: int, *, pa
         ready = _read_json(process, "ready")
         say(f"callgrind seed {seed}: imports done in {time.monotonic() - started:.0f} s"
             f"{' (started ahead)' if ahead else ''}; counting")
-        switched = subprocess.run([control, "-i", "on", str(ready["ready"])],
-                                  capture_output=True, text=True, timeout=60)
-        if switched.returncode != 0:
-            raise UsageError(f"callgrind_control could not switch instrumentation on: "
-                             f"{switched.stderr.strip() or switched.stdout.strip()}")
+        check_switched(subprocess.run([control, "-i", "on", str(ready["ready"])],
+                                      capture_output=True, text=True, timeout=60))
         process.stdin.write("go\n")
         process.stdin.flush()
         order = _read_json(process, "dumps")["dumps"]
@@ -380,6 +377,17 @@ def count_once(python: str, targets: Sequence[tuple[str, str]], seed: int, *, pa
                 "same_path_reason": launch.where.reason or None,
                 "malloc_top_pad": MALLOC_ENV.get("MALLOC_TOP_PAD_")}
     return CountRun(seed, tuple(results), settings, time.monotonic() - started)
+
+
+def check_switched(done: subprocess.CompletedProcess) -> None:
+    """A UsageError unless callgrind_control switched instrumentation on. It exits 0 when it
+    cannot find the process ("Error: Callgrind task with PID/name ... not detected", valgrind
+    3.19, as for a forked child), and the counts would then be zero."""
+    lines = [line.strip() for line in f"{done.stdout or ''}\n{done.stderr or ''}".splitlines() if line.strip()]
+    errors = [line for line in lines if line.startswith("Error:")]  # not the echoed command line
+    if done.returncode != 0 or errors:
+        raise UsageError("callgrind_control could not switch instrumentation on: "
+                         f"{(errors or lines or ['no message'])[0]}")
 
 
 def _read_json(process: subprocess.Popen, key: str) -> dict:
