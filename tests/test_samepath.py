@@ -99,6 +99,15 @@ def test_a_primed_cache_is_fresh_until_a_file_it_loaded_or_a_folder_it_loaded_fr
     with open(custom, "w", encoding="utf-8") as out:
         out.write("LOADED = 22\n")
     assert not samepath.still_primed(where, "")  # its bytecode is stale
+    samepath.prime(where)  # not again in this process: a new process would find it stale
+    assert not samepath.still_primed(where, "")
+    samepath._PRIMED.clear()  # as a new process starts
+    samepath.prime(where)
+    assert samepath.still_primed(where, "")
+    pth = os.path.join(site_dir, "_overrides_base.pth")  # what start-up adds to the path
+    with open(pth, "a", encoding="utf-8") as out:
+        out.write("/nowhere\n")
+    assert not samepath.still_primed(where, "")
 
 
 def _runs(python: str, per_call: list[float], same_path: bool) -> list[records.CountRun]:

@@ -170,8 +170,8 @@ def same_bytes(a: str, b: str, known: dict | None = None) -> bool:
         return False
     key = None
     if known is not None:
-        key = "|".join(f"{os.path.realpath(path)}:{st.st_dev}:{st.st_ino}:{st.st_size}:{st.st_mtime_ns}:{st.st_ctime_ns}"
-                       for path, st in ((a, stat_a), (b, stat_b)))
+        key = "|".join(f"{os.path.realpath(path)}:{st.st_dev}:{st.st_ino}:{st.st_size}:"
+                       f"{st.st_mtime_ns}:{st.st_ctime_ns}" for path, st in ((a, stat_a), (b, stat_b)))
         if key in known:
             return known[key]
     with open(a, "rb") as fa, open(b, "rb") as fb:

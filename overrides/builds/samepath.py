@@ -70,12 +70,14 @@ PRIME_TIMEOUT_S = 600  # compiling a torch's modules from nothing on a busy mach
 PRIME_CODE = ("import torch, overrides.ab.worker, overrides.counts.callgrind, overrides.cases.registry, "
               "overrides.cases.seedcases, overrides.cases.catalog, "
               "overrides.cases.ops, overrides.clock.timer, overrides.measure")
-# After priming, the process lists what it loaded (as it sees the paths) for the manifest below.
-_LIST_CODE = ("import json, sys; print(json.dumps(sorted({m.__file__ for m in list(sys.modules.values()) "
-              "if isinstance(getattr(m, '__file__', None), str)} | {sys.executable})))")
+# After priming, the process lists what it loaded (as it sees the paths) for the manifest below,
+# and the `.pth` files on its path, which decide at start-up what else is found and imported.
+_LIST_CODE = ("import glob, json, os, sys; print(json.dumps(sorted({m.__file__ for m in list(sys.modules.values()) "
+              "if isinstance(getattr(m, '__file__', None), str)} | {sys.executable} "
+              "| {f for d in sys.path if os.path.isdir(d) for f in glob.glob(os.path.join(d, '*.pth'))})))")
 # A side's cache remembers what its last prime loaded and how those files stood (`primed.json`
 # in the bytecode folder, gone with it): a new process finds the cache fresh from a few thousand
-# stat calls (~30 ms) instead of importing torch once more (~1.4 s a side on the CPU wheel,
+# stat calls (~15 ms) instead of importing torch once more (~1.4 s a side on the CPU wheel,
 # before the first counting round of every comparison and report).
 MANIFEST = "primed.json"
 MANIFEST_VERSION = 1
@@ -277,8 +279,8 @@ def _prime(where: Placement, extra_path: str) -> None:
 def still_primed(where: Placement, extra_path: str) -> bool:
     """Whether the side's cache holds what a prime would write now: its manifest was written
     for these arguments, and every file the last prime loaded, and every folder it loaded from,
-    stands as it did then (a source file's time and size, which Python checks a `.pyc` by; a
-    library's size; the names in each folder, so a module added or removed shows)."""
+    stands as it did then (a source or `.pth` file's time and size, which Python checks a `.pyc`
+    by; a library's size; the names in each folder, so a module added or removed shows)."""
     try:
         with open(os.path.join(_bind_source(where.prime_key, "pycache"), MANIFEST), encoding="utf-8") as src:
             manifest = json.load(src)
@@ -316,7 +318,8 @@ def _fingerprint(files: list, binds: tuple) -> dict:
         except OSError:
             out[path] = None
             continue
-        out[path] = [stat.st_mtime_ns, stat.st_size] if path.endswith(".py") else [stat.st_size]
+        # A library's size only: a view may link it to a copy made for the comparison.
+        out[path] = [stat.st_mtime_ns, stat.st_size] if path.endswith((".py", ".pth")) else [stat.st_size]
         folders.add(os.path.dirname(path))
     for folder in folders:
         try:
