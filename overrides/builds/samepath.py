@@ -296,13 +296,18 @@ def _bind_source(binds: tuple, name: str) -> str:
     return next(source for source, mounted in binds if mounted == name)
 
 
-def _host_path(path: str, binds: tuple) -> str:
-    """Where a path as a side's process sees it lies outside the namespace."""
-    for source, name in sorted(binds, key=lambda bind: -len(bind[1])):
-        mounted = os.path.join(FIXED_ROOT, name)
+def _host_path(path: str, mounts: list) -> str:
+    """Where a path as a side's process sees it lies outside the namespace; `mounts`:
+    (folder under FIXED_ROOT, its source) from `_mounts`, deepest first."""
+    for mounted, source in mounts:
         if path == mounted or path.startswith(mounted + os.sep):
             return source + path[len(mounted):]
     return path
+
+
+def _mounts(binds: tuple) -> list:
+    return [(os.path.join(FIXED_ROOT, name), source)
+            for source, name in sorted(binds, key=lambda bind: -len(bind[1]))]
 
 
 def _fingerprint(files: list, binds: tuple) -> dict:
@@ -311,8 +316,9 @@ def _fingerprint(files: list, binds: tuple) -> dict:
     (the same files, hard-linked) fingerprints as its source does."""
     out: dict = {}
     folders = set()
+    mounts = _mounts(binds)
     for path in files:
-        host = _host_path(path, binds)
+        host = _host_path(path, mounts)
         try:
             stat = os.stat(host)
         except OSError:
@@ -323,7 +329,7 @@ def _fingerprint(files: list, binds: tuple) -> dict:
         folders.add(os.path.dirname(path))
     for folder in folders:
         try:
-            names = sorted(os.listdir(_host_path(folder, binds)))
+            names = sorted(os.listdir(_host_path(folder, mounts)))
         except OSError:
             names = None
         out[folder + os.sep] = hashlib.sha1(json.dumps(names).encode()).hexdigest()

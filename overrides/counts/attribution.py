@@ -34,14 +34,15 @@ class SoleChange:
         return self.instructions * ns_per_instruction
 
 
-def sole_change(base: pycalls.CaseCalls, branch: pycalls.CaseCalls,
-                own_deltas: dict[str, float]) -> SoleChange | None:
+def sole_change(base: pycalls.CaseCalls, branch: pycalls.CaseCalls, own_deltas: dict[str, float],
+                rows: list | None = None, sites: list | None = None) -> SoleChange | None:
     """The one Python function whose work changed in this case, where the Python-call counts
     (`base`, `branch`) found nothing else: no other Python function called differently, and no
     other function's bytecodes moved but its callers' by a call line (CALL_LINE_BYTECODES per
     call of it). C functions called more or less often are then called from that work.
-    `own_deltas`: the case's `calltree.own_deltas`. None otherwise."""
-    rows = pycalls.compare(base, branch)
+    `own_deltas`: the case's `calltree.own_deltas`; `rows`, `sites`: `pycalls.compare` and
+    `callsites.call_sites` of the two, where the caller has them already. None otherwise."""
+    rows = pycalls.compare(base, branch) if rows is None else rows
     python = [row for row in rows if not row.is_c]
     called = [row for row in python if row.delta_calls]
     if len(python) == 1:
@@ -50,8 +51,8 @@ def sole_change(base: pycalls.CaseCalls, branch: pycalls.CaseCalls,
         (changed,) = called
     else:
         return None
-    callers = {site.caller for site in callsites.call_sites(base, branch, rows)
-               if site.function == changed.function}
+    sites = callsites.call_sites(base, branch, rows) if sites is None else sites
+    callers = {site.caller for site in sites if site.function == changed.function}
     others = [row for row in python if row is not changed]
     if any(row.function not in callers or row.delta_calls
            or abs(row.delta_bytecodes) > CALL_LINE_BYTECODES * abs(changed.delta_calls) for row in others):

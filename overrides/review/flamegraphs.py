@@ -88,26 +88,28 @@ def differential_section(evidence, comparison, folded: dict, stem: str, browser:
     whose own time moved beyond their error; differential.json's `wall_clock` entry too.
     `more(case)`: one more recording of each side ({role: collapsed stacks}, or None), asked
     for when the two recordings of a side disagree on a function the counts name."""
-    from overrides.counts import calltree, pycalls
+    from overrides.counts import callsites, calltree, pycalls
     from overrides.flame import differential
 
     # A function the counts found called more or less often is timed at the lines that call it
     # (the call itself with all it runs), so the listed rows add up to the change.
     calls = evidence.calls_of(comparison.case, comparison.op)  # (base, branch) Python calls
     own = evidence.own_instruction_deltas(comparison.case, comparison.op)
-    sites = _call_sites(calls)
+    # What the Python-call counts found changed, compared once for every use below.
+    python_rows = pycalls.compare(*calls) if calls else []
+    sites = callsites.call_sites(*calls, python_rows) if calls else []
     base_runs, branch_runs, deltas = _deltas(folded, sites, comparison)
     lines = []
     if not deltas:
         return ["No differential view: no samples inside the hot loop on one side."]
     at_site = {pycalls.pyspy_frame(site.function): site_frame(site.function) for site in sites}
-    counted_rows = _counted_frames(calls)
+    counted_rows = _counted_frames(python_rows)
     verdicts = {comparison.verdict, comparison.wall_verdict or comparison.verdict}
     changed = bool(verdicts & {"regression", "improvement", "clock only"})
     by_frame = {d.frame: d for d in deltas}
     # Where one Python function's work is all that changed, the counts price it exactly, and a
     # third recording a side (~9 s) would only refine its sampled figure: not asked for.
-    priced = _priced_by_counts(calls, own, comparison, at_site)
+    priced = _priced_by_counts(calls, python_rows, sites, own, comparison, at_site)
     outliers = [frame for frame in counted_rows if at_site.get(frame, frame) in by_frame
                 and by_frame[at_site.get(frame, frame)].recordings_disagree
                 and not (priced and priced.frame == at_site.get(frame, frame))]
@@ -127,7 +129,7 @@ def differential_section(evidence, comparison, folded: dict, stem: str, browser:
     instructions = _instructions_by_frame(own, [d.frame for d in deltas])
     # Significant changes of time where the counts found the same work (the same
     # instructions, or the same Python calls and bytecodes): drawn amber, never listed.
-    same_python = _same_python_work(calls)
+    same_python = _same_python_work(calls, python_rows)
     same_work = {d.frame for d in deltas if d.significant and d.frame not in counted
                  and d.frame not in at_site.values() and (
                      _same_instructions(instructions.get(d.frame)) or d.frame in same_python)}
@@ -366,17 +368,6 @@ def _row_name(frame: str, row_of: dict, sites_of: dict) -> str:
     return f"`{pycalls.pyspy_frame(row_of[frame].function)}` at {places}"
 
 
-def _call_sites(calls: tuple | None) -> list:
-    """The counted functions' call sites in this case (`counts/callsites.py`), from both sides'
-    Python-call counts (`Evidence.calls_of`); none without them."""
-    from overrides.counts import callsites, pycalls
-
-    if calls is None:
-        return []
-    base, branch = calls
-    return callsites.call_sites(base, branch, pycalls.compare(base, branch))
-
-
 def _site_frames(sites, role: str) -> dict[tuple[str, int], str]:
     """(py-spy caller frame, line) -> the name its time goes to, for one side's stacks."""
     from overrides.counts import pycalls
@@ -385,28 +376,27 @@ def _site_frames(sites, role: str) -> dict[tuple[str, int], str]:
             for site in sites for line in (site.base_lines if role == "base" else site.branch_lines)}
 
 
-def _same_python_work(calls: tuple | None) -> set[str]:
+def _same_python_work(calls: tuple | None, rows: list) -> set[str]:
     """py-spy frame names of the Python functions that ran as often, with as many
-    bytecodes, on both sides of this case (by the Python-call counts `calls`)."""
+    bytecodes, on both sides of this case (by the Python-call counts `calls`, whose changed
+    functions are `rows`: `pycalls.compare`)."""
     from overrides.counts import pycalls
 
     if calls is None:
         return set()
     base, branch = calls
-    changed = {pycalls.pyspy_frame(row.function) for row in pycalls.compare(base, branch)}
+    changed = {pycalls.pyspy_frame(row.function) for row in rows}
     return {pycalls.pyspy_frame(key) for key in set(base.functions) & set(branch.functions)
             if pycalls.pyspy_frame(key)} - changed  # two files can share py-spy's short name
 
 
-def _counted_frames(calls: tuple | None) -> dict:
-    """py-spy frame name -> the Python-call counts' row, for the Python functions the counts
-    (`calls`) found new or called a different number of times in this case (in their order)."""
+def _counted_frames(rows: list) -> dict:
+    """py-spy frame name -> the Python-call counts' row (`rows`: `pycalls.compare`), for the
+    Python functions the counts found new or called a different number of times in this case
+    (in their order)."""
     from overrides.counts import pycalls
 
-    if calls is None:
-        return {}
-    base, branch = calls
-    return {pycalls.pyspy_frame(row.function): row for row in pycalls.compare(base, branch)
+    return {pycalls.pyspy_frame(row.function): row for row in rows
             if row.delta_calls and pycalls.pyspy_frame(row.function)}
 
 
@@ -424,15 +414,17 @@ class _Priced:
         return self.change.instructions
 
 
-def _priced_by_counts(calls: tuple | None, own: dict | None, comparison, at_site: dict) -> _Priced | None:
+def _priced_by_counts(calls: tuple | None, rows: list, sites: list, own: dict | None, comparison,
+                      at_site: dict) -> _Priced | None:
     """The row of the one Python function whose work changed where the counts found nothing
-    else (`attribution.sole_change` of the Python calls `calls` and the own instruction
-    changes `own`; its call sites where it has some), priced. None otherwise."""
+    else (`attribution.sole_change` of the Python calls `calls`, their `rows` and call `sites`,
+    and the own instruction changes `own`; its call sites where it has some), priced. None
+    otherwise."""
     from overrides.counts import attribution, pycalls
 
     if calls is None or own is None or comparison.ns_per_instruction is None:
         return None
-    change = attribution.sole_change(*calls, own)
+    change = attribution.sole_change(*calls, own, rows=rows, sites=sites)
     frame = pycalls.pyspy_frame(change.function) if change else None
     if frame is None:
         return None
