@@ -36,6 +36,7 @@ from overrides.builds import samepath  # noqa: E402
 from overrides.builds.interpreters import resolve_interpreter  # noqa: E402
 from overrides.counts import callgrind, rounds  # noqa: E402
 from overrides.counts.dumps import read_total  # noqa: E402
+from overrides.errors import UsageError  # noqa: E402
 
 CASES = ("Tensor", "SubTensor", "WithTorchFunction", "SubWithTorchFunction")
 # Bytes each child allocates before its cases (a buffer; small objects worth as much, from
@@ -159,7 +160,10 @@ def main() -> int:
     parser.add_argument("--seed-log", help="a verdict_validation.py log of the same two builds")
     parser.add_argument("--kind", default=None, help="the log's kind to read (default: every entry)")
     args = parser.parse_args()
-    pythons = [resolve_interpreter(args.base), resolve_interpreter(args.branch)]
+    try:
+        pythons = [resolve_interpreter(args.base), resolve_interpreter(args.branch)]
+    except UsageError as error:
+        parser.error(str(error))
     pads = callgrind.pads_for(pythons)
     print(f"fork_probe: {len(PADS)} children per process, pads {PADS}", file=sys.stderr)
     by_seed = {}
