@@ -178,6 +178,22 @@ def test_missing_pyspy_says_how_to_install_it(monkeypatch):
         pyspy.find_pyspy(sys.executable)
 
 
+def test_pyspy_is_found_in_this_checkouts_venv_when_nowhere_else(tmp_path, monkeypatch):
+    # `make test` installs py-spy into .venv; a report on two other environments, neither with
+    # py-spy beside its interpreter, must still find it there.
+    monkeypatch.delenv("PYSPY", raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    monkeypatch.setattr(sys, "executable", str(tmp_path / "elsewhere" / "python"))
+    monkeypatch.setattr(pyspy, "ROOT", str(tmp_path))
+    with pytest.raises(UsageError, match="pip install py-spy"):
+        pyspy.find_pyspy(str(tmp_path / "base-env" / "bin" / "python"))
+    own = tmp_path / ".venv" / "bin" / "py-spy"
+    own.parent.mkdir(parents=True)
+    own.write_text("#!/bin/sh\n")
+    own.chmod(0o755)
+    assert pyspy.find_pyspy(str(tmp_path / "base-env" / "bin" / "python")) == str(own)
+
+
 def test_record_script_reports_a_missing_pyspy_before_measuring(tmp_path):
     env = dict(os.environ, PYSPY="/nonexistent/py-spy")
     out = subprocess.run(["bash", "scripts/record.sh", "--label", "x", "--python", sys.executable,

@@ -10,6 +10,7 @@ import os
 import shutil
 import sys
 
+from overrides import ROOT
 from overrides.errors import UsageError
 
 # Samples a second: py-spy --native keeps up at this rate here, and hotloop.DEFAULT_SECONDS of
@@ -20,8 +21,9 @@ INSTALL_HINT = "install it with `python3 -m pip install py-spy` (no root needed 
 
 
 def find_pyspy(python: str | None = None) -> str:
-    """$PYSPY, or py-spy beside the interpreter (a virtualenv's bin/) or on PATH; else a
-    UsageError saying how to install it."""
+    """$PYSPY, or py-spy beside the interpreter (a virtualenv's bin/), on PATH, or in this
+    checkout's own `.venv` (where `make test` installs it: a report on two other environments
+    found none before); else a UsageError saying how to install it."""
     given = os.environ.get(PYSPY_VARIABLE)
     if given:
         if os.access(given, os.X_OK) and not os.path.isdir(given):
@@ -35,4 +37,7 @@ def find_pyspy(python: str | None = None) -> str:
     found = shutil.which("py-spy")
     if found:
         return found
+    own = os.path.join(ROOT, ".venv", "bin", "py-spy")
+    if os.access(own, os.X_OK) and not os.path.isdir(own):
+        return own
     raise UsageError(f"py-spy not found; {INSTALL_HINT}")
