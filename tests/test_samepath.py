@@ -65,6 +65,51 @@ def test_the_mounts_stay_inside_the_process(two_envs):
     assert not os.path.exists(os.path.join(samepath.FIXED_ROOT, "env", "bin"))
 
 
+_SHOW_START = ("import json, os, sys; print(json.dumps({'executable': sys.executable, "
+               "'base': sys._base_executable, 'exe': os.readlink('/proc/self/exe'), 'prefix': sys.prefix, "
+               "'path': sys.path, 'bin': sorted(os.listdir(os.path.dirname(sys.executable))), "
+               "'config': open(os.path.join(sys.prefix, 'pyvenv.cfg')).read()}))")
+
+
+@needs_namespaces
+def test_a_copied_interpreter_starts_as_a_linked_one_does(tmp_path):
+    # `python -m venv --copies` copies the interpreter where the default links it: the strings
+    # it builds from its own file's path moved the counts by up to 97 instructions a call.
+    made = []
+    for name, flags in (("main", []), ("copied-interpreter-env", ["--copies"])):
+        folder = tmp_path / name
+        subprocess.run([sys.executable, "-m", "venv", "--without-pip", *flags, str(folder)],
+                       check=True, timeout=120)
+        made.append(str(folder / "bin" / "python"))
+    assert os.path.islink(made[0]) and not os.path.islink(made[1])
+    seen = []
+    for python in made:
+        where = samepath.place(python)
+        out = subprocess.run(where.wrap([where.python, "-c", _SHOW_START]), capture_output=True,
+                             text=True, env={"PATH": "/usr/bin:/bin", "LANG": "C"}, timeout=120, cwd=ROOT)
+        assert out.returncode == 0, out.stderr
+        seen.append(json.loads(out.stdout))
+    assert seen[0] == seen[1]
+    assert seen[0]["exe"] == os.path.realpath(made[0])  # the base interpreter's own file, as linked
+
+
+def test_a_copy_that_is_not_its_base_is_run_as_it_is(tmp_path):
+    folder = tmp_path / "patched-env"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", "--copies", str(folder)],
+                   check=True, timeout=120)
+    python = folder / "bin" / "python"
+    with open(python, "ab") as out:
+        out.write(b"\0")  # other bytes than its base's: another interpreter, never swapped
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    assert samepath._linked_interpreter(str(python), str(folder), str(cache)) is None
+    linked = tmp_path / "linked-env"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(linked)], check=True, timeout=120)
+    bin_folder = samepath._linked_interpreter(str(linked / "bin" / "python"), str(linked), str(cache))
+    assert {os.readlink(os.path.join(bin_folder, name)) for name in os.listdir(bin_folder)} == {
+        os.path.realpath(linked / "bin" / "python")}
+
+
 def test_switched_off_each_side_keeps_its_own_path_and_says_what_it_costs(two_envs, monkeypatch):
     monkeypatch.setenv(samepath.SWITCH_VARIABLE, "off")
     placed = [samepath.place(python) for python in two_envs]

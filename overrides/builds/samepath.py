@@ -19,6 +19,8 @@ FIXED_ROOT holds, as bind mounts:
 - `tool`: this checkout, put first on `PYTHONPATH`;
 - `user`: the working directory, for `pkg.module:factory` cases;
 - `env/pyvenv.cfg`: a virtualenv's configuration without the line naming its folder;
+- `env/bin`: a virtualenv's interpreter names, each a link straight to the file it runs, whether
+  the virtualenv linked its interpreter (`python -m venv`) or copied it (`--copies`);
 - `pycache`: the side's own bytecode cache (`PYTHONPYCACHEPREFIX`), compiled in the namespace.
   A module's `.pyc` holds the path it was compiled at: pip compiles at install, so two
   virtualenvs' caches hold their own paths, and loading one allocates those strings before the
@@ -45,6 +47,8 @@ import functools
 import hashlib
 import json
 import os
+import re
+import shutil
 import subprocess
 import sys
 import threading
@@ -189,6 +193,9 @@ def _place(python: str, import_path: str | None, user_dir: str | None, enabled: 
     config = _same_venv_config(prefix, cache)
     if config:
         binds.append([config, os.path.join("env", VENV_CONFIG)])
+    linked = _linked_interpreter(python, prefix, cache)
+    if linked:
+        binds.append([linked, os.path.join("env", os.path.dirname(rel))])
     if import_path:
         binds.append([import_path, "view"])
     if user_dir:
@@ -226,6 +233,89 @@ def _same_venv_config(prefix: str, cache: str) -> str | None:
 
     write_text_atomic(target, kept)
     return target
+
+
+def _linked_interpreter(python: str, prefix: str, cache: str) -> str | None:
+    """A virtualenv's `bin` as every side sees it: a folder of symbolic links, each straight to
+    the one file the interpreter runs, mounted over the virtualenv's own. How a virtualenv
+    reaches that file differs: `python -m venv` links `python -> python3 -> /base/python3 ->
+    python3.11`, `--copies` (some tools' default) copies it. The interpreter builds strings from
+    that path as it starts (`/proc/self/exe`, `sys._base_executable`, each link resolved on the
+    way), and those alone told a `--copies` virtualenv from a linked one of the same wheel by
+    -97..+19 instructions a call. The same bytes run either way: a copy only when it is byte for
+    byte its base's file. None when the prefix is no virtualenv or the copy differs."""
+    home = _venv_home(prefix)
+    if not home:
+        return None
+    folder = os.path.dirname(python)
+    names = sorted(name for name in os.listdir(folder)
+                   if re.fullmatch(r"python(\d+(\.\d+)?)?", name)
+                   and os.path.isfile(os.path.join(folder, name)))
+    if os.path.islink(python):
+        base = os.path.realpath(python)
+    else:
+        # The base's file of that name, else of another the copies go by (`python` may be
+        # missing from the base's folder, as `make install` leaves it).
+        found = [os.path.join(home, name) for name in dict.fromkeys([os.path.basename(python), *names])
+                 if os.path.isfile(os.path.join(home, name))]
+        base = os.path.realpath(found[0]) if found else ""
+        if not base or not _same_file_bytes(python, base):
+            return None
+    target = os.path.join(cache, "bin")
+    wanted = {name: base for name in names}
+    if _links_in(target) == wanted:
+        return target
+    import tempfile
+
+    made = tempfile.mkdtemp(prefix="bin-", dir=cache)
+    for name in names:
+        os.symlink(base, os.path.join(made, name))
+    shutil.rmtree(target, ignore_errors=True)
+    try:
+        os.rename(made, target)
+    except OSError:  # another process made it meanwhile
+        shutil.rmtree(made, ignore_errors=True)
+        if _links_in(target) != wanted:
+            raise
+    return target
+
+
+def _venv_home(prefix: str) -> str | None:
+    """The `home` of a virtualenv's pyvenv.cfg (its base interpreter's folder), or None."""
+    try:
+        with open(os.path.join(prefix, VENV_CONFIG), encoding="utf-8") as src:
+            for line in src:
+                key, _, value = line.partition("=")
+                if key.strip() == "home":
+                    return value.strip() or None
+    except OSError:
+        pass
+    return None
+
+
+def _same_file_bytes(one: str, other: str) -> bool:
+    import filecmp
+
+    try:
+        return filecmp.cmp(one, other, shallow=False)
+    except OSError:
+        return False
+
+
+def _links_in(folder: str) -> dict[str, str] | None:
+    """name -> target of every symbolic link in `folder`; None when it is missing or holds
+    anything else."""
+    try:
+        entries = os.listdir(folder)
+    except OSError:
+        return None
+    links = {}
+    for name in entries:
+        path = os.path.join(folder, name)
+        if not os.path.islink(path):
+            return None
+        links[name] = os.readlink(path)
+    return links
 
 
 _PRIMED: set = set()
