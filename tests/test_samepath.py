@@ -93,6 +93,24 @@ def test_a_copied_interpreter_starts_as_a_linked_one_does(tmp_path):
     assert seen[0]["exe"] == os.path.realpath(made[0])  # the base interpreter's own file, as linked
 
 
+@needs_namespaces
+def test_a_prompt_of_its_own_does_not_tell_two_environments_apart(tmp_path):
+    # `venv --prompt` (and uv's default, the folder's name) adds a line the interpreter reads at
+    # start-up: it moved the counts by up to 65 instructions a call.
+    seen = []
+    for name, flags in (("main", []), ("prompted-env", ["--prompt", "fix-subclass-dispatch"])):
+        folder = tmp_path / name
+        subprocess.run([sys.executable, "-m", "venv", "--without-pip", *flags, str(folder)],
+                       check=True, timeout=120)
+        where = samepath.place(str(folder / "bin" / "python"))
+        out = subprocess.run(where.wrap([where.python, "-c", _SHOW_START]), capture_output=True,
+                             text=True, env={"PATH": "/usr/bin:/bin", "LANG": "C"}, timeout=120, cwd=ROOT)
+        assert out.returncode == 0, out.stderr
+        seen.append(json.loads(out.stdout))
+    assert "prompt" in (tmp_path / "prompted-env" / "pyvenv.cfg").read_text()
+    assert seen[0] == seen[1] and "prompt" not in seen[0]["config"]
+
+
 def test_a_copy_that_is_not_its_base_is_run_as_it_is(tmp_path):
     folder = tmp_path / "patched-env"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", "--copies", str(folder)],

@@ -18,7 +18,8 @@ FIXED_ROOT holds, as bind mounts:
 - `view`: the folder torch is imported from first (the side's placement view, or a kept copy);
 - `tool`: this checkout, put first on `PYTHONPATH`;
 - `user`: the working directory, for `pkg.module:factory` cases;
-- `env/pyvenv.cfg`: a virtualenv's configuration without the line naming its folder;
+- `env/pyvenv.cfg`: a virtualenv's configuration without the lines that differ per virtualenv
+  (the one naming its folder, its prompt);
 - `env/bin`: a virtualenv's interpreter names, each a link straight to the file it runs, whether
   the virtualenv linked its interpreter (`python -m venv`) or copied it (`--copies`);
 - `pycache`: the side's own bytecode cache (`PYTHONPYCACHEPREFIX`), compiled in the namespace.
@@ -67,7 +68,11 @@ ENTER_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "samepat
 PATH_ALLOWANCE_INSTRUCTIONS = 150.0
 PROBE_TIMEOUT_S = 60
 VENV_CONFIG = "pyvenv.cfg"
-VENV_CONFIG_PER_FOLDER = ("command",)  # keys whose value names the virtualenv's own folder
+# pyvenv.cfg's keys that differ from one virtualenv to the next and that the interpreter does not
+# use: `command` names the folder it was made in; `prompt` (`venv --prompt`, and uv's default,
+# the folder's name) is for the activate scripts. Each line is read at start-up: a prompt alone
+# moved the counts -4..-65 instructions a call between two installs of one wheel.
+VENV_CONFIG_PER_FOLDER = ("command", "prompt")
 PRIME_TIMEOUT_S = 600  # compiling a torch's modules from nothing on a busy machine
 # What every counting process and timing worker imports before it measures: run natively once per
 # side so that each of these modules' bytecode sits in the side's cache, compiled at the fixed path.
@@ -210,11 +215,11 @@ def _place(python: str, import_path: str | None, user_dir: str | None, enabled: 
 
 
 def _same_venv_config(prefix: str, cache: str) -> str | None:
-    """A virtualenv's `pyvenv.cfg` without the line that names the folder it was made in
-    (`command = ... -m venv /the/env`), written into the side's cache, to be mounted over the
-    original: the interpreter reads the whole file at start-up, and that one line was what
-    still told two installs of one wheel apart (-28..+131 instructions a call). None for an
-    interpreter that is not a virtualenv."""
+    """A virtualenv's `pyvenv.cfg` without the lines that differ per virtualenv
+    (VENV_CONFIG_PER_FOLDER: `command = ... -m venv /the/env`, `prompt = ...`), written into
+    the side's cache, to be mounted over the original: the interpreter reads the whole file at
+    start-up, and the `command` line was what still told two installs of one wheel apart
+    (-28..+131 instructions a call). None for an interpreter that is not a virtualenv."""
     original = os.path.join(prefix, VENV_CONFIG)
     try:
         with open(original, encoding="utf-8") as src:
