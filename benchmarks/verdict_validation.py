@@ -5,6 +5,9 @@ The kinds (built under --setup DIR from the torch version this interpreter has, 
 - `aa-same`: the same virtualenv on both sides;
 - `aa-venvs`: two virtualenvs, each with its own install of the same torch wheel;
 - `aa-copy`: a virtualenv against its `cp -a` copy (byte-identical files, other pages);
+- `aa-made-apart`: the first virtualenv against one made another way, as users' environments
+  are: its interpreter copied (`venv --copies`) where the first's is linked, and a prompt of its
+  own (`--prompt`, a line more in its pyvenv.cfg);
 - `NAME=BASE,kept:ENV` (with --kind): ENV's interpreter importing a record.sh-style kept copy of
   its torch (made once beside ENV), as report.sh runs a recorded label;
 - `bare`: the first virtualenv against a shim environment sharing its packages whose start-up
@@ -61,7 +64,7 @@ def _torch_pin() -> str:
 
 
 def setup(folder: str) -> dict[str, tuple[str, str]]:
-    """The four kinds' environments under `folder` (made once, reused when present)."""
+    """The five kinds' environments under `folder` (made once, reused when present)."""
     os.makedirs(folder, exist_ok=True)
     env_a, env_b, env_c = (os.path.join(folder, name) for name in ("va", "vb", "vc"))
     for env in (env_a, env_b):
@@ -72,12 +75,18 @@ def setup(folder: str) -> dict[str, tuple[str, str]]:
                             _torch_pin(), "numpy"], check=True)
     if not os.path.exists(env_c):
         subprocess.run(["cp", "-a", env_a, env_c], check=True)
+    env_d = os.path.join(folder, "vd-made-apart")
+    if not os.path.exists(os.path.join(env_d, "bin", "python")):
+        say(f"making {env_d} with {_torch_pin()}, its interpreter copied, a prompt of its own")
+        venv.EnvBuilder(with_pip=True, symlinks=False, prompt="fix-subclass-dispatch").create(env_d)
+        subprocess.run([os.path.join(env_d, "bin", "python"), "-m", "pip", "install", "-q",
+                        _torch_pin(), "numpy"], check=True)
     bare = os.path.join(folder, "bare")
     if not os.path.exists(os.path.join(bare, "bin", "python")):
         subprocess.run([os.path.join(env_a, "bin", "python"), "-m", "overrides.ab.shimenv", bare, "bare"],
                        check=True, cwd=ROOT, env=dict(os.environ, PYTHONPATH=ROOT))
     return {"aa-same": (env_a, env_a), "aa-venvs": (env_a, env_b), "aa-copy": (env_a, env_c),
-            "bare": (env_a, bare)}
+            "aa-made-apart": (env_a, env_d), "bare": (env_a, bare)}
 
 
 def _side(spec: str) -> "str | interpreters.Build":
@@ -179,7 +188,7 @@ def summarise(log: str) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("-n", type=int, default=20, help="comparisons per kind")
-    parser.add_argument("--setup", metavar="DIR", help="build the four kinds' environments here")
+    parser.add_argument("--setup", metavar="DIR", help="build the five kinds' environments here")
     parser.add_argument("--kind", action="append", default=[], metavar="NAME=BASE,BRANCH")
     parser.add_argument("--log", default=None, help="JSON-lines log (default: verdicts-TIME.jsonl)")
     parser.add_argument("--summarise", metavar="LOG", help="print the tables of a log and exit")
