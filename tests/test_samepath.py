@@ -71,6 +71,15 @@ _SHOW_START = ("import json, os, sys; print(json.dumps({'executable': sys.execut
                "'config': open(os.path.join(sys.prefix, 'pyvenv.cfg')).read()}))")
 
 
+def _seen_at_start(python: str) -> dict:
+    """What an interpreter placed by samepath sees of its own start (_SHOW_START)."""
+    where = samepath.place(python)
+    out = subprocess.run(where.wrap([where.python, "-c", _SHOW_START]), capture_output=True,
+                         text=True, env={"PATH": "/usr/bin:/bin", "LANG": "C"}, timeout=120, cwd=ROOT)
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout)
+
+
 @needs_namespaces
 def test_a_copied_interpreter_starts_as_a_linked_one_does(tmp_path):
     # `python -m venv --copies` copies the interpreter where the default links it: the strings
@@ -82,13 +91,7 @@ def test_a_copied_interpreter_starts_as_a_linked_one_does(tmp_path):
                        check=True, timeout=120)
         made.append(str(folder / "bin" / "python"))
     assert os.path.islink(made[0]) and not os.path.islink(made[1])
-    seen = []
-    for python in made:
-        where = samepath.place(python)
-        out = subprocess.run(where.wrap([where.python, "-c", _SHOW_START]), capture_output=True,
-                             text=True, env={"PATH": "/usr/bin:/bin", "LANG": "C"}, timeout=120, cwd=ROOT)
-        assert out.returncode == 0, out.stderr
-        seen.append(json.loads(out.stdout))
+    seen = [_seen_at_start(python) for python in made]
     assert seen[0] == seen[1]
     assert seen[0]["exe"] == os.path.realpath(made[0])  # the base interpreter's own file, as linked
 
@@ -102,11 +105,7 @@ def test_a_prompt_of_its_own_does_not_tell_two_environments_apart(tmp_path):
         folder = tmp_path / name
         subprocess.run([sys.executable, "-m", "venv", "--without-pip", *flags, str(folder)],
                        check=True, timeout=120)
-        where = samepath.place(str(folder / "bin" / "python"))
-        out = subprocess.run(where.wrap([where.python, "-c", _SHOW_START]), capture_output=True,
-                             text=True, env={"PATH": "/usr/bin:/bin", "LANG": "C"}, timeout=120, cwd=ROOT)
-        assert out.returncode == 0, out.stderr
-        seen.append(json.loads(out.stdout))
+        seen.append(_seen_at_start(str(folder / "bin" / "python")))
     assert "prompt" in (tmp_path / "prompted-env" / "pyvenv.cfg").read_text()
     assert seen[0] == seen[1] and "prompt" not in seen[0]["config"]
 
