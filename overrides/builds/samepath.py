@@ -253,9 +253,9 @@ def _linked_interpreter(python: str, prefix: str, cache: str) -> str | None:
     if not home:
         return None
     folder = os.path.dirname(python)
-    names = sorted(name for name in os.listdir(folder)
-                   if re.fullmatch(r"python(\d+(\.\d+)?)?", name)
-                   and os.path.isfile(os.path.join(folder, name)))
+    names = sorted({os.path.basename(python)} | {
+        name for name in os.listdir(folder)
+        if re.fullmatch(r"python(\d+(\.\d+)?)?", name) and os.path.isfile(os.path.join(folder, name))})
     if os.path.islink(python):
         base = os.path.realpath(python)
     else:
