@@ -96,6 +96,23 @@ def test_a_copied_interpreter_starts_as_a_linked_one_does(tmp_path):
     assert seen[0]["exe"] == os.path.realpath(made[0])  # the base interpreter's own file, as linked
 
 
+def test_the_linked_bin_is_made_once_by_threads_at_once_and_a_stale_one_replaced(tmp_path):
+    import concurrent.futures
+
+    env = tmp_path / "env"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(env)], check=True, timeout=120)
+    python, cache = str(env / "bin" / "python"), tmp_path / "cache"
+    cache.mkdir()
+    stale = cache / "bin"
+    stale.mkdir()
+    os.symlink("/nonexistent/python3.11", stale / "python")  # a base interpreter since moved
+    with concurrent.futures.ThreadPoolExecutor(8) as pool:
+        made = set(pool.map(lambda _: samepath._linked_interpreter(python, str(env), str(cache)), range(8)))
+    assert made == {str(cache / "bin")}
+    assert {os.readlink(cache / "bin" / name) for name in os.listdir(cache / "bin")} == {os.path.realpath(python)}
+    assert sorted(os.listdir(cache)) == ["bin"]  # nothing left behind
+
+
 @needs_namespaces
 def test_a_prompt_of_its_own_does_not_tell_two_environments_apart(tmp_path):
     # `venv --prompt` (and uv's default, the folder's name) adds a line the interpreter reads at

@@ -240,6 +240,9 @@ def _same_venv_config(prefix: str, cache: str) -> str | None:
     return target
 
 
+_LINKING = threading.Lock()
+
+
 def _linked_interpreter(python: str, prefix: str, cache: str) -> str | None:
     """A virtualenv's `bin` as every side sees it: a folder of symbolic links, each straight to
     the one file the interpreter runs, mounted over the virtualenv's own. How a virtualenv
@@ -268,20 +271,26 @@ def _linked_interpreter(python: str, prefix: str, cache: str) -> str | None:
             return None
     target = os.path.join(cache, "bin")
     wanted = {name: base for name in names}
-    if _links_in(target) == wanted:
-        return target
-    import tempfile
+    # Seeds of one build count in parallel threads: one makes the folder, the others find it. A
+    # folder that is right is never removed (another process may have it mounted).
+    with _LINKING:
+        if _links_in(target) == wanted:
+            return target
+        import tempfile
 
-    made = tempfile.mkdtemp(prefix="bin-", dir=cache)
-    for name in names:
-        os.symlink(base, os.path.join(made, name))
-    shutil.rmtree(target, ignore_errors=True)
-    try:
-        os.rename(made, target)
-    except OSError:  # another process made it meanwhile
-        shutil.rmtree(made, ignore_errors=True)
-        if _links_in(target) != wanted:
-            raise
+        made = tempfile.mkdtemp(prefix="bin-", dir=cache)
+        for name in names:
+            os.symlink(base, os.path.join(made, name))
+        if os.path.lexists(target):  # stale: moved aside whole, then removed
+            aside = tempfile.mkdtemp(prefix="stale-", dir=cache)
+            os.rename(target, os.path.join(aside, "bin"))
+            shutil.rmtree(aside, ignore_errors=True)
+        try:
+            os.rename(made, target)
+        except OSError:  # another process made it meanwhile
+            shutil.rmtree(made, ignore_errors=True)
+            if _links_in(target) != wanted:
+                raise
     return target
 
 
