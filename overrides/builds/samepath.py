@@ -250,7 +250,7 @@ def _linked_interpreter(python: str, prefix: str, cache: str) -> str | None:
     python3.11`, `--copies` (some tools' default) copies it. The interpreter builds strings from
     that path as it starts (`/proc/self/exe`, `sys._base_executable`, each link resolved on the
     way), and those alone told a `--copies` virtualenv from a linked one of the same wheel by
-    -97..+19 instructions a call. The same bytes run either way: a copy only when it is byte for
+    -97..+68 instructions a call. The same bytes run either way: a copy only when it is byte for
     byte its base's file. None when the prefix is no virtualenv or the copy differs."""
     home = _venv_home(prefix)
     if not home:
