@@ -27,9 +27,7 @@ def two_envs(tmp_path_factory):
     top = tmp_path_factory.mktemp("envs")
     made = []
     for name in ("main", "fix-subclass-dispatch-env"):
-        folder = top / name
-        subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(folder)], check=True, timeout=120)
-        made.append(str(folder / "bin" / "python"))
+        made.append(_venv(top / name))
     return made
 
 
@@ -71,6 +69,12 @@ _SHOW_START = ("import json, os, sys; print(json.dumps({'executable': sys.execut
                "'config': open(os.path.join(sys.prefix, 'pyvenv.cfg')).read()}))")
 
 
+def _venv(folder, *flags: str) -> str:
+    """A bare virtualenv of this interpreter at `folder` (`python -m venv FLAGS`); its python."""
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", *flags, str(folder)], check=True, timeout=120)
+    return str(folder / "bin" / "python")
+
+
 def _seen_at_start(python: str) -> dict:
     """What an interpreter placed by samepath sees of its own start (_SHOW_START)."""
     where = samepath.place(python)
@@ -84,12 +88,7 @@ def _seen_at_start(python: str) -> dict:
 def test_a_copied_interpreter_starts_as_a_linked_one_does(tmp_path):
     # `python -m venv --copies` copies the interpreter where the default links it: the strings
     # it builds from its own file's path moved the counts by up to 97 instructions a call.
-    made = []
-    for name, flags in (("main", []), ("copied-interpreter-env", ["--copies"])):
-        folder = tmp_path / name
-        subprocess.run([sys.executable, "-m", "venv", "--without-pip", *flags, str(folder)],
-                       check=True, timeout=120)
-        made.append(str(folder / "bin" / "python"))
+    made = [_venv(tmp_path / "main"), _venv(tmp_path / "copied-interpreter-env", "--copies")]
     assert os.path.islink(made[0]) and not os.path.islink(made[1])
     seen = [_seen_at_start(python) for python in made]
     assert seen[0] == seen[1]
@@ -100,8 +99,7 @@ def test_the_linked_bin_is_made_once_by_threads_at_once_and_a_stale_one_replaced
     import concurrent.futures
 
     env = tmp_path / "env"
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(env)], check=True, timeout=120)
-    python, cache = str(env / "bin" / "python"), tmp_path / "cache"
+    python, cache = _venv(env), tmp_path / "cache"
     cache.mkdir()
     stale = cache / "bin"
     stale.mkdir()
@@ -117,29 +115,22 @@ def test_the_linked_bin_is_made_once_by_threads_at_once_and_a_stale_one_replaced
 def test_a_prompt_of_its_own_does_not_tell_two_environments_apart(tmp_path):
     # `venv --prompt` (and uv's default, the folder's name) adds a line the interpreter reads at
     # start-up: it moved the counts by up to 65 instructions a call.
-    seen = []
-    for name, flags in (("main", []), ("prompted-env", ["--prompt", "fix-subclass-dispatch"])):
-        folder = tmp_path / name
-        subprocess.run([sys.executable, "-m", "venv", "--without-pip", *flags, str(folder)],
-                       check=True, timeout=120)
-        seen.append(_seen_at_start(str(folder / "bin" / "python")))
+    seen = [_seen_at_start(_venv(tmp_path / "main")),
+            _seen_at_start(_venv(tmp_path / "prompted-env", "--prompt", "fix-subclass-dispatch"))]
     assert "prompt" in (tmp_path / "prompted-env" / "pyvenv.cfg").read_text()
     assert seen[0] == seen[1] and "prompt" not in seen[0]["config"]
 
 
 def test_a_copy_that_is_not_its_base_is_run_as_it_is(tmp_path):
     folder = tmp_path / "patched-env"
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", "--copies", str(folder)],
-                   check=True, timeout=120)
-    python = folder / "bin" / "python"
+    python = _venv(folder, "--copies")
     with open(python, "ab") as out:
         out.write(b"\0")  # other bytes than its base's: another interpreter, never swapped
     cache = tmp_path / "cache"
     cache.mkdir()
     assert samepath._linked_interpreter(str(python), str(folder), str(cache)) is None
     linked = tmp_path / "linked-env"
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(linked)], check=True, timeout=120)
-    bin_folder = samepath._linked_interpreter(str(linked / "bin" / "python"), str(linked), str(cache))
+    bin_folder = samepath._linked_interpreter(_venv(linked), str(linked), str(cache))
     assert {os.readlink(os.path.join(bin_folder, name)) for name in os.listdir(bin_folder)} == {
         os.path.realpath(linked / "bin" / "python")}
 

@@ -52,6 +52,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 
@@ -220,11 +221,8 @@ def _same_venv_config(prefix: str, cache: str) -> str | None:
     the side's cache, to be mounted over the original: the interpreter reads the whole file at
     start-up, and the `command` line was what still told two installs of one wheel apart
     (-28..+131 instructions a call). None for an interpreter that is not a virtualenv."""
-    original = os.path.join(prefix, VENV_CONFIG)
-    try:
-        with open(original, encoding="utf-8") as src:
-            lines = src.readlines()
-    except OSError:
+    lines = _venv_config_lines(prefix)
+    if lines is None:
         return None
     kept = "".join(line for line in lines if line.partition("=")[0].strip() not in VENV_CONFIG_PER_FOLDER)
     target = os.path.join(cache, VENV_CONFIG)
@@ -267,7 +265,9 @@ def _linked_interpreter(python: str, prefix: str, cache: str) -> str | None:
         found = [os.path.join(home, name) for name in dict.fromkeys([os.path.basename(python), *names])
                  if os.path.isfile(os.path.join(home, name))]
         base = os.path.realpath(found[0]) if found else ""
-        if not base or not _same_file_bytes(python, base):
+        from overrides.builds.placement import same_bytes
+
+        if not base or not same_bytes(python, base):
             return None
     target = os.path.join(cache, "bin")
     wanted = {name: base for name in names}
@@ -276,8 +276,6 @@ def _linked_interpreter(python: str, prefix: str, cache: str) -> str | None:
     with _LINKING:
         if _links_in(target) == wanted:
             return target
-        import tempfile
-
         made = tempfile.mkdtemp(prefix="bin-", dir=cache)
         for name in names:
             os.symlink(base, os.path.join(made, name))
@@ -294,26 +292,22 @@ def _linked_interpreter(python: str, prefix: str, cache: str) -> str | None:
     return target
 
 
-def _venv_home(prefix: str) -> str | None:
-    """The `home` of a virtualenv's pyvenv.cfg (its base interpreter's folder), or None."""
+def _venv_config_lines(prefix: str) -> list[str] | None:
+    """The lines of the virtualenv's pyvenv.cfg at `prefix`; None for no virtualenv."""
     try:
         with open(os.path.join(prefix, VENV_CONFIG), encoding="utf-8") as src:
-            for line in src:
-                key, _, value = line.partition("=")
-                if key.strip() == "home":
-                    return value.strip() or None
+            return src.readlines()
     except OSError:
-        pass
+        return None
+
+
+def _venv_home(prefix: str) -> str | None:
+    """The `home` of a virtualenv's pyvenv.cfg (its base interpreter's folder), or None."""
+    for line in _venv_config_lines(prefix) or ():
+        key, _, value = line.partition("=")
+        if key.strip() == "home":
+            return value.strip() or None
     return None
-
-
-def _same_file_bytes(one: str, other: str) -> bool:
-    import filecmp
-
-    try:
-        return filecmp.cmp(one, other, shallow=False)
-    except OSError:
-        return False
 
 
 def _links_in(folder: str) -> dict[str, str] | None:
