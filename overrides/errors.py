@@ -6,6 +6,8 @@ The command-line edges turn it into that line on stderr and exit status 2; nothi
 should ever print a traceback for a user mistake.
 """
 
+from __future__ import annotations
+
 import difflib
 import signal
 import sys

@@ -76,6 +76,46 @@ def test_a_user_case_helper_is_counted_from_the_users_directory(tmp_path, monkey
     assert counted[1].error and pycalls.find(counted, "NoSuchCase", "torch.add") is None
 
 
+def _two_lines(x):
+    y = x + 1
+    return y * 2
+
+
+def _calls_it(times):
+    for value in range(times):
+        _two_lines(value)
+
+
+def test_every_call_of_a_function_counts_its_bytecodes_on_this_python():
+    # settrace's opcode events counted nothing on 3.12.1 and only some calls on 3.13.0 (the
+    # first call of a function, the frame that switched them on): sys.monitoring counts there
+    counter = pycalls.Counter(sys.path)
+    counter.run(lambda: _calls_it(5))
+    key = next(k for k in counter.bytecodes if k.startswith("_two_lines "))
+    once = pycalls.Counter(sys.path)
+    once.run(lambda: _two_lines(0))
+    assert once.bytecodes[key] > 0
+    assert counter.calls[key] == 5 and counter.bytecodes[key] == 5 * once.bytecodes[key]
+    # the caller's frame is counted too, the harness's own frames are not
+    assert counter.bytecodes[next(k for k in counter.bytecodes if k.startswith("_calls_it "))] > 0
+    assert not [k for k in counter.bytecodes if "Counter." in k or "<lambda>" in k]
+    assert pycalls.bytecode_counter() == ("sys.monitoring INSTRUCTION" if sys.version_info >= (3, 12)
+                                          else "sys.settrace opcodes")
+
+
+def test_bytecodes_not_counted_are_never_read_as_evidence():
+    counted = _calls({"f (torch/a.py)": (1, 40)})
+    uncounted = dataclasses.replace(_calls({"f (torch/a.py)": (1, 0), "g (torch/a.py)": (1, 0)}),
+                                    bytecode_counter=None, python="3.12.1")
+    rows = pycalls.compare(counted, uncounted)
+    # g is new; f's 40 -> 0 is no change of bytecodes: they were not counted on the branch
+    assert [r.function for r in rows] == ["g (torch/a.py)"]
+    assert rows[0].to_dict()["delta_bytecodes"] is None
+    table = "\n".join(pycalls.markdown_table(rows, counted, uncounted))
+    assert "not counted" in table and "branch (Python 3.12.1)" in table
+    assert "| new | `g (torch/a.py:10)` | 0 | 1 | +1 | - | - | - |" in table
+
+
 def _calls(functions: dict, calls: int = 100) -> pycalls.CaseCalls:
     """Hand-made counts: key -> (calls, bytecodes) per call of the case."""
     return pycalls.CaseCalls("X", "torch.add", calls,

@@ -6,11 +6,16 @@ moved, a generator where a loop was. Callgrind sees those only as the interprete
 one process to the next, so a 100 ns helper can sit below both. The interpreter itself can
 count what runs as exactly as Callgrind counts instructions: in a separate process per side
 (never the timed one), the case's call is run CALLS times under the profiler hook
-(`sys.setprofile`: every Python function entered, every C function called from Python) and the
-trace hook with opcode events (`sys.settrace`, `f_trace_opcodes`: bytecodes executed per
-function). The same build gives the same counts, so a function the branch calls and the base
-does not is a fact, however little time it takes. (`sys.setprofile` and `sys.settrace` are
-built on `sys.monitoring` from Python 3.12 on and count the same events there.)
+(`sys.setprofile`: every Python function entered, every C function called from Python) and a
+bytecode counter (bytecodes executed per function). The same build gives the same counts, so a
+function the branch calls and the base does not is a fact, however little time it takes.
+
+The bytecode counter differs by version. Up to 3.11 it is the trace hook with opcode events
+(`sys.settrace`, `f_trace_opcodes` set when a frame starts). From 3.12 on that hook counts
+nothing on 3.12 and misses frames on 3.13 (a function's first call, the frame that set it), so
+there it is `sys.monitoring`'s INSTRUCTION event, on a tool id of its own. Every process checks
+its counter on a known function first (`bytecodes_counted`); where it reads wrong, the counts
+carry "bytecodes not counted" rather than zeros that would read as evidence.
 
 Each call of a Python function is also counted at its call site (the calling function and its
 line then), and the source of every function that ran is kept: `counts/callsites.py` matches a
@@ -74,14 +79,31 @@ def c_function_name(function: object) -> str:
     return (f"{module}.{qualname}" if module else qualname) + C_SUFFIX
 
 
+# Python 3.12 added sys.monitoring; its INSTRUCTION event counts every bytecode of every frame,
+# where settrace's opcode events count none on 3.12 and miss frames on 3.13 (see the docstring).
+MONITORING = sys.version_info >= (3, 12)
+# The tool id the bytecode counter asks sys.monitoring for first: PROFILER_ID, the one meant for
+# this use; where a profiler already holds it, the first free id of the others.
+_MONITORING_TOOL_IDS = (2, 3, 4, 0, 1, 5)
+
+
+def _probe(x):
+    """A known function for `bytecodes_counted`: the same bytecodes on every call."""
+    y = x + 1
+    return y * 2
+
+
 class Counter:
-    """The two hooks, counting per function: calls (profile hook) and own bytecodes (trace hook
-    with opcode events). `ignore`: code objects and C callables of the harness itself."""
+    """Counting per function: calls (profile hook) and own bytecodes (trace hook with opcode
+    events up to 3.11, sys.monitoring from 3.12). `ignore`: code objects and C callables of the
+    harness itself."""
 
     def __init__(self, roots: Sequence[str], ignore_code: Sequence[object] = (),
                  ignore_c: Sequence[object] = ()):
         self.roots = sorted({os.path.abspath(r or os.getcwd()) for r in roots}, key=len, reverse=True)
-        self.ignore_code = set(ignore_code)
+        # the harness's own frames, which sys.monitoring sees as they switch it on and off
+        self.ignore_code = set(ignore_code) | {Counter.run.__code__, Counter._start_bytecodes.__code__,
+                                                Counter._stop_bytecodes.__code__}
         self.ignore_c = list(ignore_c)
         self.calls: dict[str, int] = {}
         self.bytecodes: dict[str, int] = {}
@@ -118,7 +140,7 @@ class Counter:
             self.calls[key] = self.calls.get(key, 0) + 1
 
     def trace(self, frame, event: str, arg):
-        """The global trace hook: opcode events for every frame but the harness's."""
+        """The global trace hook (up to 3.11): opcode events for every frame but the harness's."""
         if frame.f_code in self.ignore_code:
             return None
         frame.f_trace_opcodes = True
@@ -127,9 +149,17 @@ class Counter:
 
     def _local(self, frame, event: str, arg):
         if event == "opcode":
-            key = self._key(frame.f_code)
-            self.bytecodes[key] = self.bytecodes.get(key, 0) + 1
+            self._count_bytecode(frame.f_code)
         return self._local
+
+    def _instruction(self, code, offset: int) -> None:
+        """sys.monitoring's INSTRUCTION callback (3.12 on)."""
+        if code not in self.ignore_code:
+            self._count_bytecode(code)
+
+    def _count_bytecode(self, code) -> None:
+        key = self._key(code)
+        self.bytecodes[key] = self.bytecodes.get(key, 0) + 1
 
     def sources(self) -> dict[str, list]:
         """key -> [first line, its source lines stripped] of every Python function that ran and
@@ -146,22 +176,73 @@ class Counter:
         return found
 
     def run(self, body: Callable[[], None]) -> None:
-        """`body()` with both hooks on (and the garbage collector off: a collection runs
+        """`body()` with both counters on (and the garbage collector off: a collection runs
         finalisers whenever allocation counts say so); `body` itself is not counted."""
         import gc
 
         self.ignore_code.add(getattr(body, "__code__", None))
         was_enabled = gc.isenabled()
         gc.disable()
-        sys.settrace(self.trace)
+        tool = self._start_bytecodes()
         sys.setprofile(self.profile)
         try:
             body()
         finally:
             sys.setprofile(None)
-            sys.settrace(None)
+            self._stop_bytecodes(tool)
             if was_enabled:
                 gc.enable()
+
+    def _start_bytecodes(self) -> int | None:
+        """Switch the bytecode counter on; the sys.monitoring tool id taken (3.12 on), else None.
+        No free tool id leaves the bytecodes uncounted (bytecodes_counted says so)."""
+        if not MONITORING:
+            sys.settrace(self.trace)
+            return None
+        monitoring = sys.monitoring
+        for tool in _MONITORING_TOOL_IDS:
+            if monitoring.get_tool(tool) is None:
+                monitoring.use_tool_id(tool, "overrides pycalls")
+                monitoring.register_callback(tool, monitoring.events.INSTRUCTION, self._instruction)
+                monitoring.set_events(tool, monitoring.events.INSTRUCTION)
+                return tool
+        return None
+
+    @staticmethod
+    def _stop_bytecodes(tool: int | None) -> None:
+        if not MONITORING:
+            sys.settrace(None)
+            return
+        if tool is not None:
+            sys.monitoring.set_events(tool, 0)
+            sys.monitoring.register_callback(tool, sys.monitoring.events.INSTRUCTION, None)
+            sys.monitoring.free_tool_id(tool)
+
+
+def bytecode_counter() -> str | None:
+    """What counts bytecodes in this interpreter ("sys.monitoring INSTRUCTION" or "sys.settrace
+    opcodes"), or None where it reads the known function wrong (bytecodes_counted)."""
+    if not bytecodes_counted():
+        return None
+    return "sys.monitoring INSTRUCTION" if MONITORING else "sys.settrace opcodes"
+
+
+def bytecodes_counted() -> bool:
+    """Whether this interpreter's bytecode counter counts every bytecode of every call: a known
+    function called three times must read three times one call's count, above zero (settrace's
+    opcode events read 0 on 3.12.1 and 16 of 24 on 3.13.0)."""
+    counter = Counter(sys.path)
+
+    def three_calls():
+        for value in range(3):
+            _probe(value)
+
+    counter.run(three_calls)
+    once = Counter(sys.path)
+    once.run(lambda: _probe(0))
+    key = next((k for k in counter.bytecodes if k.startswith("_probe ")), None)
+    return key is not None and once.bytecodes.get(key, 0) > 0 \
+        and counter.bytecodes[key] == 3 * once.bytecodes[key] and counter.calls.get(key) == 3
 
 
 def count_case(case, op, calls: int = CALLS, warmup_calls: int = WARMUP_CALLS) -> dict:
@@ -195,6 +276,7 @@ def _worker_main(spec_json: str) -> None:
     from overrides.cases.ops import not_applicable_reason
 
     torch.set_num_threads(1)
+    counter = bytecode_counter()
     counted = []
     for case_name, op_name in spec["targets"]:
         try:
@@ -206,7 +288,8 @@ def _worker_main(spec_json: str) -> None:
             counted.append(count_case(case, op, spec["calls"], spec["warmup_calls"]))
         except Exception as exc:  # one failing case must not cost the others their counts
             counted.append({"case": case_name, "op": op_name, "error": f"{type(exc).__name__}: {exc}"})
-    print(json.dumps({"schema": SCHEMA, "python": sys.version.split()[0], "cases": counted}), flush=True)
+    print(json.dumps({"schema": SCHEMA, "python": sys.version.split()[0], "bytecode_counter": counter,
+                      "cases": counted}), flush=True)
     sys.stdout.flush()
     os._exit(0)  # torch's teardown adds seconds and nothing to count
 
@@ -227,6 +310,14 @@ class CaseCalls:
     # (callee, caller, the caller's line, calls) of Python functions called from Python lines
     sites: tuple[tuple[str, str, int, int], ...] = ()
     sources: Mapping[str, tuple[int, tuple[str, ...]]] = dataclasses.field(default_factory=dict)
+    # what counted the bytecodes (bytecode_counter()); None: not counted by this interpreter, and
+    # every bytecode figure is 0, which is no evidence
+    bytecode_counter: str | None = "sys.settrace opcodes"
+    python: str = ""  # the side's Python version
+
+    @property
+    def bytecodes_counted(self) -> bool:
+        return self.bytecode_counter is not None
 
     def per_call(self, key: str) -> tuple[float, float]:
         calls, bytecodes, _ = self.functions.get(key, (0, 0, None))
@@ -241,10 +332,12 @@ class CaseCalls:
 def from_dict(payload: Mapping) -> list[CaseCalls]:
     if payload.get("schema") != SCHEMA:
         raise ValueError(f"not a Python-calls count ({payload.get('schema')!r})")
+    counter = payload.get("bytecode_counter", "sys.settrace opcodes")  # older files: 3.11's hook
     return [CaseCalls(c["case"], c["op"], c.get("calls", 0),
                       {k: tuple(v) for k, v in c.get("functions", {}).items()}, c.get("error"),
                       tuple(tuple(site) for site in c.get("sites", ())),
-                      {k: (first, tuple(lines)) for k, (first, lines) in c.get("sources", {}).items()})
+                      {k: (first, tuple(lines)) for k, (first, lines) in c.get("sources", {}).items()},
+                      counter, payload.get("python", ""))
             for c in payload["cases"]]
 
 
@@ -286,6 +379,7 @@ class CallDelta:
     branch_calls: float
     base_bytecodes: float
     branch_bytecodes: float
+    bytecodes_counted: bool = True  # False: both bytecode figures are 0 and mean nothing
 
     @property
     def delta_calls(self) -> float:
@@ -298,6 +392,10 @@ class CallDelta:
     @property
     def is_c(self) -> bool:
         return self.function.endswith(C_SUFFIX)
+
+    @property
+    def has_bytecodes(self) -> bool:
+        return self.bytecodes_counted and not self.is_c
 
     @property
     def new(self) -> bool:
@@ -333,9 +431,9 @@ class CallDelta:
         return {"function": self.function, "line": self.line, "change": self.tag,
                 "base_calls": _rounded(self.base_calls), "branch_calls": _rounded(self.branch_calls),
                 "delta_calls": _rounded(self.delta_calls),
-                "base_bytecodes": None if self.is_c else _rounded(self.base_bytecodes),
-                "branch_bytecodes": None if self.is_c else _rounded(self.branch_bytecodes),
-                "delta_bytecodes": None if self.is_c else _rounded(self.delta_bytecodes)}
+                "base_bytecodes": _rounded(self.base_bytecodes) if self.has_bytecodes else None,
+                "branch_bytecodes": _rounded(self.branch_bytecodes) if self.has_bytecodes else None,
+                "delta_bytecodes": _rounded(self.delta_bytecodes) if self.has_bytecodes else None}
 
 
 def _rounded(value: float) -> float:
@@ -349,16 +447,30 @@ def order(rows: Sequence[CallDelta]) -> list[CallDelta]:
 
 
 def compare(base: CaseCalls, branch: CaseCalls) -> list[CallDelta]:
-    """Every function whose calls or own bytecodes per call of the case differ, in `order`."""
+    """Every function whose calls or own bytecodes per call of the case differ, in `order`.
+    Where either side did not count bytecodes, calls alone."""
+    both = base.bytecodes_counted and branch.bytecodes_counted
     rows = []
     for key in set(base.functions) | set(branch.functions):
         b_calls, b_codes = base.per_call(key)
         r_calls, r_codes = branch.per_call(key)
+        if not both:
+            b_codes = r_codes = 0.0
         if (b_calls, b_codes) == (r_calls, r_codes):
             continue
         line = (branch.functions.get(key) or base.functions[key])[2]
-        rows.append(CallDelta(key, line, b_calls, r_calls, b_codes, r_codes))
+        rows.append(CallDelta(key, line, b_calls, r_calls, b_codes, r_codes, both))
     return order(rows)
+
+
+def not_counted_note(base: CaseCalls, branch: CaseCalls) -> str:
+    """'' where both sides counted bytecodes, else the sentence that says which did not."""
+    missing = [f"{role} (Python {calls.python or '?'})" for role, calls in
+               (("base", base), ("branch", branch)) if not calls.bytecodes_counted]
+    if not missing:
+        return ""
+    return (f"Bytecodes were not counted on {' and '.join(missing)}: this interpreter's bytecode "
+            "counter read a known function wrong, so only calls are compared.")
 
 
 def find(runs: Sequence[CaseCalls], case: str, op: str) -> CaseCalls | None:
@@ -390,8 +502,8 @@ def markdown_table(rows: Sequence[CallDelta], base: CaseCalls, branch: CaseCalls
              "|---|---|---:|---:|---:|---:|---:|---:|"]
     for d in rows[:limit]:
         where = d.function if d.line is None or d.is_c else f"{d.function[:-1]}:{d.line})"
-        codes = (["-", "-", "-"] if d.is_c else
-                 [number(d.base_bytecodes), number(d.branch_bytecodes), signed(d.delta_bytecodes)])
+        codes = ([number(d.base_bytecodes), number(d.branch_bytecodes), signed(d.delta_bytecodes)]
+                 if d.has_bytecodes else ["-", "-", "-"])
         table.append(f"| {d.tag} | `{where}` | {number(d.base_calls)} | {number(d.branch_calls)} | "
                      f"{signed(d.delta_calls)} | " + " | ".join(codes) + " |")
     if len(rows) > limit:
@@ -400,7 +512,9 @@ def markdown_table(rows: Sequence[CallDelta], base: CaseCalls, branch: CaseCalls
                      f"{signed(sum(d.delta_calls for d in rest))} | | | "
                      f"{signed(sum(d.delta_bytecodes for d in rest if not d.is_c))} |")
     (b_calls, b_codes), (r_calls, r_codes) = base.totals(), branch.totals()
+    codes = (f"{number(b_codes)} | {number(r_codes)} | **{signed(r_codes - b_codes)}**"
+             if base.bytecodes_counted and branch.bytecodes_counted else "not counted | | ")
     table.append(f"| | **all Python functions** | {number(b_calls)} | {number(r_calls)} | "
-                 f"**{signed(r_calls - b_calls)}** | {number(b_codes)} | {number(r_codes)} | "
-                 f"**{signed(r_codes - b_codes)}** |")
-    return table
+                 f"**{signed(r_calls - b_calls)}** | {codes} |")
+    note = not_counted_note(base, branch)
+    return table + (["", note] if note else [])

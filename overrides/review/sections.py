@@ -27,36 +27,45 @@ def python_call_sections(evidence, comparisons, all_cases: bool, pack: Pack) -> 
         return []
     parts: list[str] = []
     same: list[str] = []
+    same_calls_only: list[str] = []  # where bytecodes were not counted: the same calls, no more
     for c in comparisons:
         calls = evidence.calls_of(c.case, c.op)
         if calls is None:
             continue
         base, branch = calls
         rows = pycalls.compare(base, branch)
+        counted = base.bytecodes_counted and branch.bytecodes_counted
         (base_calls, base_codes), (branch_calls, branch_codes) = base.totals(), branch.totals()
         pack.differential_entry(c)["python_calls"] = {
-            "source": "sys.setprofile + sys.settrace (opcodes)", "calls_counted": base.calls,
+            "source": f"sys.setprofile + {base.bytecode_counter or 'bytecodes not counted'}",
+            "calls_counted": base.calls, "bytecodes_counted": counted,
             "unit": "calls and own bytecodes per call of the case",
-            "base": {"calls": round(base_calls, 3), "bytecodes": round(base_codes, 3)},
-            "branch": {"calls": round(branch_calls, 3), "bytecodes": round(branch_codes, 3)},
+            "base": {"calls": round(base_calls, 3), "bytecodes": round(base_codes, 3) if counted else None},
+            "branch": {"calls": round(branch_calls, 3),
+                       "bytecodes": round(branch_codes, 3) if counted else None},
             "functions": [row.to_dict() for row in rows]}
         if not rows:
             if all_cases or c.verdict in (*CHANGED, "clock only"):
-                same.append(f"{c.case} ({c.verdict})")
+                (same if counted else same_calls_only).append(f"{c.case} ({c.verdict})")
             continue
         calls = pycalls.signed(branch_calls - base_calls)
+        codes = (f"{pycalls.signed(branch_codes - base_codes)} bytecodes" if counted
+                 else "bytecodes not counted")
         parts += [f"### {c.case}: {calls} Python call{'' if calls in ('+1', '-1') else 's'}, "
-                  f"{pycalls.signed(branch_codes - base_codes)} bytecodes per call ({c.verdict})", ""]
+                  f"{codes} per call ({c.verdict})", ""]
         parts += pycalls.markdown_table(rows, base, branch) + [""]
     if same:
         parts += ["The same Python functions ran, as often and with the same bytecodes, in: "
                   f"{', '.join(same)}: what changed there is below Python (C++, the interpreter, "
                   "or where code sits in memory).", ""]
+    if same_calls_only:
+        parts += ["The same Python functions ran, as often (their bytecodes were not counted on "
+                  f"this Python), in: {', '.join(same_calls_only)}.", ""]
     if not parts:
         return []
     intro = ["## Where the Python calls went", "",
              f"Counted, not sampled: each case's call run {pycalls.CALLS:,} times under the "
-             "interpreter's profiler and opcode hooks, in a process of its own per side (never "
+             "interpreter's profiler hook and its bytecode counter, in a process of its own per side (never "
              "the timed one). The same build gives the same counts, so each row is a real "
              "difference in the Python code that runs, however little time it takes: read "
              "these first, `new` rows (functions the base never calls) before the rest. "
