@@ -62,6 +62,7 @@ class Comparison:
     wall_verdict: str | None = None
     counts_verdict: str | None = None  # the counts' own verdict; "inconclusive": the clock judged
     counts_exact: bool = False  # counted alike on every seed from one path (counts.judge.EXACT_INSTRUCTIONS)
+    counts_why: str = ""  # why the counts left it to the clock, beyond a want of seeds
 
     @property
     def delta_pct(self) -> float:
@@ -89,6 +90,8 @@ class Comparison:
             out["wall_verdict"] = self.wall_verdict
             out["counts_verdict"] = self.counts_verdict
             out["counts_exact"] = self.counts_exact
+            if self.counts_why:
+                out["counts_why"] = self.counts_why
             out["judged_on"] = self.judged_on
             out["instructions_as_ns"] = r(self.instructions_as_ns)
             out["clock_unexplained"] = self.clock_unexplained
@@ -174,7 +177,7 @@ def with_counts(comparisons, count_comparisons, sure_clock: dict | None = None) 
         out.append(dataclasses.replace(
             c, base_instructions=counted.base, branch_instructions=counted.branch,
             instructions_ci95=counted.ci95, wall_verdict=c.verdict, counts_verdict=counted.verdict,
-            counts_exact=counted.exact,
+            counts_exact=counted.exact, counts_why=counted.why,
             verdict=clock_and_counts(c.verdict, counted.verdict, (sure_clock or {}).get((c.case, c.op)))))
     return out
 

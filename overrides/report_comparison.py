@@ -118,7 +118,11 @@ def comparison_notes(comparisons, settings: dict) -> list[str]:
             notes.append(f"exact: {', '.join(exact)} counted alike on both sides under every seed "
                          "(within 2 instructions a call, both started from one path): the same "
                          "instructions ran, so \"no change\" needs no more seeds.")
-        by_clock = [c.case for c in comparisons if c.counts_verdict == "inconclusive"]
+        by_clock = [c.case for c in comparisons if c.counts_verdict == "inconclusive" and not c.counts_why]
+        for c in comparisons:
+            if c.counts_verdict == "inconclusive" and c.counts_why:
+                notes.append(f"(clock): the counts do not judge {c.case}: {c.counts_why}, so the "
+                             "clock's verdict stands there.")
         if by_clock:
             notes.append(f"(clock): the counts could not decide {', '.join(by_clock)} (their seeds "
                          "spread too far, or the change sits near the threshold), so the clock's "

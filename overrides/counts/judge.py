@@ -44,6 +44,15 @@ DEFAULT_THRESHOLD_INSTRUCTIONS_PCT = 0.75
 LAYOUT_SPREAD_PCT = 0.25
 LAYOUT_SPREAD_WEIGHT = 4
 LAYOUT_SPREAD_TRUSTED = 2.0
+# Beyond this many times the known spread, the seeds are not moved by layout alone: the two sides
+# do not count alike (a start-up that differs, a process that does other work), and the mean of
+# such deltas is an offset of the pair of sides, not a change, whatever its interval says. On a
+# 16-CPU machine whose Python was a virtualenv's, an untouched Tensor read -632 instructions a
+# call over 8 seeds with a per-seed standard deviation of 523 (~5% of the count, 20x the known
+# spread) and was called an improvement. The bare shim's seeds spread 0.12-0.22% (1-2x), so 4x is
+# room for twice the widest seen. Such a case is "inconclusive", with the reason, and the clock
+# judges it; unless every seed alone is past the threshold in one direction.
+LAYOUT_SPREAD_UNTRUSTED = 4.0
 # Counts made from one path on both sides (overrides/builds/samepath.py) are deterministic: two installs
 # or copies of one build counted 0.0 apart on every case and seed in every A/A comparison so far
 # (benchmarks/README.md, "One path for both sides"), while any change of code a case runs moved
@@ -72,6 +81,7 @@ class CountComparison:
     spread: float | None = None  # standard deviation of the per-seed deltas (two seeds or more)
     limit: float | None = None  # the threshold this case was judged against, in instructions
     exact: bool = False  # every seed's delta within EXACT_INSTRUCTIONS, counted from one path
+    why: str = ""  # why an "inconclusive" is not for want of seeds (untrusted_spread)
 
 
 def compare_counts(base_runs: Sequence[CountRun], branch_runs: Sequence[CountRun],
@@ -105,16 +115,31 @@ def compare_counts(base_runs: Sequence[CountRun], branch_runs: Sequence[CountRun
         exact = one_path and all(abs(d) <= EXACT_INSTRUCTIONS for d in diffs)
         ci = layout_interval(diffs, base, 0.95)
         no_change_ci = layout_interval(diffs, base, COUNTS_NO_CHANGE_CONFIDENCE)
+        why = "" if exact else untrusted_spread(diffs, base, limit)
         if exact:
             verdict = "no change"
-        elif len(diffs) == 1:
+        elif len(diffs) == 1 or why:
             verdict = "inconclusive"  # one layout is no evidence either way (see above)
         else:
             verdict = judge(delta, ci, limit, no_change_ci)
         out.append(CountComparison(case, op, base, branch, delta,
                                    (min(diffs), max(diffs)) if exact else ci if len(diffs) >= 2 else None,
-                                   verdict, len(diffs), spread, limit, exact))
+                                   verdict, len(diffs), spread, limit, exact, why))
     return out
+
+
+def untrusted_spread(diffs: Sequence[float], base: float, limit: float) -> str:
+    """'' where the per-seed deltas `diffs` spread as layout moves them, else why they are not
+    judged (LAYOUT_SPREAD_UNTRUSTED): their spread against layout's known one."""
+    if len(diffs) < 2:
+        return ""
+    own, known = stats.stdev(diffs), LAYOUT_SPREAD_PCT / 100 * abs(base)
+    if own <= LAYOUT_SPREAD_UNTRUSTED * known:
+        return ""
+    if all(d >= limit for d in diffs) or all(d <= -limit for d in diffs):
+        return ""  # every layout alone says the same change
+    return (f"its seeds spread {own:,.0f} instructions a call ({own / abs(base) * 100:.1f}% of the "
+            f"count), {own / known:.0f}x what layout moves: the two sides do not count alike")
 
 
 def layout_interval(diffs: Sequence[float], base: float, confidence: float) -> tuple[float, float]:

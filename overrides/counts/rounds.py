@@ -77,6 +77,8 @@ def more_seeds_could_decide(c: CountComparison, max_seeds: int = MAX_COMPARE_SEE
     threshold, or moves too much by layout) is left to the clock rather than counted on: the
     bare shim's untouched WithTorchFunction, -20 +- 25 over seeds, once took six seeds (~17 s
     each on two CPUs) to stay "inconclusive" at a threshold of 0.25%."""
+    if c.why:
+        return False  # the sides do not count alike: more seeds measure the same offset
     if c.spread is None or c.limit is None or c.seeds >= max_seeds:
         return c.seeds < max_seeds
     size = abs(c.delta)

@@ -40,6 +40,8 @@ class Step:
                "delta_instructions": r(c.delta), "delta_pct": r(self.delta_pct),
                "instructions_ci95": [r(v) for v in c.ci95] if c.ci95 else None,
                "seeds": c.seeds, "limit": r(c.limit), "counts_exact": c.exact}
+        if c.why:
+            out["counts_why"] = c.why
         if self.clock is not None:
             k = self.clock
             out.update({"base_ns": r(k.base_ns), "branch_ns": r(k.branch_ns), "delta_ns": r(k.delta_ns),
