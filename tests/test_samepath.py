@@ -152,9 +152,13 @@ def test_a_primed_cache_is_fresh_until_a_file_it_loaded_or_a_folder_it_loaded_fr
     side = shimenv.make_shim_env(sys.executable, str(tmp_path / "side"), None)
     site_dir = subprocess.run([side.python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
                               capture_output=True, text=True, check=True).stdout.strip()
-    custom = os.path.join(site_dir, "sitecustomize.py")  # imported by every process of the side
+    # imported by every process of the side through a .pth (a sitecustomize.py here would be
+    # shadowed where the system's Python has its own, as Debian's and Ubuntu's do)
+    custom = os.path.join(site_dir, "side_loaded.py")
     with open(custom, "w", encoding="utf-8") as out:
         out.write("LOADED = 1\n")
+    with open(os.path.join(site_dir, "side_loaded.pth"), "w", encoding="utf-8") as out:
+        out.write("import side_loaded\n")
     where = samepath.place(side.python)
     assert where.fixed, where.reason
     assert not samepath.still_primed(where, "")
