@@ -146,8 +146,14 @@ def make_shim_env(base_python: str, dest: str, work: str | None) -> ShimEnv:
     python = os.path.join(dest, "bin", "python")
     site_dir = subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
                               capture_output=True, text=True, check=True).stdout.strip()
+    # Each of the base's site folders added as the base's own start-up adds it (site.addsitedir),
+    # running its .pth files, not merely listed (a listed folder's .pth files never run): a base
+    # whose site-packages holds .pth files (setuptools' distutils-precedence.pth, a coverage or
+    # editable-install hook) started otherwise than this environment, and their counts did not
+    # match seed by seed (SubWithTorchFunction -77..-140 instructions a call, nothing changed).
     with open(os.path.join(site_dir, "_overrides_base.pth"), "w", encoding="utf-8") as pth:
-        pth.write("\n".join(base_site_packages(base_python)) + "\n")
+        pth.write("".join(f"import site; site.addsitedir({folder!r})\n"
+                          for folder in base_site_packages(base_python)))
     if work is not None:
         with open(os.path.join(site_dir, SHIM_MODULE + ".py"), "w", encoding="utf-8") as module:
             module.write(shim_source(work))
