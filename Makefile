@@ -4,8 +4,10 @@
 # virtualenv (.venv) with torch instead, and prints the interpreter to run, which is used here.
 PYTHON ?= python3
 ARGS ?=
+# The Python versions make test-matrix runs the suite on; empty: every supported one but PYTHON's.
+MATRIX ?=
 
-.PHONY: bench test deps test-deps
+.PHONY: bench test test-matrix deps test-deps
 
 deps:
 	@bash scripts/install_deps.sh $(PYTHON) >/dev/null
@@ -23,3 +25,7 @@ test:
 	@py=$$(bash scripts/install_deps.sh --test $(PYTHON)) && \
 	  echo "$$py -m pytest -q -n 2 --dist loadgroup --no-loadscope-reorder tests $(ARGS)" >&2 && \
 	  "$$py" -m pytest -q -n 2 --dist loadgroup --no-loadscope-reorder tests $(ARGS)
+
+# The suite on every other supported Python this machine has (README, "Which Python").
+test-matrix:
+	@bash scripts/matrix.sh $(MATRIX)

@@ -28,7 +28,7 @@ elif [ -x "$VENV/bin/python" ] && has_torch "$VENV/bin/python"; then
   echo "install_deps: $PY has no torch; using this checkout's virtualenv $VENV ($("$VENV/bin/python" -c 'import torch; print(torch.__version__)'))" >&2
   PY="$VENV/bin/python"
 else
-  echo "install_deps: $PY has no torch; making a virtualenv for this checkout, $VENV, with $TORCH_PIN (nothing is installed into $PY; PYTHON=/path/to/python runs another torch)" >&2
+  echo "install_deps: $PY has no torch; making a virtualenv, $VENV, with $TORCH_PIN (nothing is installed into $PY; PYTHON=/path/to/python runs another torch)" >&2
   existed=0; [ -e "$VENV" ] && existed=1
   if ! err=$("$PY" -m venv "$VENV" 2>&1); then
     case "$err" in

@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# scripts/matrix.sh [VERSION ...]: the test suite on every other supported Python this machine has
+# (`make test-matrix`; `make test` runs it on one). The counts and their verdicts, the start-up
+# path, the reports and the flamegraphs all meet the interpreter, so the whole suite runs.
+#
+# Each version gets a virtualenv of its own in the user's cache (OVERRIDES_MATRIX_DIR), made by
+# install_deps.sh with MATRIX_TORCH (the registry's wheel for that Python: a CUDA build, ~5 GB,
+# runs on the CPU), never touching the interpreter itself. A version this machine lacks is skipped
+# with a line saying how to get it; with MATRIX_REQUIRED=1 (CI) that is a failure.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+# The supported range (README, "Which Python"; pyproject.toml's requires-python)
+SUPPORTED=(3.10 3.11 3.12 3.13)
+VERSIONS=("$@")
+if [ ${#VERSIONS[@]} -eq 0 ]; then  # every supported version but the one make test runs on
+  own=$("${PYTHON:-python3}" -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null || true)
+  for version in "${SUPPORTED[@]}"; do [ "$version" = "$own" ] || VERSIONS+=("$version"); done
+fi
+# 2.14.1: the newest torch this kind of machine's package index serves for 3.10-3.13
+MATRIX_TORCH="${MATRIX_TORCH:-torch==2.14.1}"
+MATRIX_DIR="${OVERRIDES_MATRIX_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/torch-function-overhead/matrix}"
+# The whole suite: counts, verdicts, start-up paths, reports and flamegraphs all meet the interpreter.
+MATRIX_TESTS="${MATRIX_TESTS:-tests}"
+
+find_python() {  # the first interpreter of minor version $1 that runs: on PATH, then pyenv's
+  local candidate root
+  for candidate in "python$1" "/usr/bin/python$1" "/usr/local/bin/python$1"; do
+    if command -v "$candidate" >/dev/null 2>&1 && "$candidate" -c "import sys; sys.exit(sys.version_info[:2] != tuple(map(int, '$1'.split('.'))))" >/dev/null 2>&1; then
+      command -v "$candidate"; return 0
+    fi
+  done
+  root=$(pyenv root 2>/dev/null || echo "$HOME/.pyenv")
+  for candidate in "$root"/versions/"$1".*/bin/python"$1"; do
+    if [ -x "$candidate" ]; then echo "$candidate"; return 0; fi
+  done
+  return 1
+}
+
+failed=()
+skipped=()
+for version in "${VERSIONS[@]}"; do
+  if ! python=$(find_python "$version"); then
+    echo "matrix: no Python $version here (pyenv install $version, or apt-get install python$version-venv); skipped" >&2
+    skipped+=("$version")
+    continue
+  fi
+  echo "matrix: Python $version ($python), $MATRIX_TORCH in $MATRIX_DIR/py$version" >&2
+  if ! py=$(OVERRIDES_VENV="$MATRIX_DIR/py$version" OVERRIDES_TORCH_PIN="$MATRIX_TORCH" \
+            bash scripts/install_deps.sh --test "$python"); then
+    failed+=("$version (install)")
+    continue
+  fi
+  # shellcheck disable=SC2086
+  if ! "$py" -m pytest -q -n 2 --dist loadgroup --no-loadscope-reorder -p no:cacheprovider $MATRIX_TESTS; then
+    failed+=("$version")
+  fi
+done
+if [ ${#skipped[@]} -gt 0 ] && [ "${MATRIX_REQUIRED:-0}" = 1 ]; then
+  failed+=("${skipped[@]/%/ (missing)}")
+fi
+if [ ${#failed[@]} -gt 0 ]; then
+  echo "matrix: failed on Python ${failed[*]}" >&2
+  exit 1
+fi
+echo "matrix: passed on Python ${VERSIONS[*]}${skipped:+ (skipped: ${skipped[*]})}" >&2
