@@ -11,9 +11,9 @@ bytecode counter (bytecodes executed per function). The same build gives the sam
 function the branch calls and the base does not is a fact, however little time it takes.
 
 The bytecode counter differs by version. Up to 3.11 it is the trace hook with opcode events
-(`sys.settrace`, `f_trace_opcodes` set when a frame starts). From 3.12 on that hook counts
-nothing on 3.12 and misses frames on 3.13 (a function's first call, the frame that set it), so
-there it is `sys.monitoring`'s INSTRUCTION event, on a tool id of its own. Every process checks
+(`sys.settrace`, `f_trace_opcodes` set when a frame starts). From 3.12 on that hook is built on
+`sys.monitoring` and misreads (it counted nothing on 3.12.1 and 3.12.3, and on 3.13.0 missed a
+function's first call and the frame that set it), so there it is `sys.monitoring`'s INSTRUCTION event, on a tool id of its own. Every process checks
 its counter on a known function first (`bytecodes_counted`); where it reads wrong, the counts
 carry "bytecodes not counted" rather than zeros that would read as evidence.
 
@@ -80,7 +80,7 @@ def c_function_name(function: object) -> str:
 
 
 # Python 3.12 added sys.monitoring; its INSTRUCTION event counts every bytecode of every frame,
-# where settrace's opcode events count none on 3.12 and miss frames on 3.13 (see the docstring).
+# where settrace's opcode events misread there (see the docstring).
 MONITORING = sys.version_info >= (3, 12)
 # The tool id the bytecode counter asks sys.monitoring for first: PROFILER_ID, the one meant for
 # this use; where a profiler already holds it, the first free id of the others.
