@@ -97,3 +97,22 @@ def test_a_torch_that_will_not_install_is_one_line_and_leaves_no_half_made_virtu
     last = done.stderr.strip().splitlines()[-1]
     assert "pip could not install torch==0.0.0.1" in last and "OVERRIDES_TORCH_PIN" in last
     assert not venv.exists()
+
+
+def test_pip_install_of_the_checkout_says_it_runs_from_there_and_installs_nothing(tmp_path):
+    # The package is named `overrides`, as PyPI's is: an install would replace that one, and the
+    # commands run from the checkout anyway. pip stops with the reason (scripts/checkout_only.py).
+    import os
+    import subprocess
+    import sys
+
+    from conftest import ROOT
+
+    target = tmp_path / "site"
+    out = subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "--no-build-isolation",
+                          "--no-index", "--target", str(target), ROOT],
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode != 0
+    assert "is not installed with pip: it runs from this checkout" in out.stdout + out.stderr
+    assert not (target / "overrides").exists() and "Traceback" not in out.stdout + out.stderr
+    assert os.path.isfile(os.path.join(ROOT, "bench.py"))
