@@ -7,7 +7,7 @@ ARGS ?=
 # The Python versions make test-matrix runs the suite on; empty: every supported one but PYTHON's.
 MATRIX ?=
 
-.PHONY: bench test test-matrix deps test-deps
+.PHONY: bench test test-fast test-matrix deps test-deps
 
 deps:
 	@bash scripts/install_deps.sh $(PYTHON) >/dev/null
@@ -25,6 +25,13 @@ test:
 	@py=$$(bash scripts/install_deps.sh --test $(PYTHON)) && \
 	  echo "$$py -m pytest -q -n 2 --dist loadgroup --no-loadscope-reorder tests $(ARGS)" >&2 && \
 	  "$$py" -m pytest -q -n 2 --dist loadgroup --no-loadscope-reorder tests $(ARGS)
+
+# The edit-test loop: every test but those marked slow (valgrind, py-spy, comparisons, reports;
+# tests/conftest.py marks the ones that read a shared expensive run), under a minute on two CPUs.
+test-fast:
+	@py=$$(bash scripts/install_deps.sh --test $(PYTHON)) && \
+	  echo "$$py -m pytest -q -n 2 -m 'not slow' tests $(ARGS)" >&2 && \
+	  "$$py" -m pytest -q -n 2 -m "not slow" tests $(ARGS)
 
 # The suite on every other supported Python this machine has (README, "Which Python").
 test-matrix:

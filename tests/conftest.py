@@ -68,6 +68,11 @@ def _shared_fixtures(item) -> set[str]:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
+    # `make test-fast` (-m "not slow"): a test that reads an expensive shared run is slow, as is
+    # one marked so by hand
+    for item in items:
+        if _shared_fixtures(item):
+            item.add_marker(pytest.mark.slow)
     # The workers collect (where xdist sets dist to "no" and loadgroup to True); the controller
     # only schedules what they collected.
     if not (getattr(config.option, "loadgroup", False) or config.getoption("dist", "no") == "loadgroup"):

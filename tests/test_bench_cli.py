@@ -7,6 +7,8 @@ import shutil
 import subprocess
 import sys
 
+import pytest
+
 from conftest import ROOT
 from overrides import results
 
@@ -29,6 +31,7 @@ def test_list_ops_names_every_op(bench):
     assert {"torch.add", "x.add", "x+y", "x.shape"} <= set(names) and "Tensor" not in names
 
 
+@pytest.mark.slow
 def test_table_has_every_case_overhead_and_environment(bench):
     out = bench(*QUICK)
     assert out.returncode == 0, out.stderr
@@ -66,6 +69,7 @@ def test_a_case_alone_says_its_overhead_needs_tensor_and_how_to_get_it(bench):
     assert "1 cases" not in out.stderr
 
 
+@pytest.mark.slow
 def test_progress_reaches_100_percent_when_the_time_budget_is_spent(bench):
     # Without -m the run stops on its time budget, between two progress lines (one a second):
     # the last one printed said 92% in a user's run.
@@ -175,6 +179,7 @@ def _interrupt_once(args: list[str], started: str, timeout_s: float = 180) -> tu
     return proc.returncode, out, seen + err
 
 
+@pytest.mark.slow
 def test_ctrl_c_keeps_what_was_measured_and_exits_130(tmp_path):
     path = tmp_path / "partial.json"
     status, out, err = _interrupt_once(["--min-time", "30", "--json", str(path)], "round-robin")
@@ -186,6 +191,7 @@ def test_ctrl_c_keeps_what_was_measured_and_exits_130(tmp_path):
     assert saved.settings["stopped"] == "interrupted"
 
 
+@pytest.mark.slow
 def test_ctrl_c_in_compare_prints_the_partial_table_and_exits_130(tmp_path, torch_python):
     path = tmp_path / "comparison.json"
     # One pair done (the second starting) before Ctrl-C, so the table has figures to show.
@@ -208,6 +214,7 @@ def test_compare_refuses_a_program_that_is_not_python_in_one_line(bench):
         "would): pass a Python executable or a virtualenv directory")
 
 
+@pytest.mark.slow
 def test_layout_is_pinned_unless_asked(bench, tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "PYTHONHASHSEED"}
     for extra, aslr_off, hash_seed in (((), True, "0"), (("--random-layout",), False, None)):

@@ -138,6 +138,7 @@ def test_a_process_callgrind_control_cannot_find_is_an_error_not_zero_counts():
     callgrind.check_switched(subprocess.CompletedProcess([], 0, "PID 42: python -c ...\n  OK.", ""))
 
 
+@pytest.mark.slow
 def test_missing_valgrind_exits_2_and_says_how_to_install(tmp_path):
     env = dict(os.environ, PATH=str(tmp_path))  # no valgrind on this PATH
     out = subprocess.run([sys.executable, "bench.py", "--instructions"], cwd=ROOT,
@@ -153,6 +154,7 @@ def test_a_worker_started_ahead_counts_like_a_fresh_one(ahead_and_fresh):
         assert a.case == b.case and abs(a.per_call - b.per_call) <= 0.0005 * b.per_call, (ahead, fresh)
 
 
+@pytest.mark.slow
 def test_the_head_start_guess_starts_only_what_will_be_used():
     python = sys.executable
     jobs = callgrind.count_jobs()  # one head start per CPU: two here, all three on a larger machine

@@ -105,6 +105,7 @@ def test_commands_that_need_torch_say_so_in_one_line():
     assert listed.returncode == 0 and listed.stdout.startswith("Tensor "), listed.stderr
 
 
+@pytest.mark.slow
 def test_the_compare_parent_asks_an_interpreter_which_ops_a_user_case_takes(tmp_path, monkeypatch):
     # The parent cannot try a user case's operands (no torch); it must still leave out of the
     # counts an op the case has no form for, and refuse a bad spec with the reason.

@@ -17,6 +17,7 @@ def test_pyspybench_runs_exactly_nreps_and_prints_nothing():
     assert out.returncode == 0 and out.stdout == "" and out.stderr == ""
 
 
+@pytest.mark.slow
 def test_pyspybench_rejects_unknown_cases_and_ops_with_exit_2():
     out = run_tool("pyspybench.py", "SubTensr")
     assert out.returncode == 2 and "valid cases: Tensor, SubTensor" in out.stderr
@@ -82,6 +83,7 @@ def _loop_shares(raw_path: str) -> tuple[float, float, float, set]:
             above)
 
 
+@pytest.mark.slow
 def test_the_seed_command_shows_the_loop_as_one_frame_over_one_torch_tower(tmp_path):
     """`py-spy record -o subtensor.svg --native -- python pyspybench.py SubTensor`, as the seed
     README has it (raw format, to read the stacks; py-spy samples the same way either way)."""
@@ -353,6 +355,7 @@ class Fine(torch.Tensor):
 '''
 
 
+@pytest.mark.slow
 def test_several_cases_are_recorded_in_one_process_each_recording_and_split_by_case(tmp_path, monkeypatch):
     """Two cases, two recordings at once: each case gets its own collapsed stacks from each
     process (only its own hot loop in them) and its own SVG; a case that fails in the recording
@@ -393,6 +396,7 @@ def test_several_cases_are_recorded_in_one_process_each_recording_and_split_by_c
         "No base flamegraph for refusing:Fine:") and "refuses to be profiled" in n)]
 
 
+@pytest.mark.slow
 def test_a_case_that_fails_in_the_batch_is_recorded_alone_and_costs_only_itself(tmp_path, monkeypatch):
     """All cases in one py-spy process first; a user case whose every op raises sinks that
     process, so each case is then recorded alone: Tensor's recording lands, the broken case is

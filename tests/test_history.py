@@ -69,6 +69,7 @@ def _fake_torch(folder, version: str) -> str:
                                              "torch/version.py": f"__version__ = '{version}'\n"})
 
 
+@pytest.mark.slow
 def test_requirements_are_installed_once_and_builds_must_be_in_order(tmp_path):
     cache = tmp_path / "cache"
     # Versions below any cap a machine's pip config may set (this kind's /etc/xdg/pip caps
@@ -98,6 +99,7 @@ def test_requirements_are_installed_once_and_builds_must_be_in_order(tmp_path):
     assert two_ways.returncode == 2 and "are one build" in two_ways.stderr, two_ways.stderr[-500:]
 
 
+@pytest.mark.slow
 def test_bad_builds_are_one_line_and_exit_2(tmp_path):
     cache = tmp_path / "cache"
     notorch = f"notorch @ file://{make_wheel(tmp_path, 'notorch', '1.0', {'notorch.py': ''})}"

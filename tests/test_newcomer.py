@@ -2,6 +2,8 @@
 delta is, what the base and branch columns are, progress that says what comes next, a busy run
 flagged, and a system interpreter refused with what to do instead."""
 
+import pytest
+
 from overrides import report, report_comparison
 from overrides.ab.countfirst import counts_progress
 from overrides.compare import Comparison
@@ -44,6 +46,7 @@ def test_a_run_whose_median_is_many_times_its_figure_is_flagged():
     assert "half the samples took over 3x the figure" in warning
 
 
+@pytest.mark.slow
 def test_make_bench_never_installs_into_an_interpreter_without_torch(tmp_path):
     """An interpreter without torch (Debian's system one here) gets nothing installed: torch goes
     into the checkout's own virtualenv, made from it, whose interpreter is printed for make to run;
@@ -78,6 +81,7 @@ def test_make_bench_never_installs_into_an_interpreter_without_torch(tmp_path):
     assert not (tmp_path / "not-made").exists()
 
 
+@pytest.mark.slow
 def test_a_torch_that_will_not_install_is_one_line_and_leaves_no_half_made_virtualenv(tmp_path):
     import os
     import subprocess

@@ -218,6 +218,7 @@ class Checked(torch.Tensor):
 '''
 
 
+@pytest.mark.slow
 def test_a_new_call_is_placed_at_the_callers_line_and_matched_against_the_base_source(tmp_path, monkeypatch):
     """Real counts of two versions of one user case: the branch inserts a helper call (its line
     has no base counterpart) and rewrites another line to call a second helper (it stands

@@ -204,6 +204,7 @@ def interrupt(script: str, args, wait_for: str, target: str,
 @pytest.mark.skipif(not shutil.which("valgrind"), reason="needs valgrind")
 @pytest.mark.parametrize("signum, status, word", [(signal.SIGINT, 130, "interrupted"),
                                                   (signal.SIGTERM, 143, "terminated")])
+@pytest.mark.slow
 def test_ctrl_c_or_kill_stops_report_sh_while_valgrind_counts(tmp_path, torch_python, signum, status, word):
     """SIGINT to report.sh's own process while valgrind counts: the counts were waited for
     (~100 s, and queued seeds started); now they are killed and one line says so. SIGTERM (kill,
@@ -220,6 +221,7 @@ def test_ctrl_c_or_kill_stops_report_sh_while_valgrind_counts(tmp_path, torch_py
     assert not left, left
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("target", ["top", "group"])
 def test_ctrl_c_stops_record_sh_while_py_spy_records(tmp_path, target):
     """Ctrl-C while py-spy records: py-spy and the loop it traces stop at once (the loop ran on

@@ -144,6 +144,7 @@ def test_switched_off_each_side_keeps_its_own_path_and_says_what_it_costs(two_en
     assert f"{samepath.PATH_ALLOWANCE_INSTRUCTIONS:.0f} instructions" in said["summary"]
 
 
+@pytest.mark.slow
 @needs_namespaces
 def test_a_primed_cache_is_fresh_until_a_file_it_loaded_or_a_folder_it_loaded_from_changes(tmp_path, monkeypatch):
     from overrides.ab import shimenv

@@ -25,6 +25,7 @@ def test_twice_the_work_costs_about_twice_as_much():
     assert 1.5 < two / one < 2.5, (one, two)
 
 
+@pytest.mark.slow
 def test_loop_cost_removal_makes_the_figure_independent_of_calls_per_sample():
     # The loop turn and the two clock reads cost ~2.5 ns a call at 50 calls a sample here (~39 ns
     # where the clock is slower) and a seventh of that at 500. Removed properly, the per-call

@@ -47,6 +47,7 @@ def run_in(directory, *args, timeout=300):
                           timeout=timeout)
 
 
+@pytest.mark.slow
 def test_a_user_subclass_and_factory_run_end_to_end_in_bench(user_dir):
     path = user_dir / "out.json"
     out = run_in(user_dir, f"{ROOT}/bench.py", "-q", "--cases", "Tensor", "my_cases:MyTensor",
@@ -75,6 +76,7 @@ def test_a_user_subclass_runs_under_pyspybench(user_dir):
     ("my_cases:NOT_CALLABLE", "name a torch.Tensor subclass or a zero-argument function"),
     ("my_cases:", "is not of the form pkg.module:factory"),
 ])
+@pytest.mark.slow
 def test_a_bad_spec_exits_2_with_the_reason(user_dir, spec, reason):
     # Both tools at once (each mostly imports torch): the test takes one start-up, not two.
     commands = {tool: [sys.executable, f"{ROOT}/{tool}", *(["--cases", spec] if tool == "bench.py" else [spec])]
