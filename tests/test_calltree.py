@@ -6,6 +6,7 @@ import xml.etree.ElementTree as ElementTree
 import pytest
 
 from overrides.counts import calltree
+from overrides.review import count_tables
 from overrides.counts.callgrind import CaseCounts, CountRun
 
 LOOP = "PyObject_Vectorcall"  # where Callgrind's view of the stack begins
@@ -31,7 +32,7 @@ def test_rows_and_everything_else_add_up_to_the_case_change():
     assert row.delta_self == pytest.approx(200.0) and row.base_inclusive == 300.0
     assert row.branch_inclusive == pytest.approx(504.0)  # with its new callee (3, 4, 5 over the seeds)
     assert went.total_delta == pytest.approx(204.0) and went.everything_else == pytest.approx(4.0)
-    table = "\n".join(calltree.markdown_table(went))
+    table = "\n".join(count_tables.instructions_table(went))
     assert "`eval`" in table and "+204.0" in table and "everything else (1 function " in table
 
 

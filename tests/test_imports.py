@@ -22,7 +22,7 @@ PACKAGE = "overrides"
 # wings on lower rows: never from a higher row, nor from another wing on its own row.
 ROWS = (
     {"basics": ("overrides", "overrides.errors", "overrides.files", "overrides.progress",
-                "overrides.children", "overrides.argtypes", "overrides.verdicts")},
+                "overrides.children", "overrides.argtypes", "overrides.verdicts", "overrides.tables")},
     {"cases": ("overrides.cases",)},
     {"clock": ("overrides.clock",), "builds": ("overrides.builds",)},
     {"flame": ("overrides.flame",)},
@@ -189,6 +189,49 @@ def test_the_checks_find_a_circle_and_an_upward_import(tmp_path):
     assert sorted(sorted(set(cycle)) for cycle in circles(graph)) == [
         ["pkg.high.d", "pkg.low.c"], ["pkg.low.a", "pkg.low.b"]]
     assert upward_imports(graph, rows) == ["pkg.low.c (low) imports pkg.high.d (high, a higher row)"]
+
+
+# Where tables for people are laid out: `overrides/tables.py` alone joins cells into a pipe table;
+# the wings below the records (cases, clock, builds, flame, counts) measure and count, and word
+# nothing as Markdown. A string literal that is a table's rule or row is Markdown rendered.
+MARKDOWN_FREE_WINGS = ("cases", "clock", "builds", "flame", "counts")
+_TABLE_LITERAL = re.compile(r"^\|(-|\s|.*\s\|\s)")
+
+
+def markdown_rendered(root: str = ROOT, package: str = PACKAGE,
+                      wings: tuple[str, ...] = MARKDOWN_FREE_WINGS) -> list[str]:
+    """`module:line` of every string literal in `wings` that starts a Markdown table row or rule."""
+    found = []
+    for name, path in sorted(package_modules(root, package).items()):
+        if name.split(".")[1:2] and name.split(".")[1] in wings:
+            with open(path, encoding="utf-8") as src:
+                tree = ast.parse(src.read(), path)
+            for node in ast.walk(tree):
+                texts = ([node.value] if isinstance(node, ast.Constant) and isinstance(node.value, str)
+                         else [part.value for part in node.values if isinstance(part, ast.Constant)]
+                         if isinstance(node, ast.JoinedStr) else [])
+                if any(_TABLE_LITERAL.match(text) for text in texts if isinstance(text, str)):
+                    found.append(f"{name}:{node.lineno}")
+    return sorted(set(found))
+
+
+def test_markdown_is_laid_out_above_the_counts_and_measurements():
+    found = markdown_rendered()
+    assert not found, ("Markdown tables rendered in a measuring wing (word them in review/ or "
+                       "history/, lay them out with overrides.tables.pipe_table): " + ", ".join(found))
+
+
+def test_the_markdown_check_finds_a_table_in_the_counts(tmp_path):
+    package = tmp_path / "pkg"
+    (package / "counts").mkdir(parents=True)
+    (package / "review").mkdir()
+    for init in (package / "__init__.py", package / "counts" / "__init__.py", package / "review" / "__init__.py"):
+        init.write_text("")
+    (package / "counts" / "table.py").write_text(
+        'def rows(d):\n    return ["| a | b |", "|---|---:|", f"| {d} | 1 |"]\n')
+    (package / "review" / "fine.py").write_text('LINE = "| a | b |"\n')
+    (package / "counts" / "words.py").write_text('SAY = "a | b"\nPIPE = "|"\n')
+    assert markdown_rendered(str(tmp_path), "pkg") == ["pkg.counts.table:2"]
 
 
 def _top_level_names(path: str) -> set[str]:

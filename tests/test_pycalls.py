@@ -9,6 +9,7 @@ import pytest
 
 from overrides.ab import shimenv
 from overrides.counts import pycalls
+from overrides.review import count_tables
 
 SEED_TARGETS = [("SubTensor", "torch.add"), ("SubWithTorchFunction", "torch.add"),
                 ("Tensor", "torch.add")]
@@ -111,7 +112,7 @@ def test_bytecodes_not_counted_are_never_read_as_evidence():
     # g is new; f's 40 -> 0 is no change of bytecodes: they were not counted on the branch
     assert [r.function for r in rows] == ["g (torch/a.py)"]
     assert rows[0].to_dict()["delta_bytecodes"] is None
-    table = "\n".join(pycalls.markdown_table(rows, counted, uncounted))
+    table = "\n".join(count_tables.python_calls_table(rows, counted, uncounted))
     assert "not counted" in table and "branch (Python 3.12.1)" in table
     assert "| new | `g (torch/a.py:10)` | 0 | 1 | +1 | - | - | - |" in table
 
@@ -146,7 +147,7 @@ def test_rows_are_new_first_then_by_calls_times_cost_then_by_name():
         ("same (torch/a.py)", (3, 30)), ("zz_new (torch/a.py)", (1, 2)),
         ("a_new (torch/a.py)", (1, 2)), ("builtins.len [C]", (4, 0))]}.items()))))
     assert pycalls.compare(base, shuffled) == rows
-    table = pycalls.markdown_table(rows, base, branch)
+    table = count_tables.python_calls_table(rows, base, branch)
     assert table[2].startswith("| new | `a_new (torch/a.py:10)` | 0 | 1 | +1 | 0 | 2 | +2 |")
     assert "| more calls | `builtins.len [C]` | 1 | 4 | +3 | - | - | - |" in table
     assert table[-1].startswith("| | **all Python functions** |")
@@ -385,7 +386,7 @@ def test_a_change_the_clock_could_not_size_is_sized_by_the_counts_and_says_so(tm
     text = "\n".join(flamegraphs.differential_section(evidence, unsized, folded, "subtensor", None, pack))
     assert ("of about +50 ns: the counts' +500 instructions at this case's 0.100 ns each, as the "
             "clock's -24 ns, -130..+83 at 95% could not size it)") in text
-    assert "| **total: the case's change, by the counts** |  |  | **+50** |" in text
+    assert "| **total: the case's change, by the counts** | | | **+50** |" in text
     entry = pack.differentials["SubTensor [torch.add]"]["wall_clock"]
     assert (entry["total_delta"], entry["total_from"], entry["clock_delta"]) == (50.0, "instructions", -24.0)
     assert entry["everything_else"] == pytest.approx(50.0 - sum(f["delta_self"] for f in entry["functions"]), abs=0.2)

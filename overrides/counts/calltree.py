@@ -33,7 +33,6 @@ from typing import Sequence
 from overrides.clock import stats
 from overrides.counts.records import same_seeds
 from overrides.flame import flamesvg
-from overrides.progress import counted
 
 FUNCTION_FLOOR = 5.0  # instructions a call: below this no function's change is worth a row
 ROWS = 15  # listed functions per case, largest change first
@@ -256,21 +255,3 @@ def differential_svg(base_runs, branch_runs, case: str, op: str, title: str) -> 
         f"branch {total:,.0f} instructions a call on these paths; the case's change "
         f"{went.total_delta:+,.0f} a call; functions only base ran are in the table, not here",
         colour, tooltip)
-
-
-def markdown_table(went: WhereItWent) -> list[str]:
-    """The rows, the rest, and the total, as markdown lines."""
-    rows = [["function", "own: base", "branch", "delta", "± (seeds)", "with callees: base", "branch"]]
-    for r in went.rows:
-        half = r.half_width
-        rows.append([f"`{r.function}`", f"{r.base_self:,.1f}", f"{r.branch_self:,.1f}",
-                     f"{r.delta_self:+,.1f}", "-" if half is None else f"{half:,.1f}",
-                     f"{r.base_inclusive:,.1f}", f"{r.branch_inclusive:,.1f}"])
-    functions = counted(went.unlisted_functions, "function")
-    rows.append([f"everything else ({functions} that moved by less than {FUNCTION_FLOOR:g} a call "
-                 "or not consistently over the seeds, and the empty loop)", "", "",
-                 f"{went.everything_else:+,.1f}", "", "", ""])
-    rows.append(["**total: the case's change**", "", "", f"**{went.total_delta:+,.1f}**", "", "", ""])
-    lines = ["| " + " | ".join(row) + " |" for row in rows]
-    lines.insert(1, "|---|" + "---:|" * (len(rows[0]) - 1))
-    return lines

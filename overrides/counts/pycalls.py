@@ -493,28 +493,3 @@ def number(value: float) -> str:
 
 def signed(value: float) -> str:
     return "0" if not value else ("+" if value > 0 else "-") + number(abs(value))
-
-
-def markdown_table(rows: Sequence[CallDelta], base: CaseCalls, branch: CaseCalls,
-                   limit: int = 20) -> list[str]:
-    """The rows as a markdown table, with the case's totals last."""
-    table = ["| | function | calls: base | branch | delta | bytecodes: base | branch | delta |",
-             "|---|---|---:|---:|---:|---:|---:|---:|"]
-    for d in rows[:limit]:
-        where = d.function if d.line is None or d.is_c else f"{d.function[:-1]}:{d.line})"
-        codes = ([number(d.base_bytecodes), number(d.branch_bytecodes), signed(d.delta_bytecodes)]
-                 if d.has_bytecodes else ["-", "-", "-"])
-        table.append(f"| {d.tag} | `{where}` | {number(d.base_calls)} | {number(d.branch_calls)} | "
-                     f"{signed(d.delta_calls)} | " + " | ".join(codes) + " |")
-    if len(rows) > limit:
-        rest = rows[limit:]
-        table.append(f"| | {len(rest)} more functions (differential.json lists them all) | | | "
-                     f"{signed(sum(d.delta_calls for d in rest))} | | | "
-                     f"{signed(sum(d.delta_bytecodes for d in rest if not d.is_c))} |")
-    (b_calls, b_codes), (r_calls, r_codes) = base.totals(), branch.totals()
-    codes = (f"{number(b_codes)} | {number(r_codes)} | **{signed(r_codes - b_codes)}**"
-             if base.bytecodes_counted and branch.bytecodes_counted else "not counted | | ")
-    table.append(f"| | **all Python functions** | {number(b_calls)} | {number(r_calls)} | "
-                 f"**{signed(r_calls - b_calls)}** | {codes} |")
-    note = not_counted_note(base, branch)
-    return table + (["", note] if note else [])

@@ -140,6 +140,7 @@ def where_section(step: Step | None, runs: dict, out_dir: str, say) -> tuple[lis
     """The counts' call-tree diff of the step that changed most, drawn into `out_dir`: its
     markdown, and its entry in the JSON (`largest_step`, naming the pictures) or None."""
     from overrides.counts import calltree
+    from overrides.review import count_tables
     from overrides.flame import screenshot
 
     if step is None:
@@ -155,7 +156,7 @@ def where_section(step: Step | None, runs: dict, out_dir: str, say) -> tuple[lis
     lines = [f"## Where the largest step went: {step.case}, {step.before} -> {step.after}", "",
              f"{step.counts.delta:+,.1f} instructions a call ({step.delta_pct:+.2f}%), {step.verdict}. "
              "Functions by the change of their own count (Callgrind call tree, mean over the seeds):", ""]
-    lines += calltree.markdown_table(went)
+    lines += count_tables.instructions_table(went)
     lines.append("")
     try:
         screenshot.screenshot(svg, svg[:-4] + ".png")

@@ -15,10 +15,11 @@ from typing import TYPE_CHECKING, Sequence
 
 from overrides import children
 from overrides.files import write_text_atomic
-from overrides.review.markdown import markdown_table, rounded, signed
+from overrides.review.markdown import rounded, signed
 from overrides.review.measuring import record_flamegraphs
 from overrides.review.pack import Pack
 from overrides.review.sides import ROLES, Side
+from overrides.tables import pipe_table
 
 if TYPE_CHECKING:
     from overrides.counts.attribution import SoleChange
@@ -263,7 +264,7 @@ def differential_section(evidence, comparison, folded: dict, stem: str, browser:
     total = "**total: the case's change" + ("**" if comparison.clock_sized else ", by the counts**")
     rows.append(["", total, "", "", f"**{signed(size)}**",
                  "", "", ""] + ([""] if counted_instructions else []))
-    lines += markdown_table(rows, right_from=2)
+    lines += pipe_table(rows[0], rows[1:], right_from=2)
     if priced:
         sampled = next(d for d in listed if is_priced(d))
         lines += ["", _counts_price_sentence(priced.change, priced.ns, sampled, comparison)]

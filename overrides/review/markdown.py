@@ -77,7 +77,3 @@ def signed(value: float) -> str:
     return "-" if value is None or not math.isfinite(value) else f"{value:+,.0f}"
 
 
-def markdown_table(rows: list[list[str]], right_from: int) -> list[str]:
-    lines = ["| " + " | ".join(row) + " |" for row in rows]
-    lines.insert(1, "|" + "|".join("---:" if i >= right_from else "---" for i in range(len(rows[0]))) + "|")
-    return lines

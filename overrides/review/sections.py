@@ -13,8 +13,9 @@ import os
 from typing import Callable
 
 from overrides.files import write_text_atomic
-from overrides.review.markdown import markdown_table, signed
+from overrides.review.markdown import signed
 from overrides.review.pack import Pack
+from overrides.tables import pipe_table
 from overrides.verdicts import CHANGED
 
 
@@ -22,6 +23,7 @@ def python_call_sections(evidence, comparisons, all_cases: bool, pack: Pack) -> 
     """Per case whose Python calls changed (and every changed or --all case, in a line when
     they did not): which Python functions run more, less, or for the first time."""
     from overrides.counts import pycalls
+    from overrides.review import count_tables
 
     if not evidence.python_calls:
         return []
@@ -53,7 +55,7 @@ def python_call_sections(evidence, comparisons, all_cases: bool, pack: Pack) -> 
                  else "bytecodes not counted")
         parts += [f"### {c.case}: {calls} Python call{'' if calls in ('+1', '-1') else 's'}, "
                   f"{codes} per call ({c.verdict})", ""]
-        parts += pycalls.markdown_table(rows, base, branch) + [""]
+        parts += count_tables.python_calls_table(rows, base, branch) + [""]
     if same:
         parts += ["The same Python functions ran, as often and with the same bytecodes, in: "
                   f"{', '.join(same)}: what changed there is below Python (C++, the interpreter, "
@@ -93,6 +95,7 @@ def count_sections_later(evidence, comparisons, all_cases: bool, browser: str | 
     its text once it is known whether the Python calls' section comes first (the report counts
     those while py-spy records)."""
     from overrides.counts import calltree
+    from overrides.review import count_tables
     from overrides.review.runs import file_stem
 
     chosen = [c for c in comparisons
@@ -127,7 +130,7 @@ def count_sections_later(evidence, comparisons, all_cases: bool, browser: str | 
             unchanged.append(f"{c.case} {signed(went.total_delta)} ({c.verdict})")
             continue
         parts += [f"### {c.case}: {signed(went.total_delta)} instructions per call ({c.verdict})", ""]
-        parts += calltree.markdown_table(went) + [""]
+        parts += count_tables.instructions_table(went) + [""]
         stem = f"counts-diff-{file_stem(c.case, c.op)}"
         svg = os.path.join(pack.workdir, f"{stem}.svg")
         write_text_atomic(svg, calltree.differential_svg(
@@ -159,4 +162,4 @@ def _count_section_without_paths(evidence, c) -> list[str]:
         return parts + ["No function changed by half an instruction per call or more.", ""]
     table = [["function", "base", "branch", "delta"]]
     table += [[f"`{name}`", f"{a:,.1f}", f"{b:,.1f}", f"{b - a:+,.1f}"] for name, a, b in rows]
-    return parts + markdown_table(table, right_from=1) + [""]
+    return parts + pipe_table(table[0], table[1:], right_from=1) + [""]
