@@ -30,6 +30,12 @@ DEFAULT_SECONDS = 6.0
 CHUNK_S = 0.05  # calls between two clock reads: a negligible share of the samples
 WARMUP_TURNS = 20  # turns of UNROLL calls before a recording forks: bytecode specialised
 LOOP_MARGIN_S = 1.0  # the recorded loop runs this much longer than py-spy records
+# What --record's output may be called, by --format: py-spy writes a flamegraph as SVG and raw
+# stacks as text; an image name (`x.png`) would hold an SVG under a name that lies.
+RECORD_SUFFIXES = {"flamegraph": (".svg",), "raw": (".txt", ".folded", ".raw")}
+# py-spy titles its flamegraph with its own command line (`py-spy record --pid 4242 ...`); the
+# recording is given the case's and op's name instead.
+_PYSPY_TITLE = re.compile(r'(<text id="title"[^>]*>)[^<]*(</text>)')
 # Under `py-spy record -- python pyspybench.py CASE` py-spy samples the start-up too; the loop
 # runs at least this many times as long as start-up took, so it holds >= 80% of the samples
 # (5x: 83%; py-spy samples start-up no faster than the loop, 80-85 against 96-112 a second here).
@@ -106,6 +112,8 @@ class Program:
 
     loops: tuple[HotLoop, ...]
     record: Callable[[int], None] | None = None
+    output: str | None = None  # --record's file, titled once py-spy has written it
+    title: str = ""
 
     def hand_to_recorder(self) -> None:
         """With `record`: warm every loop up, fork, and become `record(child)` (py-spy) in the
@@ -115,9 +123,35 @@ class Program:
         for job in self.loops:  # specialised before py-spy looks
             with job.active():
                 job.loop(job.operands, WARMUP_TURNS)
+        recorder = os.fork()
+        if recorder:  # this process waits for py-spy and titles what it wrote: never returns
+            self._title_when_done(recorder)
         child = os.fork()
         if child:
-            self.record(child)  # execs py-spy on the child: never returns
+            self.record(child)  # execs py-spy on the child, its parent: never returns
+
+    def _title_when_done(self, recorder: int) -> None:
+        """Wait for py-spy (Ctrl-C reaches it too, and it writes what it has), put the case's
+        name in its flamegraph's title, and leave with its status."""
+        import signal
+
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        _, status = os.waitpid(recorder, 0)
+        code = os.waitstatus_to_exitcode(status)
+        if self.output and self.title and os.path.isfile(self.output):
+            try:
+                with open(self.output, encoding="utf-8") as src:
+                    svg = src.read()
+                titled = _PYSPY_TITLE.sub(lambda m: m.group(1) + _xml_text(self.title) + m.group(2), svg, count=1)
+                if titled != svg:
+                    from overrides.files import write_text_atomic
+
+                    write_text_atomic(self.output, titled)
+            except (OSError, UnicodeDecodeError):
+                pass  # py-spy's own title stays
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code if code >= 0 else 128 - code)
 
     def done(self) -> None:
         """Leave at once: tearing torch down takes ~0.3 s, which a profiler sampling the whole
@@ -125,6 +159,21 @@ class Program:
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(0)
+
+
+def _xml_text(text: str) -> str:
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def check_record_output(output: str, fmt: str) -> None:
+    """A UsageError where --record's file name says another format than py-spy writes."""
+    suffix = os.path.splitext(output)[1].lower()
+    allowed = RECORD_SUFFIXES[fmt]
+    if suffix not in allowed:
+        stem = os.path.splitext(output)[0] if suffix else output
+        raise UsageError(f"--record {output}: py-spy writes --format {fmt} as "
+                         f"{'SVG' if fmt == 'flamegraph' else 'text'}; name it {stem}{allowed[0]}"
+                         + (" (scripts/record.sh also makes a PNG of it)" if fmt == "flamegraph" else ""))
 
 
 def prepare(case_name: str, op_name: str | None, nreps: int | None, seconds: float) -> HotLoop:
@@ -190,6 +239,7 @@ def from_command_line(argv: list[str] | None = None) -> Program:
         if args.record:
             if args.nreps:
                 raise UsageError("--record runs for --seconds; drop --nreps")
+            check_record_output(args.record, args.format)
             seconds = args.seconds or DEFAULT_SECONDS
             record = exec_pyspy(args.pyspy or find_pyspy(sys.executable), args.record,
                                 args.format, args.rate or PYSPY_RATE_HZ, seconds * len(args.case))
@@ -198,7 +248,11 @@ def from_command_line(argv: list[str] | None = None) -> Program:
             loops = [dataclasses.replace(loop, seconds=default_seconds(process_age_s())) for loop in loops]
         if record:  # the last loop outlives py-spy's --duration a little: py-spy never samples an exit
             loops[-1] = dataclasses.replace(loops[-1], seconds=loops[-1].seconds + LOOP_MARGIN_S)
-        job.append(Program(tuple(loops), record))
+        from overrides.cases.ops import DEFAULT_OP
+
+        title = (f"{', '.join(args.case)} · {args.op or DEFAULT_OP.name}: py-spy, the hot loop "
+                 "alone (pyspybench.py --record)")
+        job.append(Program(tuple(loops), record, args.record, title))
         return 0
 
     status = run_command("pyspybench.py", body)
