@@ -141,7 +141,23 @@ def run(argv: list[str]) -> int:
     if run_result.interrupted:
         return INTERRUPTED_EXIT_STATUS  # what was measured is printed (and saved) above
     failed = [r for r in run_result.results if r.error and not r.ok]
-    return 1 if failed else 0
+    ran_nowhere = ran_on_no_op(run_result.results)
+    for name in ran_nowhere:
+        print(f"bench.py: {name} ran on none of the ops asked (n/a on each: see the table)", file=sys.stderr)
+    return 1 if failed or ran_nowhere else 0
+
+
+def ran_on_no_op(results_) -> list[str]:
+    """The cases nothing was measured of: every one when no (case, op) ran at all, else your own
+    (`pkg.module:factory`) cases that were n/a on every op asked. A built-in case n/a on the one
+    op asked (WithTorchFunction on x.shape) is the catalog's answer, not a failure."""
+    by_case: dict[str, list] = {}
+    for result in results_:
+        by_case.setdefault(result.case, []).append(result)
+    nowhere = [case for case, rows in by_case.items() if all(r.not_applicable for r in rows)]
+    if len(nowhere) == len(by_case):
+        return nowhere
+    return [case for case in nowhere if ":" in case]
 
 
 def _loaded_counted_or_timed(args) -> results.RunResult:

@@ -39,6 +39,18 @@ def align(rows: Sequence[Sequence[str]], left_columns: int = 1) -> list[str]:
     return lines
 
 
+# An n/a reason longer than this shows its first clause in the table and whole in the notes
+# below it, so one long reason (a user class's construction hint) does not widen every row.
+NA_CELL_CHARS = 60
+
+
+def na_cell(reason: str) -> str:
+    """The table's cell for an n/a reason (see NA_CELL_CHARS)."""
+    if len(reason) <= NA_CELL_CHARS:
+        return f"n/a: {reason}"
+    return f"n/a: {reason.split('; ', 1)[0]} (see below)"
+
+
 HEADER = ("case", "per call ns", "95% CI", "median", "min", "IQR", "overhead ns",
           "vs Tensor", "samples")
 
@@ -46,7 +58,7 @@ HEADER = ("case", "per call ns", "95% CI", "median", "min", "IQR", "overhead ns"
 def _row(run: RunResult, result: CaseResult, multi_op: bool) -> list[str]:
     name = f"{result.case} [{result.op}]" if multi_op else result.case
     if result.not_applicable:
-        return [name, f"n/a: {result.not_applicable}"] + [""] * (len(HEADER) - 2)
+        return [name, na_cell(result.not_applicable)] + [""] * (len(HEADER) - 2)
     if not result.ok:
         return [name, "failed"] + [""] * (len(HEADER) - 2)
     low, high = result.ci95_ns
@@ -72,6 +84,7 @@ def _notes(run: RunResult, matrix: bool = False) -> list[str]:
         " run and another build is another memory layout, so compare builds with --compare.",
     ]
     notes += _missing_baseline_notes(run, "no ratio" if matrix else "'-' in overhead ns and vs Tensor")
+    notes += _long_na_notes(run)
     for result in run.results:
         if result.error:
             notes.append(f"{result.case} [{result.op}] failed: {result.error}")
@@ -163,7 +176,7 @@ def _matrix_cell(run: RunResult, result: CaseResult | None) -> str:
     if result is None:
         return ""
     if result.not_applicable:
-        return f"n/a: {result.not_applicable}"
+        return na_cell(result.not_applicable)
     if not result.ok:
         return "failed"
     ratio = run.overhead_ratio(result)
@@ -265,7 +278,7 @@ def _instruction_rows(run: RunResult) -> list[list[str]]:
         name = f"{result.case} [{result.op}]" if multi else result.case
         values = per_case.get((result.case, result.op))
         if result.not_applicable:
-            rows.append([name, f"n/a: {result.not_applicable}"] + [""] * 5)
+            rows.append([name, na_cell(result.not_applicable)] + [""] * 5)
             continue
         if not values:
             rows.append([name, "failed"] + [""] * 5)
@@ -288,7 +301,16 @@ def _instruction_notes(run: RunResult) -> list[str]:
             "(extra work only ever adds instructions), the loop and the toggles removed; "
             "repeat spread = (max - min) / that minimum.",
             "Counts move with memory layout (up to ~1% between hash seeds): compare builds over "
-            "several seeds (--seeds 1 2 3), never across one layout each."]
+            "several seeds (--seeds 1 2 3), never across one layout each."] + _long_na_notes(run)
+
+
+def _long_na_notes(run: RunResult) -> list[str]:
+    """The n/a reasons the table shortened (na_cell), whole: once per case and reason."""
+    ops: dict[tuple[str, str], list[str]] = {}
+    for r in run.results:
+        if r.not_applicable and na_cell(r.not_applicable).endswith("(see below)"):
+            ops.setdefault((r.case, r.not_applicable), []).append(r.op)
+    return [f"{case} [{', '.join(names)}] n/a: {reason}" for (case, reason), names in ops.items()]
 
 
 def instruction_table(run: RunResult) -> str:

@@ -95,3 +95,50 @@ def test_a_subclass_shipped_in_torch_needs_no_change_to_this_project(tmp_path):
     out = run_in(tmp_path, f"{ROOT}/bench.py", "-q", "--cases", "torch.nn:Parameter", "-m", "20")
     assert out.returncode == 0, out.stderr
     assert "torch.nn:Parameter" in out.stdout
+
+
+UNIT_MODULE = textwrap.dedent('''
+    import torch
+
+    class UnitTensor(torch.Tensor):
+        """Metadata set in __new__, as subclass authors write it."""
+
+        @staticmethod
+        def __new__(cls, data, unit):
+            t = torch.Tensor._make_subclass(cls, torch.as_tensor(data))
+            t.unit = unit
+            return t
+
+        @classmethod
+        def __torch_function__(cls, func, types, args=(), kwargs=None):
+            units = [a.unit for a in args if isinstance(a, UnitTensor)]
+            out = super().__torch_function__(func, types, args, kwargs or {})
+            if isinstance(out, UnitTensor) and units:
+                out.unit = units[0]
+            return out
+
+    def pair():
+        return UnitTensor(torch.ones(1), "m"), UnitTensor(torch.ones(1), "m")
+''')
+
+
+def test_a_class_that_needs_its_constructor_says_to_give_a_factory_and_fails_the_run(tmp_path):
+    (tmp_path / "units.py").write_text(UNIT_MODULE)
+    out = run_in(tmp_path, f"{ROOT}/bench.py", "-q", "--cases", "Tensor", "units:UnitTensor",
+                 "-n", "50", "-m", "20")
+    assert out.returncode == 1, out.stderr
+    row = next(line for line in out.stdout.splitlines() if line.startswith("units:UnitTensor"))
+    assert row.split(None, 1)[1] == "n/a: UnitTensor has no .unit (see below)"  # the table stays narrow
+    assert ("UnitTensor defines __new__, which as_subclass skips: give a factory that builds the "
+            "operands as you do, e.g. in units.py `def pair(): return UnitTensor(torch.ones(1), ...), "
+            "UnitTensor(torch.ones(1), ...)`, and pass units:pair") in out.stdout
+    assert "units:UnitTensor ran on none of the ops asked" in out.stderr
+    # built the author's way, through the factory the hint names, it runs
+    out = run_in(tmp_path, f"{ROOT}/bench.py", "-q", "--cases", "Tensor", "units:pair", "-n", "50", "-m", "20")
+    assert out.returncode == 0 and "units:pair" in out.stdout and "n/a" not in out.stdout, out.stderr
+
+
+def test_a_built_in_case_n_a_on_the_one_op_asked_is_no_failure(tmp_path):
+    out = run_in(tmp_path, f"{ROOT}/bench.py", "-q", "--cases", "Tensor", "WithTorchFunction",
+                 "--op", "x.shape", "-n", "50", "-m", "20")
+    assert out.returncode == 0 and "n/a" in out.stdout, out.stderr

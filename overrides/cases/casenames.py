@@ -50,6 +50,9 @@ class Case:
     not_applicable: tuple[tuple[str, str], ...] = ()
     # The case whose figure for the same op this one's overhead is quoted against.
     baseline: str = BASELINE_CASE
+    # Said after an n/a where an operand lacks an attribute: how to build the operands so it has
+    # it (a user's class with a constructor of its own, built with as_subclass, which skips it).
+    construction_hint: str = ""
 
     @property
     def stem(self) -> str:

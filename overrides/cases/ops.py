@@ -107,7 +107,8 @@ def not_applicable_reason(case: Case, op: Op) -> str | None:
     except AttributeError as exc:
         owner = getattr(exc, "obj", None)
         if any(owner is operand for operand in operands):
-            return f"{type(owner).__name__} has no .{exc.name}"
+            return f"{type(owner).__name__} has no .{exc.name}" + (
+                f"; {case.construction_hint}" if case.construction_hint else "")
     except TypeError as exc:
         if str(exc).startswith("unsupported operand type"):
             return f"no operator: {exc}"

@@ -72,6 +72,29 @@ def _lookup(spec: str, module, module_name: str, attribute: str):
     return value
 
 
+def _own_constructor(cls: type) -> str | None:
+    """`__new__` or `__init__` where the class (or a base short of Tensor) defines its own."""
+    for klass in cls.__mro__:
+        if klass in (torch.Tensor, torch._C.TensorBase):
+            return None
+        for name in ("__new__", "__init__"):
+            if name in vars(klass):
+                return name
+    return None
+
+
+def construction_hint(spec: str, cls: type) -> str:
+    """What to do when a class built with as_subclass lacks what its constructor sets."""
+    own = _own_constructor(cls)
+    if own is None:
+        return ""
+    module_name, _ = split_user_spec(spec)
+    return (f"{cls.__name__} defines {own}, which as_subclass skips: give a factory that builds "
+            f"the operands as you do, e.g. in {module_name}.py `def pair(): return "
+            f"{cls.__name__}(torch.ones(1), ...), {cls.__name__}(torch.ones(1), ...)`, and "
+            f"pass {module_name}:pair")
+
+
 def _subclass_maker(cls: type) -> tuple[Callable[[], tuple], str]:
     if _defines_torch_dispatch(cls):
         def make() -> tuple:
@@ -111,8 +134,10 @@ def case_from_spec(spec: str) -> Case:
     module_name, attribute = split_user_spec(spec)
     module = _import(spec, module_name)
     factory = _lookup(spec, module, module_name, attribute)
+    hint = ""
     if _is_tensor_subclass(factory):
         make, how = _subclass_maker(factory)
+        hint = "" if _defines_torch_dispatch(factory) else construction_hint(spec, factory)
         what = f"building {factory.__name__} ({how})"
         description = f"your Tensor subclass {module_name}.{attribute}, built with {how}"
     elif callable(factory) and not isinstance(factory, type):
@@ -132,4 +157,4 @@ def case_from_spec(spec: str) -> Case:
     except Exception as exc:
         raise UsageError(f"case {spec!r}: {what} raised {type(exc).__name__}: {exc}") from None
     _check_operands(spec, what, operands)
-    return Case(spec, description, make, user_stem(spec))
+    return Case(spec, description, make, user_stem(spec), construction_hint=hint)
