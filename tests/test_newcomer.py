@@ -120,3 +120,22 @@ def test_pip_install_of_the_checkout_says_it_runs_from_there_and_installs_nothin
     assert "is not installed with pip: it runs from this checkout" in out.stdout + out.stderr
     assert not (target / "overrides").exists() and "Traceback" not in out.stdout + out.stderr
     assert os.path.isfile(os.path.join(ROOT, "bench.py"))
+
+
+def test_the_report_headline_says_what_changed_improvements_too():
+    from overrides.review.markdown import _headline
+
+    def case(name, delta, verdict):
+        return Comparison(name, "torch.add", 4_500.0, 4_500.0 + delta, delta, (delta - 20, delta + 20),
+                          verdict, True, base_instructions=50_000.0,
+                          branch_instructions=50_000.0 + delta * 10, instructions_ci95=(0.0, 1.0))
+
+    faster = case("units:pair", -1_431.0, "improvement")
+    slower = case("SubTensor", 51.0, "regression")
+    same = case("Tensor", 1.0, "no change")
+    # a -31.7% improvement under "No regression." read as if nothing had happened
+    assert _headline([same, faster]) == ("**No regression; 1 improvement**: units:pair -1,431 ns "
+                                         "(-31.80%) / -14,310 instructions")
+    assert _headline([slower, faster, same]).startswith("**1 regression**: SubTensor +51 ns (+1.13%)")
+    assert "; **1 improvement**: units:pair" in _headline([slower, faster])
+    assert _headline([same]) == "**No regression, no improvement.**"

@@ -15,6 +15,30 @@ from overrides.progress import counted
 from overrides.review.sides import Side, title
 
 
+def _changes(comparisons, verdict: str) -> str:
+    """`SubTensor +51 ns (+0.92%) / +434 instructions, ...` for the cases with `verdict`."""
+    return ", ".join(f"{c.case} {signed(c.delta_ns)} ns ({c.delta_pct:+.2f}%)"
+                     + (f" / {signed(c.delta_instructions)} instructions"
+                        if c.delta_instructions is not None else "")
+                     for c in comparisons if c.verdict == verdict)
+
+
+def _headline(comparisons) -> str:
+    """What changed, first: the regressions, else the improvements (a -31.7% improvement under
+    "No regression." read as nothing happened), else that nothing moved."""
+    regressed = [c for c in comparisons if c.verdict == "regression"]
+    improved = [c for c in comparisons if c.verdict == "improvement"]
+    if regressed:
+        line = f"**{counted(len(regressed), 'regression')}**: {_changes(comparisons, 'regression')}"
+        if improved:
+            line += f"; **{counted(len(improved), 'improvement')}**: {_changes(comparisons, 'improvement')}"
+        return line
+    if improved:
+        return (f"**No regression; {counted(len(improved), 'improvement')}**: "
+                f"{_changes(comparisons, 'improvement')}")
+    return "**No regression, no improvement.**"
+
+
 def report_markdown(evidence, sides: Sequence[Side], python_calls: Sequence[str] = (),
                     instructions: Sequence[str] = (), time: Sequence[str] | None = None,
                     all_cases: bool = False, wall_s: float = 0.0) -> str:
@@ -22,12 +46,7 @@ def report_markdown(evidence, sides: Sequence[Side], python_calls: Sequence[str]
     `instructions`; `time`, the flamegraphs' section, None when they were not asked for), the
     notes, the environments and each side's bench output."""
     comparisons, settings, runs = evidence.comparisons, evidence.settings, evidence.runs
-    regressed = [c for c in comparisons if c.verdict == "regression"]
-    headline = (f"**{counted(len(regressed), 'regression')}**: "
-                + ", ".join(f"{c.case} {signed(c.delta_ns)} ns"
-                            + (f" / {signed(c.delta_instructions)} instructions"
-                               if c.delta_instructions is not None else "") for c in regressed)
-                if regressed else "**No regression.**")
+    headline = _headline(comparisons)
     split = [c for c in comparisons if c.verdict in ("disagree", "clock only") or c.clock_unexplained]
     if split:
         headline += ("\n\n**Clock and counts tell different stories** (see the notes under the "
