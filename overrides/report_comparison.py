@@ -180,9 +180,12 @@ def comparison_table(comparisons, settings: dict) -> str:
     return "\n".join(lines + [""] + comparison_notes(comparisons, settings))
 
 
-def comparison_markdown(comparisons, settings: dict) -> str:
+def comparison_markdown(comparisons, settings: dict, notes: bool = True) -> str:
+    """The comparison as a markdown table, and (`notes`) its notes as a list under it."""
     multi = len({c.op for c in comparisons}) > 1
     rows = _comparison_rows(comparisons, multi)
     lines = ["| " + " | ".join(row) + " |" for row in rows]
     lines.insert(1, "|---|" + "---:|" * (len(rows[0]) - 2) + "---|")
+    if not notes:
+        return "\n".join(lines)
     return "\n".join(lines + [""] + [f"- {note}" for note in comparison_notes(comparisons, settings)])

@@ -30,9 +30,11 @@ DEFAULT_SECONDS = 6.0
 CHUNK_S = 0.05  # calls between two clock reads: a negligible share of the samples
 WARMUP_TURNS = 20  # turns of UNROLL calls before a recording forks: bytecode specialised
 LOOP_MARGIN_S = 1.0  # the recorded loop runs this much longer than py-spy records
-# What --record's output may be called, by --format: py-spy writes a flamegraph as SVG and raw
-# stacks as text; an image name (`x.png`) would hold an SVG under a name that lies.
-RECORD_SUFFIXES = {"flamegraph": (".svg",), "raw": (".txt", ".folded", ".raw")}
+# Names --record refuses: py-spy writes a flamegraph as SVG and raw stacks as text, so a picture
+# format's name (`x.png`) would hold an SVG under a name that lies. (Any other name is taken:
+# record.sh writes `x.folded.partial` and renames it when whole.)
+IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".gif", ".webp", ".bmp", ".pdf")
+RECORD_SUFFIX = {"flamegraph": ".svg", "raw": ".txt"}  # what the refusal suggests
 # py-spy titles its flamegraph with its own command line (`py-spy record --pid 4242 ...`); the
 # recording is given the case's and op's name instead.
 _PYSPY_TITLE = re.compile(r'(<text id="title"[^>]*>)[^<]*(</text>)')
@@ -166,13 +168,12 @@ def _xml_text(text: str) -> str:
 
 
 def check_record_output(output: str, fmt: str) -> None:
-    """A UsageError where --record's file name says another format than py-spy writes."""
-    suffix = os.path.splitext(output)[1].lower()
-    allowed = RECORD_SUFFIXES[fmt]
-    if suffix not in allowed:
-        stem = os.path.splitext(output)[0] if suffix else output
+    """A UsageError where --record's file name is a picture format's (IMAGE_SUFFIXES)."""
+    stem, suffix = os.path.splitext(output)
+    if suffix.lower() in IMAGE_SUFFIXES:
         raise UsageError(f"--record {output}: py-spy writes --format {fmt} as "
-                         f"{'SVG' if fmt == 'flamegraph' else 'text'}; name it {stem}{allowed[0]}"
+                         f"{'SVG' if fmt == 'flamegraph' else 'text'}, not {suffix[1:].upper()}; "
+                         f"name it {stem}{RECORD_SUFFIX[fmt]}"
                          + (" (scripts/record.sh also makes a PNG of it)" if fmt == "flamegraph" else ""))
 
 

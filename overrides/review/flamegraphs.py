@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Sequence
 
 from overrides import children
 from overrides.files import write_text_atomic
-from overrides.review.markdown import rounded, signed
+from overrides.review.markdown import in_details, rounded, signed
 from overrides.review.measuring import record_flamegraphs
 from overrides.review.pack import Pack
 from overrides.review.sides import ROLES, Side
@@ -206,7 +206,7 @@ def differential_section(evidence, comparison, folded: dict, stem: str, browser:
         error = (f"one error is py-spy's sampling error widened {differential.PROCESS_DISPERSION:g}x "
                  "for the process-to-process spread of one build's profile (a side recorded "
                  "once: the spread of each function was not measured)")
-    lines += ["", (f"Functions the Python-call counts found new or called more or less often "
+    method = [(f"Functions the Python-call counts found new or called more or less often "
                    "first (\"Python calls\"), whatever their sampled time; then functions "
                    f"whose own time per call changed by more than {differential.SIGNIFICANT_Z:g} "
                    f"errors, where {error}; and functions new in the call path (\"new\": never "
@@ -217,24 +217,22 @@ def differential_section(evidence, comparison, folded: dict, stem: str, browser:
               + (" A function called more or less often is timed at the lines that call it "
                  "(\"at\": the caller and its line, in the branch's file; a line the branch "
                  "inserted has no base time), with everything that runs there: its own time "
-                 "leaves out the call itself, which happens on the caller's line." if sites else ""),
-              ""]
+                 "leaves out the call itself, which happens on the caller's line." if sites else "")]
     if third:
-        lines += [third, ""]
+        method += ["", third]
     counted_instructions = bool(instructions) or bool(priced)
     if counted_instructions:
-        lines += ["Instructions: the same function's own change in the Callgrind counts "
+        method += ["", "Instructions: the same function's own change in the Callgrind counts "
                   "(\"-\": not in them; Python code shows there as the interpreter's)."]
     if same_work:
-        lines += [f"Not listed, whatever their time: {len(same_work)} function(s) whose own "
+        method += ["", f"Not listed, whatever their time: {len(same_work)} function(s) whose own "
                   "work the counts found unchanged (instructions moved by less than "
                   f"{calltree.FUNCTION_FLOOR:g} a call, \"same instructions\", or the same "
                   "Python calls and bytecodes). Their time moved, their work did not: one "
                   "process's layout luck, caches, or py-spy placing samples in the "
                   "neighbouring Python frame. They are in \"everything else\" and amber in the "
                   "picture."]
-    if counted_instructions or same_work:
-        lines.append("")
+    lines += [""] + in_details("How to read this table", method)
     rows = [["", "function", "own ns: base", "branch", "delta", "±", "with callees: base", "branch"]
             + (["instructions"] if counted_instructions else [])]
     for d in listed:

@@ -58,7 +58,9 @@ def report_markdown(evidence, sides: Sequence[Side], python_calls: Sequence[str]
                          "work got faster or slower (memory, caches, atomics or threads), not "
                          "only the code.")
     parts = [f"# `__torch_function__` overhead: {title(sides)}", "", headline, "",
-             "## Comparison", "", report_comparison.comparison_markdown(comparisons, settings), ""]
+             "## Comparison", "", report_comparison.comparison_markdown(comparisons, settings, notes=False), ""]
+    parts += in_details("How these verdicts were reached",
+                    [f"- {note}" for note in report_comparison.comparison_notes(comparisons, settings)])
     parts += python_calls
     parts += instructions
     if time is not None:
@@ -69,7 +71,7 @@ def report_markdown(evidence, sides: Sequence[Side], python_calls: Sequence[str]
         parts.append("")
     if evidence.notes:
         parts += ["## Notes", ""] + [f"- {note}" for note in evidence.notes] + [""]
-    parts += ["## Environments", ""]
+    environments: list[str] = []
     paired = settings.get("mode", "").startswith("paired")
     for side in sides:
         env = runs[side.role].environment
@@ -78,14 +80,22 @@ def report_markdown(evidence, sides: Sequence[Side], python_calls: Sequence[str]
         source = (f"label `{side.label}`, " + ("run from its kept copy" if side.build and paired
                                               else "its recorded run")
                   + (", an incomplete recording" if side.missing else "")) if side.label else f"`{side.spec}`"
-        parts.append(f"- **{side.role}** ({source}): {environment.one_line(env)}; "
-                     f"`{env.get('python_executable', side.python)}`")
-    parts += ["", "## Bench output", ""]
+        environments.append(f"- **{side.role}** ({source}): {environment.one_line(env)}; "
+                            f"`{env.get('python_executable', side.python)}`")
+    parts += ["## Environments and each side's bench output", ""]
+    parts += in_details("The environments", environments)
     for side in sides:
-        parts += [f"<details><summary>{side.role}</summary>", "", "```text",
-                  report.table(runs[side.role]), "```", "</details>", ""]
+        parts += in_details(f"{side.role}'s bench output", ["```text", report.table(runs[side.role]), "```"])
     parts.append(f"_Made by `scripts/report.sh` in {wall_s:.0f} s._")
     return "\n".join(parts) + "\n"
+
+
+def in_details(summary: str, lines: list[str]) -> list[str]:
+    """`lines` under a `<details>` a reader opens for the method: the verdicts, the tables and
+    the cause stay in the first screenful."""
+    if not lines:
+        return []
+    return [f"<details><summary>{summary}</summary>", "", *lines, "", "</details>", ""]
 
 
 def rounded(value: float | None) -> float | None:

@@ -13,7 +13,7 @@ import os
 from typing import Callable
 
 from overrides.files import write_text_atomic
-from overrides.review.markdown import signed
+from overrides.review.markdown import in_details, signed
 from overrides.review.pack import Pack
 from overrides.tables import pipe_table
 from overrides.verdicts import CHANGED
@@ -65,7 +65,7 @@ def python_call_sections(evidence, comparisons, all_cases: bool, pack: Pack) -> 
                   f"this Python), in: {', '.join(same_calls_only)}.", ""]
     if not parts:
         return []
-    intro = ["## Where the Python calls went", "",
+    intro = ["## Where the Python calls went", ""] + in_details("How the Python calls were counted", [
              f"Counted, not sampled: each case's call run {pycalls.CALLS:,} times under the "
              "interpreter's profiler hook and its bytecode counter, in a process of its own per side (never "
              "the timed one). The same build gives the same counts, so each row is a real "
@@ -75,7 +75,7 @@ def python_call_sections(evidence, comparisons, all_cases: bool, pack: Pack) -> 
              "executed per call of the case, not counting what it calls (`[C]`: a C function "
              "called from Python, counted by its calls). Order: new first, then by the change "
              "of calls times the function's bytecodes per call. Line numbers are the "
-             "branch's.", ""]
+             "branch's."])
     return intro + parts
 
 
@@ -104,7 +104,7 @@ def count_sections_later(evidence, comparisons, all_cases: bool, browser: str | 
         return lambda after_python_calls: []
 
     def intro(after_python_calls: bool) -> list[str]:
-        return ["## Where the instructions went", "",
+        return ["## Where the instructions went", ""] + in_details("How to read these tables", [
                 "Instructions per call by function (Callgrind: deterministic, so this is the view "
                 "to read first). Own: the function's own instructions; with callees: including "
                 "what it calls. Listed: a change of at least "
@@ -113,7 +113,7 @@ def count_sections_later(evidence, comparisons, all_cases: bool, browser: str | 
                 "Python code shows as the interpreter's (`_PyEval_EvalFrameDefault`, calls, "
                 "attribute look-ups)" + ("; the Python functions themselves are named under "
                                          "\"Where the Python calls went\" above."
-                                         if after_python_calls else "."), ""]
+                                         if after_python_calls else ".")])
 
     parts: list[str] = []
     unchanged = []  # "case delta (verdict)": one line for all of them, not a table each
