@@ -3,6 +3,7 @@ that is really slower in the subclass path (a start-up hook wraps Tensor.__torch
 
 import json
 import os
+import re
 import sys
 import zipfile
 
@@ -150,6 +151,12 @@ def test_paired_report_counts_by_default_and_says_where_the_instructions_went(pa
             < markdown.index("## Where the time went"))
     assert "| new | `_shim (_overrides_shim.py:" in markdown
     assert "`_PyEval_EvalFrameDefault [libpython3" in markdown  # the shim's frame, as the interpreter runs it
+    # read in a minute: the method is folded, the verdicts and the cause are in view, first
+    visible = re.sub(r"<details>.*?</details>", "", markdown, flags=re.S)
+    assert len(visible.split()) < 900, len(visible.split())
+    assert "| new | `_shim (_overrides_shim.py:" in visible and "| SubTensor |" in visible
+    assert visible.index("| new | `_shim") < visible.index("## Where the instructions went")
+    assert "<summary>How these verdicts were reached</summary>" in markdown
     assert "library placement: " in markdown and "Made by `scripts/report.sh` in" in markdown
     assert differential["schema"] == "torch-function-overhead/differential/1"
     sub = next(c for c in differential["cases"] if c["case"] == "SubTensor")

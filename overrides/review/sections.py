@@ -130,7 +130,7 @@ def count_sections_later(evidence, comparisons, all_cases: bool, browser: str | 
             unchanged.append(f"{c.case} {signed(went.total_delta)} ({c.verdict})")
             continue
         parts += [f"### {c.case}: {signed(went.total_delta)} instructions per call ({c.verdict})", ""]
-        parts += count_tables.instructions_table(went) + [""]
+        parts.append((c, count_tables.instructions_table(went)))  # in view, or folded: see below
         stem = f"counts-diff-{file_stem(c.case, c.op)}"
         svg = os.path.join(pack.workdir, f"{stem}.svg")
         write_text_atomic(svg, calltree.differential_svg(
@@ -146,9 +146,25 @@ def count_sections_later(evidence, comparisons, all_cases: bool, browser: str | 
         parts += [f"No function is named where the verdict is not a change (what moved is "
                   f"within the hash seeds' layout noise); instructions per call: {'; '.join(unchanged)}.", ""]
     explained = len(unchanged) < len(chosen)
-    # nothing listed: the line alone
-    return lambda after_python_calls: (intro(after_python_calls) if explained
-                                       else intro(after_python_calls)[:2]) + parts
+
+    def table(c, lines: list[str]) -> list[str]:
+        """A case's instruction table: folded where the Python-call counts name what changed (that
+        table is the cause, read first), in view where the change is below Python."""
+        from overrides.counts import pycalls
+
+        calls = evidence.calls_of(c.case, c.op)
+        if calls is not None and pycalls.compare(*calls):
+            return in_details("Functions whose own instructions moved (the interpreter's work for "
+                              "the Python calls above)", lines)
+        return lines + [""]
+
+    def section(after_python_calls: bool) -> list[str]:
+        # the Python calls are counted after this is made: they decide what is folded
+        head = intro(after_python_calls) if explained else intro(after_python_calls)[:2]  # nothing listed: the line alone
+        return head + [line for part in parts
+                       for line in (table(*part) if isinstance(part, tuple) else [part])]
+
+    return section
 
 
 def _count_section_without_paths(evidence, c) -> list[str]:
