@@ -36,8 +36,15 @@ find_python() {  # the first interpreter of minor version $1 that runs: on PATH,
   return 1
 }
 
+for version in "${VERSIONS[@]}"; do
+  if ! [[ "$version" =~ ^3\.[0-9]+$ ]]; then
+    echo "matrix: error: '$version' is not a Python version like 3.12; name minor versions (MATRIX=\"3.12 3.13\")" >&2
+    exit 2
+  fi
+done
 failed=()
 skipped=()
+ran=()
 for version in "${VERSIONS[@]}"; do
   if ! python=$(find_python "$version"); then
     echo "matrix: no Python $version here (pyenv install $version, or apt-get install python$version-venv); skipped" >&2
@@ -50,6 +57,7 @@ for version in "${VERSIONS[@]}"; do
     failed+=("$version (install)")
     continue
   fi
+  ran+=("$version")
   # shellcheck disable=SC2086
   if ! "$py" -m pytest -q -n 2 --dist loadgroup --no-loadscope-reorder -p no:cacheprovider $MATRIX_TESTS; then
     failed+=("$version")
@@ -62,4 +70,8 @@ if [ ${#failed[@]} -gt 0 ]; then
   echo "matrix: failed on Python ${failed[*]}" >&2
   exit 1
 fi
-echo "matrix: passed on Python ${VERSIONS[*]}${skipped:+ (skipped: ${skipped[*]})}" >&2
+if [ ${#ran[@]} -eq 0 ]; then
+  echo "matrix: error: none of Python ${VERSIONS[*]} is here, so nothing was tested; install one (pyenv install 3.12)" >&2
+  exit 2
+fi
+echo "matrix: passed on Python ${ran[*]}${skipped:+ (skipped: ${skipped[*]})}" >&2

@@ -139,3 +139,22 @@ def test_the_report_headline_says_what_changed_improvements_too():
     assert _headline([slower, faster, same]).startswith("**1 regression**: SubTensor +51 ns (+1.13%)")
     assert "; **1 improvement**: units:pair" in _headline([slower, faster])
     assert _headline([same]) == "**No regression, no improvement.**"
+
+
+def test_the_matrix_refuses_a_version_it_cannot_read_and_says_when_it_tested_nothing():
+    import subprocess
+
+    from conftest import ROOT
+
+    def matrix(*versions, **env):
+        import os
+
+        return subprocess.run(["bash", "scripts/matrix.sh", *versions], cwd=ROOT, capture_output=True,
+                              text=True, timeout=60, env=dict(os.environ, **env))
+
+    out = matrix("abc")
+    assert out.returncode == 2 and out.stderr.count("\n") == 1 and "not a Python version like 3.12" in out.stderr
+    out = matrix("3.99")
+    assert out.returncode == 2 and "no Python 3.99 here" in out.stderr and "nothing was tested" in out.stderr
+    out = matrix("3.99", MATRIX_REQUIRED="1")  # CI: a supported version missing is a failure
+    assert out.returncode == 1 and "failed on Python 3.99 (missing)" in out.stderr
