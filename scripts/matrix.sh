@@ -10,13 +10,13 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # The supported range (README, "Which Python"; pyproject.toml's requires-python)
-SUPPORTED=(3.10 3.11 3.12 3.13)
+SUPPORTED=(3.11 3.12 3.13)  # 3.10: README says why not
 VERSIONS=("$@")
 if [ ${#VERSIONS[@]} -eq 0 ]; then  # every supported version but the one make test runs on
   own=$("${PYTHON:-python3}" -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null || true)
   for version in "${SUPPORTED[@]}"; do [ "$version" = "$own" ] || VERSIONS+=("$version"); done
 fi
-# 2.14.1: the newest torch this kind of machine's package index serves for 3.10-3.13
+# 2.14.1: the newest torch this kind of machine's package index serves for 3.11-3.13
 MATRIX_TORCH="${MATRIX_TORCH:-torch==2.14.1}"
 MATRIX_DIR="${OVERRIDES_MATRIX_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/torch-function-overhead/matrix}"
 # The whole suite: counts, verdicts, start-up paths, reports and flamegraphs all meet the interpreter.
