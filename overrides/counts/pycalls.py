@@ -13,9 +13,10 @@ function the branch calls and the base does not is a fact, however little time i
 The bytecode counter differs by version. Up to 3.11 it is the trace hook with opcode events
 (`sys.settrace`, `f_trace_opcodes` set when a frame starts). From 3.12 on that hook is built on
 `sys.monitoring` and misreads (it counted nothing on 3.12.1 and 3.12.3, and on 3.13.0 missed a
-function's first call and the frame that set it), so there it is `sys.monitoring`'s INSTRUCTION event, on a tool id of its own. Every process checks
-its counter on a known function first (`bytecodes_counted`); where it reads wrong, the counts
-carry "bytecodes not counted" rather than zeros that would read as evidence.
+function's first call and the frame that set it), so there the counter is `sys.monitoring`'s
+INSTRUCTION event, on a tool id of its own. Every process checks its counter on a known
+function first (`bytecodes_counted`); where it reads wrong, the counts carry "bytecodes not
+counted" rather than zeros that would read as evidence.
 
 Each call of a Python function is also counted at its call site (the calling function and its
 line then), and the source of every function that ran is kept: `counts/callsites.py` matches a
