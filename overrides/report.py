@@ -44,9 +44,13 @@ def align(rows: Sequence[Sequence[str]], left_columns: int = 1) -> list[str]:
 NA_CELL_CHARS = 60
 
 
+def _shortened(reason: str) -> bool:
+    return len(reason) > NA_CELL_CHARS
+
+
 def na_cell(reason: str) -> str:
     """The table's cell for an n/a reason (see NA_CELL_CHARS)."""
-    if len(reason) <= NA_CELL_CHARS:
+    if not _shortened(reason):
         return f"n/a: {reason}"
     return f"n/a: {reason.split('; ', 1)[0]} (see below)"
 
@@ -308,7 +312,7 @@ def _long_na_notes(run: RunResult) -> list[str]:
     """The n/a reasons the table shortened (na_cell), whole: once per case and reason."""
     ops: dict[tuple[str, str], list[str]] = {}
     for r in run.results:
-        if r.not_applicable and na_cell(r.not_applicable).endswith("(see below)"):
+        if r.not_applicable and _shortened(r.not_applicable):
             ops.setdefault((r.case, r.not_applicable), []).append(r.op)
     return [f"{case} [{', '.join(names)}] n/a: {reason}" for (case, reason), names in ops.items()]
 
