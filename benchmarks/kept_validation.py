@@ -148,7 +148,7 @@ def report(kind: dict, base: str, branch: str, runs: str, workdir: str) -> dict:
     return {"exit": done.returncode, "seconds": round(wall, 1), "mode": settings.get("mode"),
             "pairs": settings.get("pairs"), "stopped": settings.get("stopped"),
             "placement": (settings.get("placement") or {}).get("matched"),
-            "cases": {c["case"]: {"verdict": c["verdict"], "wall_verdict": c.get("wall_verdict"),
+            "cases": {c["case"]: {"verdict": c["verdict"], "clock_verdict": c.get("clock_verdict", c.get("wall_verdict")),
                                   "delta_ns": c.get("delta_ns"),
                                   "delta_instructions": c.get("delta_instructions")}
                       for c in comparisons}}

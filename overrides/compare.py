@@ -23,10 +23,13 @@ import math
 
 from overrides.clock import stats
 from overrides.results import CaseResult, RunResult
-from overrides.verdicts import (DEFAULT_THRESHOLD_NS, DEFAULT_THRESHOLD_PCT, clock_and_counts, judge,
-                                threshold_for)
+from overrides.verdicts import (DEFAULT_THRESHOLD_NS, DEFAULT_THRESHOLD_PCT, INCONCLUSIVE, MOVED, REGRESSION,
+                                clock_and_counts, judge, threshold_for, unmeasured)
 
-COMPARISON_SCHEMA = "torch-function-overhead/comparison/1"
+# 2: "wall_verdict" became "clock_verdict"; each case's own object (a report's comparison.json)
+# says CASE_COMPARISON_SCHEMA, the whole payload COMPARISON_SCHEMA.
+COMPARISON_SCHEMA = "torch-function-overhead/comparison/2"
+CASE_COMPARISON_SCHEMA = "torch-function-overhead/case-comparison/2"
 # Process-to-process spread of the headline (then p10; p2 spreads less) for one build, runs minutes apart: CV 0.9-3.7%
 # across invocations on this machine (seed_vs_bench, headline_stats), and an A/A pair of runs
 # with other work on the machine differed by 5.8%. 3% per side keeps unpaired verdicts honest.
@@ -52,17 +55,22 @@ class Comparison:
     branch_ns: float
     delta_ns: float
     ci95_ns: tuple[float, float] | None
-    verdict: str
+    clock_verdict: str  # the clock's own verdict, at 95% for a change
     paired: bool
-    # Instruction counts per call, when both sides have them (Callgrind); None otherwise. With
-    # counts, `verdict` is the counts' verdict and `wall_verdict` keeps the wall-clock one.
+    # Instruction counts per call, when both sides have them (Callgrind); None otherwise.
     base_instructions: float | None = None
     branch_instructions: float | None = None
     instructions_ci95: tuple[float, float] | None = None
-    wall_verdict: str | None = None
-    counts_verdict: str | None = None  # the counts' own verdict; "inconclusive": the clock judged
+    counts_verdict: str | None = None  # the counts' own verdict; inconclusive: the clock judged
     counts_exact: bool = False  # counted alike on every seed from one path (counts.judge.EXACT_INSTRUCTIONS)
     counts_why: str = ""  # why the counts left it to the clock, beyond a want of seeds
+    clock_verdict_sure: str | None = None  # the clock's at NO_CHANGE_CONFIDENCE, where known
+
+    @property
+    def verdict(self) -> str:
+        """The case's verdict: the clock's, judged with the counts where both sides have them
+        (verdicts.clock_and_counts)."""
+        return clock_and_counts(self.clock_verdict, self.counts_verdict, self.clock_verdict_sure)
 
     @property
     def delta_pct(self) -> float:
@@ -87,7 +95,7 @@ class Comparison:
             out["delta_instructions"] = r(self.delta_instructions)
             out["instructions_ci95"] = (None if self.instructions_ci95 is None
                                         else [r(v) for v in self.instructions_ci95])
-            out["wall_verdict"] = self.wall_verdict
+            out["clock_verdict"] = self.clock_verdict
             out["counts_verdict"] = self.counts_verdict
             out["counts_exact"] = self.counts_exact
             if self.counts_why:
@@ -100,7 +108,7 @@ class Comparison:
     @property
     def judged_on(self) -> str:
         """"instructions" when the counts decided the verdict, "clock" when they could not."""
-        return "clock" if self.counts_verdict == "inconclusive" else "instructions"
+        return "clock" if self.counts_verdict == INCONCLUSIVE else "instructions"
 
     @property
     def ns_per_instruction(self) -> float | None:
@@ -122,8 +130,8 @@ class Comparison:
         the clock's own verdict did not: its interval was then too wide to size it (the bare
         shim's +50 ns read -24..+47 over five pairs), and the counts' exact instructions at the
         case's ns per instruction (`instructions_as_ns`: +42..+56 there) are the better figure."""
-        return not (self.verdict in ("regression", "improvement") and self.counts_verdict == self.verdict
-                    and self.wall_verdict != self.verdict and self.instructions_as_ns is not None)
+        return not (self.verdict in MOVED and self.counts_verdict == self.verdict
+                    and self.clock_verdict != self.verdict and self.instructions_as_ns is not None)
 
     @property
     def change_ns(self) -> float:
@@ -137,8 +145,8 @@ class Comparison:
         interval lies wholly beyond UNEXPLAINED_FACTOR times what the instruction change costs
         (counts that could not decide give no size to set it against)."""
         expected = self.instructions_as_ns
-        if (expected is None or self.ci95_ns is None or self.verdict not in ("regression", "improvement")
-                or self.wall_verdict != self.verdict or self.counts_verdict != self.verdict):
+        if (expected is None or self.ci95_ns is None or self.verdict not in MOVED
+                or self.clock_verdict != self.verdict or self.counts_verdict != self.verdict):
             return False
         sign = 1.0 if self.delta_ns > 0 else -1.0
         nearest = min(sign * self.ci95_ns[0], sign * self.ci95_ns[1])
@@ -176,9 +184,9 @@ def with_counts(comparisons, count_comparisons, sure_clock: dict | None = None) 
             continue
         out.append(dataclasses.replace(
             c, base_instructions=counted.base, branch_instructions=counted.branch,
-            instructions_ci95=counted.ci95, wall_verdict=c.verdict, counts_verdict=counted.verdict,
+            instructions_ci95=counted.ci95, counts_verdict=counted.verdict,
             counts_exact=counted.exact, counts_why=counted.why,
-            verdict=clock_and_counts(c.verdict, counted.verdict, (sure_clock or {}).get((c.case, c.op)))))
+            clock_verdict_sure=(sure_clock or {}).get((c.case, c.op))))
     return out
 
 
@@ -198,7 +206,7 @@ def compare_results(base: CaseResult, branch: CaseResult, threshold_ns: float,
     if not (base.ok and branch.ok):
         return Comparison(base.case, base.op, base.per_call_ns if base.ok else math.nan,
                           branch.per_call_ns if branch.ok else math.nan, math.nan, None,
-                          "inconclusive", paired=False)
+                          unmeasured(), paired=False)
     delta = branch.per_call_ns - base.per_call_ns
     variance = sum(
         _bootstrap_headline_sd(r.samples_ns, seed) ** 2 + (UNPAIRED_PROCESS_CV * r.per_call_ns) ** 2
@@ -207,11 +215,9 @@ def compare_results(base: CaseResult, branch: CaseResult, threshold_ns: float,
     half = stats.Z95 * math.sqrt(variance)
     wide = stats.Z99 * math.sqrt(variance)
     ci = (delta - half, delta + half)
+    # One side that ran at the busy machine's speed shifts it as no interval from its samples covers.
     verdict = judge(delta, ci, threshold_for(base.per_call_ns, threshold_ns, threshold_pct),
-                    (delta - wide, delta + wide))
-    if base.contended or branch.contended:
-        # One side ran at the busy machine's speed: a shift no interval from its samples covers.
-        verdict = "inconclusive"
+                    (delta - wide, delta + wide), undecidable=base.contended or branch.contended)
     return Comparison(base.case, base.op, base.per_call_ns, branch.per_call_ns, delta, ci,
                       verdict, paired=False)
 
@@ -239,4 +245,4 @@ def comparison_payload(comparisons, settings: dict, environments: dict) -> dict:
 
 
 def any_regression(comparisons) -> bool:
-    return any(c.verdict == "regression" for c in comparisons)
+    return any(c.verdict == REGRESSION for c in comparisons)

@@ -10,10 +10,11 @@ from __future__ import annotations
 import math
 
 from overrides.report import align, fmt_ns
+from overrides.verdicts import CLOCK_ONLY, DISAGREE, INCONCLUSIVE
 
 COMPARISON_HEADER = ("case", "base ns", "branch ns", "delta ns", "95% CI ns", "delta %", "verdict")
-# With instruction counts on both sides, the wall verdict moves aside and the counts decide.
-COUNTED_HEADER = ("case", "base ns", "branch ns", "delta ns", "95% CI ns", "delta %", "wall verdict",
+# With instruction counts on both sides, the clock's verdict moves aside and the counts decide.
+COUNTED_HEADER = ("case", "base ns", "branch ns", "delta ns", "95% CI ns", "delta %", "clock verdict",
                   "delta instr", "95% CI instr", "delta instr %", "verdict")
 
 
@@ -42,7 +43,7 @@ def _comparison_rows(comparisons, multi_op: bool) -> list[list[str]]:
             instr_pct = ("-" if c.delta_instructions is None or not c.base_instructions
                          else f"{100 * c.delta_instructions / c.base_instructions:+.2f}%")
             counts_ci = "1 seed" if _one_seed(c) else _interval(c.instructions_ci95)
-            rows.append(wall + [pct, c.wall_verdict or c.verdict, fmt_ns(c.delta_instructions, True),
+            rows.append(wall + [pct, c.clock_verdict, fmt_ns(c.delta_instructions, True),
                                 counts_ci, instr_pct, verdict_cell(c)])
         else:
             rows.append(wall + [pct, c.verdict])
@@ -56,7 +57,7 @@ def verdict_cell(c) -> str:
     if c.clock_unexplained:
         ratio = c.clock_to_instructions
         return f"{c.verdict}, clock {ratio:.0f}x" if math.isfinite(ratio) else f"{c.verdict}, clock only"
-    if c.counts_verdict == "inconclusive":
+    if c.counts_verdict == INCONCLUSIVE:
         return f"{c.verdict} (clock)"
     return c.verdict
 
@@ -92,11 +93,11 @@ def comparison_notes(comparisons, settings: dict) -> list[str]:
              "(as sure as a regression); otherwise inconclusive."]
     if paired and settings.get("placement"):
         notes.append(_placement_note(settings["placement"]))
-    if any(c.verdict == "disagree" for c in comparisons):
+    if any(c.verdict == DISAGREE for c in comparisons):
         notes.append("disagree: the clock and the instruction counts found changes in opposite "
                      "directions: fewer instructions that cost more cycles (memory, atomics, "
                      "branches) or the reverse; look at both views before calling it either way.")
-    if any(c.verdict == "clock only" for c in comparisons):
+    if any(c.verdict == CLOCK_ONLY for c in comparisons):
         notes.append("clock only: the wall clock moved past the threshold but the instruction counts "
                      "rule out a change: the same instructions ran slower or faster, which is where "
                      "the code sits in memory (layout, cache placement), not what it does.")
@@ -118,9 +119,9 @@ def comparison_notes(comparisons, settings: dict) -> list[str]:
             notes.append(f"exact: {', '.join(exact)} counted alike on both sides under every seed "
                          "(within 2 instructions a call, both started from one path): the same "
                          "instructions ran, so \"no change\" needs no more seeds.")
-        by_clock = [c.case for c in comparisons if c.counts_verdict == "inconclusive" and not c.counts_why]
+        by_clock = [c.case for c in comparisons if c.counts_verdict == INCONCLUSIVE and not c.counts_why]
         for c in comparisons:
-            if c.counts_verdict == "inconclusive" and c.counts_why:
+            if c.counts_verdict == INCONCLUSIVE and c.counts_why:
                 notes.append(f"(clock): the counts do not judge {c.case}: {c.counts_why}, so the "
                              "clock's verdict stands there.")
         if by_clock:

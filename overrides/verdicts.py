@@ -1,9 +1,12 @@
-"""The verdict rule: one word per case from an estimate, its intervals and a threshold.
+"""The verdict: every word a comparison may say of a case, and the one place each is decided.
 
 The clock (the paired A/B, `overrides/ab/`, and the unpaired comparison, `overrides/compare.py`)
 and the instruction counts (`overrides/counts/judge.py`) judge by this one rule, so a verdict
-means the same in both views; `clock_and_counts` makes one verdict of the two. It sits at the
-bottom of the package (it imports nothing of it) so that both can use it without climbing up.
+means the same in both views; `clock_and_counts` makes one verdict of the two. Everyone else
+reads verdicts (compares them with the names below) and never writes one:
+`tests/test_owners.py` fails on a verdict word, or one of these names, returned, assigned or
+passed anywhere but here. It sits at the bottom of the package (it imports nothing of it) so
+that every wing can use it without climbing up.
 
 Verdict rules, with threshold T = max(threshold_ns, threshold_pct% of base):
 - `regression`: the 95% interval lies above 0 and the estimate is at least T;
@@ -28,19 +31,29 @@ Verdict rules, with threshold T = max(threshold_ns, threshold_pct% of base):
   the instructions account for a thirtieth of it;
 - `inconclusive`: anything else (the data cannot carry a claim either way), and, unpaired,
   whenever one side's run was contended (`stats.contended`: busy for most of the run).
-The last two are applied where their data are: `clock_unexplained` by `compare.Comparison`, a
-contended run by `compare.compare_results`.
+`clock_unexplained` is a property of `compare.Comparison` (it needs the case's ns per
+instruction), not a verdict; a contended run is `judge(..., undecidable=True)`.
 """
 
 from __future__ import annotations
 
 import math
 
-VERDICTS = ("regression", "improvement", "no change", "clock only", "disagree", "inconclusive")
-DECIDED = ("regression", "improvement", "no change")  # verdicts that end the A/B's sampling
-# Verdicts that say the case changed, and so want explaining (a call tree, a flamegraph, a bold
-# step in the history picture): the counts and the clock moved, even if in opposite directions.
-CHANGED = ("regression", "improvement", "disagree")
+REGRESSION = "regression"
+IMPROVEMENT = "improvement"
+NO_CHANGE = "no change"
+CLOCK_ONLY = "clock only"
+DISAGREE = "disagree"
+INCONCLUSIVE = "inconclusive"
+VERDICTS = (REGRESSION, IMPROVEMENT, NO_CHANGE, CLOCK_ONLY, DISAGREE, INCONCLUSIVE)
+DECIDED = (REGRESSION, IMPROVEMENT, NO_CHANGE)  # verdicts that end the A/B's sampling
+MOVED = (REGRESSION, IMPROVEMENT)  # one view found a change, in a direction
+# Verdicts that say the case changed, and so want explaining (a call tree, a bold step in the
+# history picture): the counts and the clock moved, even if in opposite directions.
+CHANGED = (REGRESSION, IMPROVEMENT, DISAGREE)
+# Verdicts that say the time per call moved, whatever the counts say: what a flamegraph (a
+# sampling of time) can show. `clock only` is here and `disagree` is not, unlike CHANGED.
+CLOCK_MOVED = (REGRESSION, IMPROVEMENT, CLOCK_ONLY)
 # "no change" is a claim a reviewer acts on as much as "regression", so it must be as sure. A
 # regression needs the 95% interval above 0 *and* the estimate past T, about three standard
 # errors with the A/B's usual noise: wrong ~1% of the time at a true change of 0. "no change"
@@ -59,34 +72,51 @@ def threshold_for(base_ns: float, threshold_ns: float, threshold_pct: float) -> 
 
 
 def judge(delta: float, ci: tuple[float, float] | None, threshold: float,
-          no_change_ci: tuple[float, float] | None = None) -> str:
+          no_change_ci: tuple[float, float] | None = None, *, exact: bool = False,
+          undecidable: bool = False) -> str:
     """The verdict for an estimate, its 95% interval and its NO_CHANGE_CONFIDENCE interval
-    (the 95% one when not given); see the module docstring."""
-    if ci is None or not all(math.isfinite(v) for v in ci) or not math.isfinite(delta):
-        return "inconclusive"
+    (the 95% one when not given); see the module docstring. `exact`: the two sides counted
+    alike to the instruction, so no change whatever the interval; `undecidable`: the data
+    cannot carry a claim whatever they read (one side's run contended, one seed's layout,
+    seeds that spread as no layout moves them)."""
+    if exact:
+        return NO_CHANGE
+    if undecidable or ci is None or not all(math.isfinite(v) for v in ci) or not math.isfinite(delta):
+        return INCONCLUSIVE
     low, high = ci
     if low > 0 and delta >= threshold:
-        return "regression"
+        return REGRESSION
     if high < 0 and delta <= -threshold:
-        return "improvement"
+        return IMPROVEMENT
     wide_low, wide_high = no_change_ci or ci
     if -threshold <= wide_low and wide_high <= threshold:
-        return "no change"
-    return "inconclusive"
+        return NO_CHANGE
+    return INCONCLUSIVE
 
 
-def clock_and_counts(wall_verdict: str, counts_verdict: str, sure_wall: str | None = None) -> str:
+def unmeasured() -> str:
+    """The verdict of a case one side could not measure (an error, no samples, too few pairs)."""
+    return INCONCLUSIVE
+
+
+def known(verdict: str | None) -> str:
+    """`verdict` if it is one of VERDICTS, else INCONCLUSIVE (a file from another version)."""
+    return verdict if verdict in VERDICTS else INCONCLUSIVE
+
+
+def clock_and_counts(clock_verdict: str, counts_verdict: str | None, sure_clock: str | None = None) -> str:
     """One verdict from both views. The counts see no machine noise, so they judge; but a clock
     that moved where the counts rule out a change is said so, not called a regression. Counts
     that cannot decide (their seeds' layouts spread too far) leave the verdict to the clock:
     the bare shim's three seeds once read +517 [-262..+1,297] instructions while the clock read
-    a regression, 99% sure. `sure_wall`, the clock's verdict at NO_CHANGE_CONFIDENCE where
-    known, is what may go against the counts (see with_counts)."""
-    against = sure_wall or wall_verdict
-    if counts_verdict == "no change" and against in ("regression", "improvement"):
-        return "clock only"
-    if {counts_verdict, against} == {"regression", "improvement"}:
-        return "disagree"
-    if counts_verdict == "inconclusive":
-        return wall_verdict
+    a regression, 99% sure. `sure_clock`, the clock's verdict at NO_CHANGE_CONFIDENCE where
+    known, is what may go against the counts (see compare.with_counts). Without counts
+    (`counts_verdict` None), the clock's verdict."""
+    against = sure_clock or clock_verdict
+    if counts_verdict is None or counts_verdict == INCONCLUSIVE:
+        return clock_verdict
+    if counts_verdict == NO_CHANGE and against in MOVED:
+        return CLOCK_ONLY
+    if {counts_verdict, against} == set(MOVED):
+        return DISAGREE
     return counts_verdict

@@ -73,7 +73,7 @@ def test_clock_only_needs_the_clock_as_sure_as_the_counts():
                               "no change", 3)]
     # 95% sure of a change, not 99%: the counts' "no change" stands
     (judged,) = compare.with_counts([clock], counts, {("WithTorchFunction", "torch.add"): "inconclusive"})
-    assert judged.verdict == "no change" and judged.wall_verdict == "regression"
+    assert judged.verdict == "no change" and judged.clock_verdict == "regression"
     # 99% sure: said so, but not a regression
     (judged,) = compare.with_counts([clock], counts, {("WithTorchFunction", "torch.add"): "regression"})
     assert judged.verdict == "clock only"

@@ -12,7 +12,7 @@ from overrides.compare import Comparison
 def _counted(delta_instructions: float = 120.0) -> Comparison:
     return Comparison("SubTensor", "torch.add", 5_126.0, 4_800.0, 297.0, (250.0, 340.0), "regression", True,
                       base_instructions=40_000.0, branch_instructions=40_000.0 + delta_instructions,
-                      instructions_ci95=(100.0, 140.0), wall_verdict="regression", counts_verdict="regression")
+                      instructions_ci95=(100.0, 140.0), counts_verdict="regression")
 
 
 def test_the_counted_table_gives_both_deltas_in_percent():
@@ -134,11 +134,11 @@ def test_the_report_headline_says_what_changed_improvements_too():
     slower = case("SubTensor", 51.0, "regression")
     same = case("Tensor", 1.0, "no change")
     # a -31.7% improvement under "No regression." read as if nothing had happened
-    assert _headline([same, faster]) == ("**No regression; 1 improvement**: units:pair -1,431 ns "
+    assert _headline([same, faster]) == ("**No case regressed; 1 improved**: units:pair -1,431 ns "
                                          "(-31.80%) / -14,310 instructions")
-    assert _headline([slower, faster, same]).startswith("**1 regression**: SubTensor +51 ns (+1.13%)")
-    assert "; **1 improvement**: units:pair" in _headline([slower, faster])
-    assert _headline([same]) == "**No regression, no improvement.**"
+    assert _headline([slower, faster, same]).startswith("**1 case regressed**: SubTensor +51 ns (+1.13%)")
+    assert "; **1 improved**: units:pair" in _headline([slower, faster])
+    assert _headline([same]) == "**No case regressed or improved.**"
 
 
 def test_the_matrix_refuses_a_version_it_cannot_read_and_says_when_it_tested_nothing():

@@ -377,7 +377,7 @@ def test_a_change_the_clock_could_not_size_is_sized_by_the_counts_and_says_so(tm
     evidence, measured, folded, _, _, _ = _helper_recordings(tmp_path)
     unsized = dataclasses.replace(measured, delta_ns=-24.0, ci95_ns=(-130.0, 83.0), branch_ns=3976.0,
                                   base_instructions=40000.0, branch_instructions=40500.0,
-                                  wall_verdict="inconclusive", counts_verdict="regression")
+                                  clock_verdict="inconclusive", counts_verdict="regression")
     assert not unsized.clock_sized and unsized.change_ns == pytest.approx(50.0)
     assert flamegraphs.case_heading(unsized) == (
         "### SubTensor: about +50 ns per call by the counts (+500 instructions; regression); "
@@ -391,7 +391,7 @@ def test_a_change_the_clock_could_not_size_is_sized_by_the_counts_and_says_so(tm
     assert (entry["total_delta"], entry["total_from"], entry["clock_delta"]) == (50.0, "instructions", -24.0)
     assert entry["everything_else"] == pytest.approx(50.0 - sum(f["delta_self"] for f in entry["functions"]), abs=0.2)
     # the clock found it too: its figure is the size
-    sized = dataclasses.replace(unsized, delta_ns=100.0, ci95_ns=(60.0, 140.0), wall_verdict="regression")
+    sized = dataclasses.replace(unsized, delta_ns=100.0, ci95_ns=(60.0, 140.0), clock_verdict="regression")
     assert sized.clock_sized and sized.change_ns == 100.0
     assert flamegraphs.case_heading(sized) == "### SubTensor: +100 ns per call (regression)"
 
@@ -409,7 +409,7 @@ def test_the_only_python_function_that_changed_is_priced_by_the_interpreters_ins
 
     evidence, comparison, folded, (caller, helper), _, _ = _helper_recordings(tmp_path)
     comparison = dataclasses.replace(comparison, base_instructions=40000.0, branch_instructions=40420.0,
-                                     wall_verdict="regression", counts_verdict="regression")
+                                     clock_verdict="regression", counts_verdict="regression")
     interpreter = "_PyEval_EvalFrameDefault [libpython3.11.so.1.0]"
 
     def runs(extra_eval: float, extra_c: float) -> list:
@@ -434,7 +434,7 @@ def test_the_only_python_function_that_changed_is_priced_by_the_interpreters_ins
     first = pack.differentials["SubTensor [torch.add]"]["wall_clock"]["functions"][0]
     assert (first["counted_instructions"], first["counted_ns"]) == (400.0, 40.0)
     # where the counts size the change (the clock could not), the row is read at their price
-    unsized = dataclasses.replace(comparison, delta_ns=-24.0, ci95_ns=(-130.0, 83.0), wall_verdict="inconclusive")
+    unsized = dataclasses.replace(comparison, delta_ns=-24.0, ci95_ns=(-130.0, 83.0), clock_verdict="inconclusive")
     pack = Pack(str(tmp_path), lambda message: None, [])
     text = "\n".join(flamegraphs.differential_section(sole, unsized, folded, "subtensor", None, pack))
     sampled = 25 / 1025 * 4100

@@ -212,7 +212,7 @@ def test_a_clock_change_the_instructions_cannot_explain_is_named():
     # torch 2.12.1 -> 2.14.1 on SubTensor: -544 ns on the clock, -162 instructions.
     c = Comparison("SubTensor", "torch.add", 5_400.0, 4_856.0, -544.0, (-595.0, -492.0), "improvement",
                    True, base_instructions=45_000.0, branch_instructions=44_838.0,
-                   instructions_ci95=(-200.0, -120.0), wall_verdict="improvement", counts_verdict="improvement")
+                   instructions_ci95=(-200.0, -120.0), counts_verdict="improvement")
     assert c.clock_unexplained and round(c.clock_to_instructions) == 28
     assert report_comparison.verdict_cell(c) == "improvement, clock 28x"
     note = report_comparison.unexplained_note(c)
@@ -221,12 +221,12 @@ def test_a_clock_change_the_instructions_cannot_explain_is_named():
     # A clock change the instructions do account for is not named.
     explained = Comparison("SubTensor", "torch.add", 5_400.0, 5_500.0, 100.0, (80.0, 120.0), "regression",
                            True, base_instructions=45_000.0, branch_instructions=45_800.0,
-                           instructions_ci95=(700.0, 900.0), wall_verdict="regression", counts_verdict="regression")
+                           instructions_ci95=(700.0, 900.0), counts_verdict="regression")
     assert not explained.clock_unexplained and report_comparison.verdict_cell(explained) == "regression"
     # Counts that could not decide: the verdict is the clock's, and says so.
     undecided = Comparison("SubTensor", "torch.add", 5_400.0, 5_500.0, 100.0, (80.0, 120.0), "regression",
                            True, base_instructions=45_000.0, branch_instructions=45_100.0,
-                           instructions_ci95=(-300.0, 500.0), wall_verdict="regression",
+                           instructions_ci95=(-300.0, 500.0),
                            counts_verdict="inconclusive")
     assert report_comparison.verdict_cell(undecided) == "regression (clock)"
     assert undecided.to_dict()["judged_on"] == "clock"
@@ -240,7 +240,7 @@ def test_the_reports_verdict_line_names_a_clock_change_the_instructions_cannot_e
 
     c = Comparison("SubTensor", "torch.add", 5_400.0, 4_856.0, -544.0, (-595.0, -492.0), "improvement",
                    True, base_instructions=45_000.0, branch_instructions=44_838.0,
-                   instructions_ci95=(-200.0, -120.0), wall_verdict="improvement", counts_verdict="improvement")
+                   instructions_ci95=(-200.0, -120.0), counts_verdict="improvement")
     sides = [Side(role, f"/envs/{role}/bin/python", python=f"/envs/{role}/bin/python") for role in ROLES]
     runs = {role: RunResult({}, {}, ()) for role in ROLES}
     text = report_markdown(Evidence([c], runs, {"threshold_ns": 20, "threshold_pct": 0.75, "pairs": 5}),

@@ -18,7 +18,8 @@ from overrides.cases.casenames import Case
 from overrides.cases.ops import Op
 from overrides.clock import stats
 from overrides.compare import Comparison
-from overrides.verdicts import DECIDED, NO_CHANGE_CONFIDENCE, clock_and_counts, judge, threshold_for
+from overrides.verdicts import (CLOCK_ONLY, DECIDED, DISAGREE, NO_CHANGE_CONFIDENCE, clock_and_counts, judge,
+                                threshold_for, unmeasured)
 
 # Two sides of a pair are never quite alike, even running the same files: their views' paths
 # differ by a letter, and with an odd number of pairs one side started first once more. Over 140
@@ -76,7 +77,7 @@ def summarise(estimates: Sequence[PairEstimate], case: str, op: str, base_ns: fl
     (a regression or improvement at `change_confidence`, "no change" at NO_CHANGE_CONFIDENCE)."""
     logs = [e.log_ratio for e in estimates if e.case == case and e.op == op]
     if len(logs) < 2:
-        return Comparison(case, op, base_ns, branch_ns, math.nan, None, "inconclusive", paired=True)
+        return Comparison(case, op, base_ns, branch_ns, math.nan, None, unmeasured(), paired=True)
     mean = sum(logs) / len(logs)
     se = stats.stdev(logs) / math.sqrt(len(logs))
     half = stats.t_quantile(0.95, len(logs) - 1) * se + SIDE_ALLOWANCE
@@ -121,7 +122,7 @@ def compare_pooled(pooled: Pooled, config: ABConfig,
         base_samples, branch_samples = pooled.samples["base"][i], pooled.samples["branch"][i]
         if pooled.errors[i] is not None or not base_samples or not branch_samples:
             out.append(Comparison(case.name, op.name, math.nan, math.nan, math.nan, None,
-                                  "inconclusive", paired=True))
+                                  unmeasured(), paired=True))
             continue
         out.append(summarise(pooled.estimates, case.name, op.name, stats.headline(base_samples),
                              stats.headline(branch_samples), config.threshold_ns,
@@ -168,4 +169,4 @@ def decided(clock: Comparison, counts_verdict: str | None) -> bool:
     SubWithTorchFunction in one of 40 A/A comparisons whose counts were equal."""
     if counts_verdict is None:
         return clock.verdict in DECIDED
-    return clock_and_counts(clock.verdict, counts_verdict) not in ("clock only", "disagree")
+    return clock_and_counts(clock.verdict, counts_verdict) not in (CLOCK_ONLY, DISAGREE)

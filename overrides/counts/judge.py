@@ -116,12 +116,9 @@ def compare_counts(base_runs: Sequence[CountRun], branch_runs: Sequence[CountRun
         ci = layout_interval(diffs, base, 0.95)
         no_change_ci = layout_interval(diffs, base, COUNTS_NO_CHANGE_CONFIDENCE)
         why = "" if exact else untrusted_spread(diffs, base, limit)
-        if exact:
-            verdict = "no change"
-        elif len(diffs) == 1 or why:
-            verdict = "inconclusive"  # one layout is no evidence either way (see above)
-        else:
-            verdict = judge(delta, ci, limit, no_change_ci)
+        # One layout is no evidence either way (see above), nor are seeds that spread as no
+        # layout moves them (untrusted_spread).
+        verdict = judge(delta, ci, limit, no_change_ci, exact=exact, undecidable=len(diffs) == 1 or bool(why))
         out.append(CountComparison(case, op, base, branch, delta,
                                    (min(diffs), max(diffs)) if exact else ci if len(diffs) >= 2 else None,
                                    verdict, len(diffs), spread, limit, exact, why))

@@ -1,5 +1,5 @@
 """What a history writes: each build's figure per case, the table, the markdown, the
-`history/1` JSON, and the call-tree diff of the step that changed most."""
+`history/2` JSON, and the call-tree diff of the step that changed most."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from overrides.files import write_text_atomic
 from overrides.history import HISTORY_SCHEMA
 from overrides.history.builds import HistoryBuild
 from overrides.history.steps import Step
-from overrides.verdicts import CHANGED, VERDICTS
+from overrides.verdicts import CHANGED, DISAGREE, MOVED, known
 
 def per_build(builds: Sequence[HistoryBuild], runs: dict, targets: Sequence[tuple[str, str]]) -> dict:
     """(case, op) -> build name -> (mean count a call over its seeds, (lowest, highest) over them
@@ -34,7 +34,7 @@ def per_build(builds: Sequence[HistoryBuild], runs: dict, targets: Sequence[tupl
 def largest_step(steps: Sequence[Step]) -> Step | None:
     """The step judged a change that moved its case's count most, as a share of it."""
     changed = [s for s in steps if s.verdict in CHANGED
-               or (s.counts.verdict in ("regression", "improvement"))]
+               or s.counts.verdict in MOVED]
     return max(changed, key=lambda s: abs(s.delta_pct), default=None)
 
 
@@ -60,9 +60,7 @@ def payload(builds, steps, figures, seeds, settings, complete: bool, wall_s: flo
 def _mark(verdict: str) -> str:
     """The verdict as the history table shows it: a disagreement of the two views in capitals,
     anything that is not a verdict as inconclusive."""
-    if verdict == "disagree":
-        return "DISAGREE"
-    return verdict if verdict in VERDICTS else "inconclusive"
+    return "DISAGREE" if verdict == DISAGREE else known(verdict)
 
 
 def table(builds, steps, figures) -> str:

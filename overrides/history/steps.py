@@ -26,7 +26,11 @@ class Step:
     after: str
     counts: judge.CountComparison
     clock: Comparison | None = None  # judged with the counts, with --clock
-    verdict: str = "inconclusive"
+
+    @property
+    def verdict(self) -> str:
+        """The step's verdict: the clock's judged with the counts where timed, else the counts'."""
+        return self.clock.verdict if self.clock is not None else self.counts.verdict
 
     @property
     def delta_pct(self) -> float:
@@ -46,7 +50,7 @@ class Step:
             k = self.clock
             out.update({"base_ns": r(k.base_ns), "branch_ns": r(k.branch_ns), "delta_ns": r(k.delta_ns),
                         "ci95_ns": [r(v) for v in k.ci95_ns] if k.ci95_ns else None,
-                        "wall_verdict": k.wall_verdict or k.verdict})
+                        "clock_verdict": k.clock_verdict})
         return out
 
 
@@ -55,7 +59,7 @@ def steps_of(builds: Sequence[HistoryBuild], runs: dict, threshold_pct: float) -
     steps = []
     for before, after in zip(builds, builds[1:]):
         for c in judge.compare_counts(runs[before.name], runs[after.name], threshold_pct=threshold_pct):
-            steps.append(Step(c.case, c.op, before.name, after.name, c, verdict=c.verdict))
+            steps.append(Step(c.case, c.op, before.name, after.name, c))
     return steps
 
 
@@ -140,7 +144,7 @@ def with_clock(steps: list[Step], builds: Sequence[HistoryBuild], cases, ops, co
             out.append(step)
             continue
         judged, = with_counts([clock], [step.counts])
-        out.append(dataclasses.replace(step, clock=judged, verdict=judged.verdict))
+        out.append(dataclasses.replace(step, clock=judged))
     return out
 
 

@@ -20,6 +20,7 @@ from overrides.review.measuring import record_flamegraphs
 from overrides.review.pack import Pack
 from overrides.review.sides import ROLES, Side
 from overrides.tables import pipe_table
+from overrides.verdicts import CLOCK_MOVED
 
 if TYPE_CHECKING:
     from overrides.counts.attribution import SoleChange
@@ -105,8 +106,8 @@ def differential_section(evidence, comparison, folded: dict, stem: str, browser:
         return ["No differential view: no samples inside the hot loop on one side."]
     at_site = {pycalls.pyspy_frame(site.function): site_frame(site.function) for site in sites}
     counted_rows = _counted_frames(python_rows)
-    verdicts = {comparison.verdict, comparison.wall_verdict or comparison.verdict}
-    changed = bool(verdicts & {"regression", "improvement", "clock only"})
+    verdicts = {comparison.verdict, comparison.clock_verdict}
+    changed = comparison.verdict in CLOCK_MOVED or comparison.clock_verdict in CLOCK_MOVED
     by_frame = {d.frame: d for d in deltas}
     # Where one Python function's work is all that changed, the counts price it exactly, and a
     # third recording a side (~9 s) would only refine its sampled figure: not asked for.

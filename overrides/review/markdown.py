@@ -13,30 +13,31 @@ from typing import Sequence
 from overrides import environment, report, report_comparison
 from overrides.progress import counted
 from overrides.review.sides import Side, title
+from overrides.verdicts import CLOCK_ONLY, DISAGREE, IMPROVEMENT, REGRESSION
 
 
-def _changes(comparisons, verdict: str) -> str:
-    """`SubTensor +51 ns (+0.92%) / +434 instructions, ...` for the cases with `verdict`."""
+def _changes(comparisons) -> str:
+    """`SubTensor +51 ns (+0.92%) / +434 instructions, ...` for `comparisons`."""
     return ", ".join(f"{c.case} {signed(c.delta_ns)} ns ({c.delta_pct:+.2f}%)"
                      + (f" / {signed(c.delta_instructions)} instructions"
                         if c.delta_instructions is not None else "")
-                     for c in comparisons if c.verdict == verdict)
+                     for c in comparisons)
 
 
 def _headline(comparisons) -> str:
     """What changed, first: the regressions, else the improvements (a -31.7% improvement under
     "No regression." read as nothing happened), else that nothing moved."""
-    regressed = [c for c in comparisons if c.verdict == "regression"]
-    improved = [c for c in comparisons if c.verdict == "improvement"]
+    regressed = [c for c in comparisons if c.verdict == REGRESSION]
+    improved = [c for c in comparisons if c.verdict == IMPROVEMENT]
     if regressed:
-        line = f"**{counted(len(regressed), 'regression')}**: {_changes(comparisons, 'regression')}"
+        line = f"**{counted(len(regressed), 'case')} regressed**: {_changes(regressed)}"
         if improved:
-            line += f"; **{counted(len(improved), 'improvement')}**: {_changes(comparisons, 'improvement')}"
+            line += f"; **{len(improved)} improved**: {_changes(improved)}"
         return line
     if improved:
-        return (f"**No regression; {counted(len(improved), 'improvement')}**: "
-                f"{_changes(comparisons, 'improvement')}")
-    return "**No regression, no improvement.**"
+        return (f"**No case regressed; {len(improved)} improved**: "
+                f"{_changes(improved)}")
+    return "**No case regressed or improved.**"
 
 
 def report_markdown(evidence, sides: Sequence[Side], python_calls: Sequence[str] = (),
@@ -47,7 +48,7 @@ def report_markdown(evidence, sides: Sequence[Side], python_calls: Sequence[str]
     notes, the environments and each side's bench output."""
     comparisons, settings, runs = evidence.comparisons, evidence.settings, evidence.runs
     headline = _headline(comparisons)
-    split = [c for c in comparisons if c.verdict in ("disagree", "clock only") or c.clock_unexplained]
+    split = [c for c in comparisons if c.verdict in (DISAGREE, CLOCK_ONLY) or c.clock_unexplained]
     if split:
         headline += ("\n\n**Clock and counts tell different stories** (see the notes under the "
                      "table): " + ", ".join(f"{c.case} {signed(c.delta_ns)} ns / "

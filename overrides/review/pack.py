@@ -123,7 +123,7 @@ class Pack:
 
 def comparison_list(comparisons) -> list[dict]:
     """comparison.json: one object per case, each saying which schema it follows."""
-    return [dict(schema=compare.COMPARISON_SCHEMA, **c.to_dict()) for c in comparisons]
+    return [dict(schema=compare.CASE_COMPARISON_SCHEMA, **c.to_dict()) for c in comparisons]
 
 
 def without_screenshot(texts: Sequence[str], png_name: str) -> list[str]:

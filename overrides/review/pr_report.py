@@ -38,6 +38,7 @@ from overrides.review.flamegraphs import flamegraph_sections, record_sections
 from overrides.review.markdown import report_markdown
 from overrides.review.pack import Pack, without_screenshot
 from overrides.review.sides import classify
+from overrides.verdicts import DISAGREE, REGRESSION
 
 DEFAULT_OUTPUT = "report.zip"
 
@@ -82,7 +83,7 @@ def build(base_spec: str, branch_spec: str, *, output: str = DEFAULT_OUTPUT,
                     "side); only changes of a few percent can get a verdict. For small changes, "
                     "compare labels that kept a copy of their build (record.sh does by default), or "
                     "two interpreters or virtualenvs: those are measured side by side.")
-            chosen = ([c for c in comparisons if all_cases or c.verdict in ("regression", "disagree")]
+            chosen = ([c for c in comparisons if all_cases or c.verdict in (REGRESSION, DISAGREE)]
                       if flamegraphs else [])
             # The Python calls are counted while py-spy records (~1.5 s saved): counts do not
             # care what else runs, and a profile is shares of samples, which they do not skew.

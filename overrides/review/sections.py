@@ -16,7 +16,7 @@ from overrides.files import write_text_atomic
 from overrides.review.markdown import in_details, signed
 from overrides.review.pack import Pack
 from overrides.tables import pipe_table
-from overrides.verdicts import CHANGED
+from overrides.verdicts import CHANGED, CLOCK_ONLY
 
 
 def python_call_sections(evidence, comparisons, all_cases: bool, pack: Pack) -> list[str]:
@@ -47,7 +47,7 @@ def python_call_sections(evidence, comparisons, all_cases: bool, pack: Pack) -> 
                        "bytecodes": round(branch_codes, 3) if counted else None},
             "functions": [row.to_dict() for row in rows]}
         if not rows:
-            if all_cases or c.verdict in (*CHANGED, "clock only"):
+            if all_cases or c.verdict in (*CHANGED, CLOCK_ONLY):
                 (same if counted else same_calls_only).append(f"{c.case} ({c.verdict})")
             continue
         calls = pycalls.signed(branch_calls - base_calls)
