@@ -6,15 +6,12 @@ from overrides.clock.layout import reexec_pinned
 
 if __name__ == "__main__":
     reexec_pinned()  # before torch is imported: see overrides/clock/layout.py
-    import contextlib
-    import io
-
-    from overrides.counts.callgrind import head_start_for_command_line
+    from overrides.cli import instruction_head_start, main
+    from overrides.counts.callgrind import head_start
 
     # --instructions: valgrind imports torch for 20+ s; let it start while we import torch too.
-    # The guess's own parser must stay silent: bad arguments are reported once, by the real one.
-    with contextlib.redirect_stderr(io.StringIO()):
-        head_start_for_command_line(sys.argv[1:], sys.executable)
-    from overrides.cli import main
+    planned = instruction_head_start(sys.argv[1:])
+    if planned:
+        head_start(sys.executable, *planned)
 
     sys.exit(main())

@@ -9,8 +9,10 @@ says so in one line when this interpreter has none (`require_torch`).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import importlib.util
+import io
 import os
 import sys
 
@@ -80,6 +82,30 @@ def build_parser() -> argparse.ArgumentParser:
 
     history.add_arguments(parser)
     return parser
+
+
+def instruction_head_start(argv: list[str]) -> tuple[list[tuple[str, str]], list[int]] | None:
+    """What `bench.py --instructions` will count, when `argv` asks for just that: (the (case,
+    op) names, the seeds), read by this parser before torch is imported, so that
+    counts.callgrind.head_start may start valgrind's slow import of torch meanwhile. None for
+    anything else: other commands, your own cases or `all` (their targets are settled after
+    torch is imported), and command lines the real parse will refuse, loudly, later."""
+    try:
+        with contextlib.redirect_stderr(io.StringIO()):  # the refusal is said once, later
+            args = build_parser().parse_args(argv)
+        names = [case.name for case in casenames.resolve(args.cases)]
+        op_names = [op.name for op in ops_mod.resolve_ops(args.op)]
+    except (SystemExit, UsageError):
+        return None
+    elsewhere = (args.compare or args.load or args.list or args.list_ops or args.history or args.nreps
+                 or args.nrepreps or args.min_time or args.no_instructions)
+    if (not args.instructions or elsewhere or casenames.ALL in (args.cases or []) + (args.op or [])
+            or any(casenames.is_user_spec(name) for name in names)
+            or importlib.util.find_spec("torch") is None):
+        return None
+    from overrides.counts.callgrind import DEFAULT_SEEDS
+
+    return [(case, op) for op in op_names for case in names], list(args.seeds or DEFAULT_SEEDS)
 
 
 def list_cases() -> str:

@@ -155,7 +155,9 @@ def test_a_worker_started_ahead_counts_like_a_fresh_one(ahead_and_fresh):
 
 
 @pytest.mark.slow
-def test_the_head_start_guess_starts_only_what_will_be_used():
+def test_the_head_start_starts_only_what_will_be_used():
+    from overrides import cli
+
     python = sys.executable
     jobs = callgrind.count_jobs()  # one head start per CPU: two here, all three on a larger machine
     try:
@@ -167,7 +169,9 @@ def test_the_head_start_guess_starts_only_what_will_be_used():
                             (["--compare", "a", "b", "--instructions"], []),
                             (["--instructions", "-n", "5"], []),
                             (["--cases", "Tensor"], [])):
-            callgrind.head_start_for_command_line(argv, python)
+            planned = cli.instruction_head_start(argv)
+            if planned:
+                callgrind.head_start(python, *planned)
             started = sorted(key[1] for key in callgrind._HEAD_STARTS)
             callgrind._drop_head_starts()
             assert started == seeds, (argv, started)

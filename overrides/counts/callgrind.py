@@ -265,13 +265,6 @@ def _launch(python: str, seed: int, pad: int, user_dir: str | None, spec: str,
 # Workers started ahead by head_start(), taken by count_once() when the key matches exactly. The
 # import of torch under valgrind (20-28 s) then overlaps the parent's own start-up (~3 s).
 _HEAD_STARTS: dict[tuple, _Launch] = {}
-# What `bench.py --instructions` counts by default: the seed cases under torch.add. Named here
-# because the head start must not import torch (overrides.cases.registry's cases do); if the defaults change
-# and this does not, the guess misses and counting merely starts later
-# (tests/test_callgrind.py checks that the default command line is started ahead).
-GUESS_DEFAULT_CASES = ("Tensor", "SubTensor", "WithTorchFunction", "SubWithTorchFunction")
-GUESS_DEFAULT_OPS = ("torch.add",)
-
 
 def head_start(python: str, targets: Sequence[tuple[str, str]], seeds: Sequence[int]) -> None:
     """Start the first count_jobs() workers now, before the caller imports torch.
@@ -286,38 +279,6 @@ def head_start(python: str, targets: Sequence[tuple[str, str]], seeds: Sequence[
         launch = _launch(python, seed, 0, None, spec)
         _HEAD_STARTS[launch.key] = launch
     atexit.register(_drop_head_starts)
-
-
-def head_start_for_command_line(argv: Sequence[str], python: str) -> None:
-    """`bench.py --instructions` without --compare/--load: head-start the workers it will need.
-    Only a guess at the command line (the real parser runs later, after torch), so anything
-    unusual (user cases, 'all', unknown names, unparsable arguments, an interpreter without
-    torch: all refused at once by the real one) gets none."""
-    import argparse
-    import importlib.util
-
-    from overrides.cases.casenames import case_names
-    from overrides.cases.ops import all_ops
-
-    guess = argparse.ArgumentParser(add_help=False)
-    guess.add_argument("--instructions", action="store_true")
-    guess.add_argument("--seeds", nargs="+", type=int, default=list(DEFAULT_SEEDS))
-    guess.add_argument("--cases", nargs="+", default=list(GUESS_DEFAULT_CASES))
-    guess.add_argument("--op", nargs="+", default=list(GUESS_DEFAULT_OPS))
-    for flag in ("--compare", "--load", "--list", "--list-ops", "-h", "--help", "-n", "--nreps",
-                 "-m", "--nrepreps", "--min-time"):
-        guess.add_argument(flag, nargs="?", const=True, dest=flag.lstrip("-").replace("-", "_"))
-    try:
-        known, _ = guess.parse_known_args(list(argv))
-    except (SystemExit, ValueError):
-        return
-    other = [value for name, value in vars(known).items()
-             if name not in ("instructions", "seeds", "cases", "op") and value is not None]
-    known_names = set(case_names()) | {op.name for op in all_ops()}
-    names = known.cases + known.op
-    if (known.instructions and not other and all(name in known_names for name in names)
-            and importlib.util.find_spec("torch") is not None):
-        head_start(python, [(case, op) for op in known.op for case in known.cases], known.seeds)
 
 
 def _drop_head_starts() -> None:
