@@ -21,14 +21,14 @@ The method is the comparison's, applied to every neighbouring pair:
   change) gets the counts' call-tree diff: "which release" comes with "where".
 
 What it writes (`--out`, default `history/`): `history.json` (schema HISTORY_SCHEMA, rewritten
-after every round, `complete: false` until the end), `history.md`, `history.svg` and its
-Chromium screenshot `history.png` (history/plot.py), and the changed step's
+after every round, `complete: false` until the end), `history.md`, `history.png` and `history.svg`
+(drawn by matplotlib, no browser needed: history/plot.py), and the changed step's
 differential call tree as `where-CASE.svg`/`.png`.
 
 Modules: `builds.py` (each build resolved: an interpreter, a virtualenv, a record.sh label, or
 a requirement installed into the cache), `steps.py` (every build counted under matched seeds in
-rounds, each step judged), `output.py` (the table, markdown, `history/1` JSON and the largest
+rounds, each step judged), `output.py` (the table, markdown, `history/2` JSON and the largest
 step's call tree), `plot.py` (the picture), `command.py` (`bench.py --history`).
 """
 
-HISTORY_SCHEMA = "torch-function-overhead/history/1"
+HISTORY_SCHEMA = "torch-function-overhead/history/2"  # 2: a timed step's "wall_verdict" is "clock_verdict"

@@ -171,4 +171,4 @@ def _write_outputs(plan: _Plan, runs: dict, seeds: Sequence[int], steps: list, c
                                         png_path and os.path.basename(png_path), wall, notes(clock)))
     write_json_atomic(plan.json_path, payload(plan.builds, steps, figures, seeds, plan.settings, True,
                                               wall, where))
-    return figures, [plan.json_path, md_path, svg_path] + ([png_path] if png_path else []), wall
+    return figures, [p for p in (plan.json_path, md_path, svg_path, png_path) if p], wall
