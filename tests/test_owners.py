@@ -1,0 +1,150 @@
+"""One owner per concern, checked: the verdict is decided in `overrides/verdicts.py` alone, and
+each command's flags are declared by one parser.
+
+Both checks read the source (no import), so a made-up violation in a scratch package shows
+that each can fail. The Markdown check (no tables laid out in the measuring wings) is
+`tests/test_imports.py`'s, beside the other rules about where code lives.
+"""
+
+from __future__ import annotations
+
+import ast
+
+from conftest import ROOT
+from test_imports import PACKAGE, package_modules
+
+VERDICT_OWNER = "overrides.verdicts"
+VERDICT_WORDS = ("regression", "improvement", "no change", "clock only", "disagree", "inconclusive")
+VERDICT_NAMES = ("REGRESSION", "IMPROVEMENT", "NO_CHANGE", "CLOCK_ONLY", "DISAGREE", "INCONCLUSIVE")
+# Where a verdict's name may stand without deciding anything: compared with, a key or an index
+# that looks one up, a member of a collection that is iterated or tested against.
+_READING = (ast.Compare, ast.Tuple, ast.List, ast.Set)
+
+
+def _docstrings(tree: ast.AST) -> set[int]:
+    """id() of every docstring's node: words about verdicts are not verdicts."""
+    out = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+            body = node.body
+            if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+                out.add(id(body[0].value))
+    return out
+
+
+def verdicts_decided(source: str, name: str = "module") -> list[str]:
+    """`name:line` wherever `source` writes a verdict: a verdict word as a string (not in a
+    docstring, nor inside a longer sentence), or one of verdicts.py's names used as a value
+    (returned, assigned, passed) rather than read (compared with, looked up, listed)."""
+    tree = ast.parse(source)
+    parents = {id(child): node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
+    docs = _docstrings(tree)
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and node.value in VERDICT_WORDS and id(node) not in docs:
+            found.append(f"{name}:{node.lineno}")
+        named = (node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute)
+                 else None)
+        if named in VERDICT_NAMES and isinstance(getattr(node, "ctx", None), ast.Load):
+            parent = parents.get(id(node))
+            looked_up = (isinstance(parent, ast.Subscript) and parent.slice is node) or (
+                isinstance(parent, ast.Dict) and node in parent.keys)
+            if not (isinstance(parent, _READING) or looked_up):
+                found.append(f"{name}:{node.lineno}")
+    return sorted(set(found), key=lambda where: int(where.rsplit(":", 1)[1]))
+
+
+def verdicts_decided_outside_owner(root: str = ROOT, package: str = PACKAGE,
+                                   owner: str = VERDICT_OWNER) -> list[str]:
+    found = []
+    for name, path in sorted(package_modules(root, package).items()):
+        if name != owner:
+            with open(path, encoding="utf-8") as src:
+                found += verdicts_decided(src.read(), name)
+    return found
+
+
+def test_verdicts_are_decided_in_verdicts_py_alone():
+    found = verdicts_decided_outside_owner()
+    assert not found, ("a verdict decided outside overrides/verdicts.py (call its judge, "
+                       "clock_and_counts, unmeasured or known instead): " + ", ".join(found))
+
+
+def test_the_verdict_check_finds_a_verdict_written_elsewhere():
+    made_up = '''
+from overrides.verdicts import INCONCLUSIVE, MOVED, REGRESSION
+"""A docstring may say regression."""
+def contended(verdict, busy):
+    if verdict == REGRESSION and verdict in (REGRESSION, INCONCLUSIVE):  # reading: fine
+        pass
+    COLOURS = {REGRESSION: "red"}
+    colour = COLOURS[INCONCLUSIVE]
+    note = "a regression here"  # a sentence, not a verdict
+    if busy:
+        return "inconclusive"
+    verdict = INCONCLUSIVE
+    return dataclasses.replace(verdict, clock_verdict=REGRESSION)
+'''
+    assert verdicts_decided(made_up, "m") == ["m:11", "m:12", "m:13"]
+
+
+# The commands of the project, and the one module whose parser declares each one's flags.
+COMMAND_PARSERS = {
+    "bench.py": "overrides.cli",
+    "pyspybench.py": "overrides.flame.hotloop",
+    "scripts/record.sh": "overrides.review.record",
+    "scripts/report.sh": "overrides.review.pr_report",
+}
+_PARSER_CLASSES = ("ArgumentParser", "OneLineParser")
+
+
+def parsers_built(source: str, name: str = "module") -> list[tuple[str | None, str]]:
+    """(prog, `name:line`) of every argument parser `source` builds (prog None when not given
+    as a string)."""
+    out = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Call):
+            called = (node.func.id if isinstance(node.func, ast.Name) else node.func.attr
+                      if isinstance(node.func, ast.Attribute) else None)
+            if called in _PARSER_CLASSES:
+                prog = next((k.value.value for k in node.keywords if k.arg == "prog"
+                             and isinstance(k.value, ast.Constant)), None)
+                out.append((prog, f"{name}:{node.lineno}"))
+    return out
+
+
+def second_parsers(root: str = ROOT, package: str = PACKAGE,
+                   owners: dict[str, str] = COMMAND_PARSERS) -> list[str]:
+    """Every parser built in the package other than each command's one: a parser without a
+    command's name, or one built outside that command's module."""
+    found = []
+    for name, path in sorted(package_modules(root, package).items()):
+        with open(path, encoding="utf-8") as src:
+            for prog, where in parsers_built(src.read(), name):
+                if owners.get(prog) != name:
+                    found.append(f"{where} ({prog or 'no prog'})")
+    return found
+
+
+def test_each_command_has_one_parser():
+    found = second_parsers()
+    assert not found, ("an argument parser outside its command's module (parse with that "
+                       "module's build_parser instead): " + ", ".join(found))
+
+
+def test_the_parser_check_finds_a_second_parser_of_bench_flags(tmp_path):
+    package = tmp_path / "pkg"
+    (package / "counts").mkdir(parents=True)
+    for init in (package / "__init__.py", package / "counts" / "__init__.py"):
+        init.write_text("")
+    (package / "cli.py").write_text(
+        'from pkg.argtypes import OneLineParser\n'
+        'def build_parser():\n    return OneLineParser(prog="bench.py")\n')
+    (package / "counts" / "guess.py").write_text(
+        'import argparse\n'
+        'def guess(argv):\n    p = argparse.ArgumentParser(add_help=False)\n'
+        '    p.add_argument("--instructions")\n    return p.parse_known_args(argv)\n')
+    (package / "counts" / "also.py").write_text(
+        'from pkg.argtypes import OneLineParser\nP = OneLineParser(prog="bench.py")\n')
+    found = second_parsers(str(tmp_path), "pkg", {"bench.py": "pkg.cli"})
+    assert found == ["pkg.counts.also:2 (bench.py)", "pkg.counts.guess:3 (no prog)"]
