@@ -6,7 +6,7 @@
    with the case in one process (`shimenv.shim_truth_ns`), averaged over 24 processes (layouts).
 3. Runs N A/A comparisons (base against base) and N A/B comparisons per size, each both ways:
    paired (`overrides.ab.paired.run_ab`, what `bench.py --compare` does) and unpaired (two separate
-   `bench.py --json` runs compared with `overrides.compare.compare_runs`).
+   `bench.py --json` runs compared with `overrides.case_comparison.compare_runs`).
 4. Prints the false-positive rate, detection rate per size and case, the estimate's error
    against the truth, how often the interval holds the truth, and wall time per comparison.
 
@@ -30,7 +30,7 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from overrides import compare, results  # noqa: E402
+from overrides import case_comparison, results  # noqa: E402
 from overrides.ab import shimenv  # noqa: E402
 from overrides.ab.config import DEFAULT_SECONDS_PER_PAIR, ABConfig  # noqa: E402
 from overrides.ab.paired import run_ab  # noqa: E402
@@ -61,7 +61,7 @@ def unpaired(base_py: str, branch_py: str, min_time: float) -> tuple[list, float
             subprocess.run([python, os.path.join(ROOT, "bench.py"), "-q", "--min-time", str(min_time),
                             "--json", path], check=True, stdout=subprocess.DEVNULL, env=env)
             runs.append(results.load(path))
-    comparisons = compare.compare_runs(*runs)
+    comparisons = case_comparison.compare_runs(*runs)
     return [c.to_dict() for c in comparisons], time.monotonic() - started
 
 

@@ -47,7 +47,7 @@ def worker(blocks: int, seconds: float) -> None:
     reexec_pinned()  # the same pinning as bench.py, before torch is imported
     from overrides.clock import stats
     from overrides.cases.seedcases import SEED_CASES
-    from overrides.measure import target_for
+    from overrides.single_run import target_for
     from overrides.cases.ops import resolve_ops
     from overrides.clock.timer import TimerConfig, time_targets
 

@@ -16,7 +16,7 @@ import io
 import os
 import sys
 
-from overrides import ROOT, environment, report, report_comparison, results
+from overrides import ROOT, environment, run_report, comparison_report, results
 from overrides.ab.config import add_arguments as add_ab_arguments
 from overrides.argtypes import OneLineParser, positive_float, positive_int
 from overrides.cases import casenames
@@ -25,7 +25,7 @@ from overrides.clock.layout import RANDOM_LAYOUT_FLAG  # bench.py's re-exec read
 from overrides.clock.timer import DEFAULT_MAX_TIME_S, DEFAULT_PRECISION, STOP_FLOOR_S, TimerConfig
 from overrides.errors import INTERRUPTED_EXIT_STATUS, UsageError, run_command
 from overrides.files import write_json_atomic
-from overrides.measure import DEFAULT_RUN_BUDGET_S
+from overrides.single_run import DEFAULT_RUN_BUDGET_S
 from overrides.progress import stderr_progress
 
 
@@ -57,7 +57,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--json", metavar="PATH", help="also write the versioned results JSON here")
     parser.add_argument("--load", metavar="PATH",
                         help="print a results file written by --json instead of measuring")
-    parser.add_argument("--format", choices=report.FORMATS, default="table",
+    parser.add_argument("--format", choices=run_report.FORMATS, default="table",
                         help="table (default), legacy (the seed's sentences) or markdown")
     parser.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
     parser.add_argument(RANDOM_LAYOUT_FLAG, action="store_true",
@@ -159,9 +159,9 @@ def run(argv: list[str]) -> int:
     if args.no_instructions:
         raise UsageError("--no-instructions turns off --compare's counts; add --compare BASE_PY BRANCH_PY or drop it")
     run_result = _loaded_counted_or_timed(args)
-    for warning in report.spread_warnings(run_result):
+    for warning in run_report.spread_warnings(run_result):
         print(warning, file=sys.stderr)
-    print(report.render(run_result, args.format))
+    print(run_report.render(run_result, args.format))
     if args.json and not args.load:
         print(f"results written to {args.json}", file=sys.stderr)
     if run_result.interrupted:
@@ -195,7 +195,7 @@ def _loaded_counted_or_timed(args) -> results.RunResult:
         return results.load(args.load)
     if args.instructions:
         from overrides.counts.callgrind import DEFAULT_SEEDS
-        from overrides.measure import count_benchmark
+        from overrides.single_run import count_benchmark
 
         if args.nreps or args.nrepreps or args.min_time:
             raise UsageError("--instructions counts a fixed loop; drop -n/-m/--min-time")
@@ -203,7 +203,7 @@ def _loaded_counted_or_timed(args) -> results.RunResult:
         run_result = count_benchmark(selected, selected_ops, args.seeds or DEFAULT_SEEDS,
                                      progress=stderr_progress(args.quiet))
     else:
-        from overrides.measure import run_benchmark
+        from overrides.single_run import run_benchmark
 
         if args.seeds:
             raise UsageError("--seeds chooses layouts for --instructions; add --instructions or drop --seeds")
@@ -225,7 +225,7 @@ def run_compare(args) -> int:
     """`--compare BASE_PY BRANCH_PY`: paired A/B, table on stdout, exit 1 on a regression.
     This process never imports torch: the cases are passed on by name, and each side's worker
     builds them (a user's `pkg.module:factory` is checked there)."""
-    from overrides import compare
+    from overrides import case_comparison
     from overrides.ab.config import config_from_arguments
     from overrides.ab.paired import run_ab
     from overrides.counts.rounds import counting_plan
@@ -243,9 +243,9 @@ def run_compare(args) -> int:
         outcome.settings["instructions_skipped"] = skipped
     environments = {"base": outcome.base_run.environment, "branch": outcome.branch_run.environment}
     if args.json:
-        write_json_atomic(args.json, compare.comparison_payload(
+        write_json_atomic(args.json, case_comparison.comparison_payload(
             outcome.comparisons, outcome.settings, environments))
-    render = report_comparison.comparison_markdown if args.format == "markdown" else report_comparison.comparison_table
+    render = comparison_report.comparison_markdown if args.format == "markdown" else comparison_report.comparison_table
     print(render(outcome.comparisons, outcome.settings))
     for side in ("base", "branch"):
         print(f"{side}: {args.compare[0 if side == 'base' else 1]}: "
@@ -253,7 +253,7 @@ def run_compare(args) -> int:
     print(f"wall time {outcome.wall_s:.0f} s" + (" (interrupted)" if outcome.interrupted else ""))
     if outcome.interrupted:
         return INTERRUPTED_EXIT_STATUS  # a verdict on part of the pairs gates nothing
-    return 1 if compare.any_regression(outcome.comparisons) else 0
+    return 1 if case_comparison.any_regression(outcome.comparisons) else 0
 
 
 def main(argv: list[str] | None = None) -> int:

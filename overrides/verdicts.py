@@ -1,6 +1,6 @@
 """The verdict: every word a comparison may say of a case, and the one place each is decided.
 
-The clock (the paired A/B, `overrides/ab/`, and the unpaired comparison, `overrides/compare.py`)
+The clock (the paired A/B, `overrides/ab/`, and the unpaired comparison, `overrides/case_comparison.py`)
 and the instruction counts (`overrides/counts/judge.py`) judge by this one rule, so a verdict
 means the same in both views; `clock_and_counts` makes one verdict of the two. Everyone else
 reads verdicts (compares them with the names below) and never writes one:
@@ -16,14 +16,14 @@ Verdict rules, with threshold T = max(threshold_ns, threshold_pct% of base):
 - `clock only` (with instruction counts): the wall clock moved beyond T but the counts rule out
   a change (`no change` on the counts): the same instructions run slower or faster, which is
   where the code sits in memory, not what it does; not a regression. In the paired A/B the
-  clock must be 99% sure to say so (`compare.with_counts`), as sure as the counts' `no change`;
+  clock must be 99% sure to say so (`case_comparison.with_counts`), as sure as the counts' `no change`;
 - `disagree` (with instruction counts): the clock and the counts each found a change, in
   opposite directions (torch 2.14.1 against 2.12.1 here: Tensor +84 ns on the clock, -185
   instructions): fewer instructions that cost more cycles (memory, atomics, branches), or the
   reverse; a reviewer must look, but neither view alone is the verdict;
 - where the counts are `inconclusive` (their seeds' layouts spread too far, or the change sits
   near the threshold), the clock's verdict;
-- a regression or improvement whose clock change is more than compare.UNEXPLAINED_FACTOR times what the
+- a regression or improvement whose clock change is more than case_comparison.UNEXPLAINED_FACTOR times what the
   instruction change costs at the case's own nanoseconds per instruction keeps its verdict and is
   named (`clock_unexplained`): the same work got faster or slower (memory, caches, atomics or
   threads), not only the code. torch 2.12.1 -> 2.14.1 read SubTensor -544 ns on the clock with
@@ -31,7 +31,7 @@ Verdict rules, with threshold T = max(threshold_ns, threshold_pct% of base):
   the instructions account for a thirtieth of it;
 - `inconclusive`: anything else (the data cannot carry a claim either way), and, unpaired,
   whenever one side's run was contended (`stats.contended`: busy for most of the run).
-`clock_unexplained` is a property of `compare.Comparison` (it needs the case's ns per
+`clock_unexplained` is a property of `case_comparison.Comparison` (it needs the case's ns per
 instruction), not a verdict; a contended run is `judge(..., undecidable=True)`.
 """
 
@@ -110,7 +110,7 @@ def clock_and_counts(clock_verdict: str, counts_verdict: str | None, sure_clock:
     that cannot decide (their seeds' layouts spread too far) leave the verdict to the clock:
     the bare shim's three seeds once read +517 [-262..+1,297] instructions while the clock read
     a regression, 99% sure. `sure_clock`, the clock's verdict at NO_CHANGE_CONFIDENCE where
-    known, is what may go against the counts (see compare.with_counts). Without counts
+    known, is what may go against the counts (see case_comparison.with_counts). Without counts
     (`counts_verdict` None), the clock's verdict."""
     against = sure_clock or clock_verdict
     if counts_verdict is None or counts_verdict == INCONCLUSIVE:

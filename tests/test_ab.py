@@ -133,7 +133,7 @@ def test_one_pair_is_inconclusive():
 
 
 def test_the_counts_end_a_case_unless_the_clock_goes_against_them():
-    from overrides.compare import Comparison
+    from overrides.case_comparison import Comparison
 
     def clock(verdict):
         return Comparison("SubTensor", "torch.add", 4000.0, 4040.0, 40.0, (10.0, 70.0), verdict, paired=True)

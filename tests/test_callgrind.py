@@ -225,7 +225,7 @@ def test_caller_chains_are_split_and_recursion_levels_dropped():
 
 
 def test_comparisons_count_by_default_only_where_valgrind_is(monkeypatch):
-    from overrides import report_comparison
+    from overrides import comparison_report
 
     installed = shutil.which("valgrind") and shutil.which("callgrind_control")
     seeds, skipped = rounds.counting_plan(asked=False, refused=False, seeds=None)
@@ -248,7 +248,7 @@ def test_comparisons_count_by_default_only_where_valgrind_is(monkeypatch):
         rounds.counting_plan(True, False, None)
     with pytest.raises(UsageError, match="valgrind not found"):  # --seeds asks for counts too
         rounds.counting_plan(False, False, [1, 2])
-    notes = report_comparison.comparison_notes([], {"instructions_skipped": skipped})
+    notes = comparison_report.comparison_notes([], {"instructions_skipped": skipped})
     assert any(n.startswith("instruction counts skipped: valgrind is not installed") and
                "wall clock's alone" in n for n in notes)
 
@@ -309,12 +309,12 @@ def test_undecided_counts_get_more_seeds_until_decided():
     *_, near, _ = rounds.count_until_decided(counter, [("Near", "op")], (1, 2, 3), True, per_round=1)
     assert (near[0].seeds, near[0].verdict) == (2, "improvement")
     # The verdict note names the added seeds as covering only what the first ones left open.
-    from overrides import compare, report_comparison
-    clock = [compare.Comparison(c.case, c.op, 1000.0, 1000.0, 0.0, (-5.0, 5.0), "no change", paired=True)
+    from overrides import case_comparison, comparison_report
+    clock = [case_comparison.Comparison(c.case, c.op, 1000.0, 1000.0, 0.0, (-5.0, 5.0), "no change", paired=True)
              for c in comparisons]
     settings = {"instructions": {"seeds": list(seeds), "seeds_added": list(seeds[2:]),
                                  "threshold": 50.0, "threshold_pct": 0.25}}
-    notes = report_comparison.comparison_notes(compare.with_counts(clock, comparisons), settings)
+    notes = comparison_report.comparison_notes(case_comparison.with_counts(clock, comparisons), settings)
     assert any("the last 2 only for the cases the first ones left undecided" in n for n in notes)
     assert any(n.startswith("exact: Steady counted alike") for n in notes)
     assert not any("could not decide" in n for n in notes)
@@ -378,12 +378,12 @@ def test_sides_that_do_not_count_alike_are_left_to_the_clock_with_the_reason():
     loud, = judge.compare_counts(*counter([("Tensor", "op")], tuple(range(1, 9))))
     assert loud.verdict == "improvement" and not loud.why
     # The comparison's note says why the clock judged it
-    from overrides import compare, report_comparison
+    from overrides import case_comparison, comparison_report
 
-    judged = compare.with_counts([compare.Comparison("Tensor", "op", 1000.0, 1001.0, 1.0, (-5.0, 7.0),
+    judged = case_comparison.with_counts([case_comparison.Comparison("Tensor", "op", 1000.0, 1001.0, 1.0, (-5.0, 7.0),
                                                      "no change", True)], [wild])
     assert judged[0].verdict == "no change" and judged[0].to_dict()["counts_why"] == wild.why
-    notes = report_comparison.comparison_notes(judged, {"instructions": {"seeds": list(range(1, 9))}})
+    notes = comparison_report.comparison_notes(judged, {"instructions": {"seeds": list(range(1, 9))}})
     assert any(note.startswith("(clock): the counts do not judge Tensor: its seeds spread") for note in notes)
 
 

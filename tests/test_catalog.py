@@ -6,7 +6,7 @@ import torch
 from torch.overrides import _get_current_function_mode
 from torch.utils._python_dispatch import _get_current_dispatch_mode
 
-from overrides import measure
+from overrides import single_run
 from overrides.cases import catalog, ops, registry, seedcases
 from overrides.clock.timer import Target, TimerConfig, time_targets
 from overrides.errors import UsageError
@@ -86,9 +86,9 @@ def test_the_timer_holds_a_mode_only_while_sampling():
 
 def test_measure_builds_targets_with_the_case_statement_and_mode():
     case = registry.get_case("Cat8SubWithTorchFunction")
-    target = measure.target_for(case, ops.PYTHON_FUNCTION_OP)
+    target = single_run.target_for(case, ops.PYTHON_FUNCTION_OP)
     assert target.stmt == "torch.broadcast_tensors(*x)" and target.context is None
-    mode_target = measure.target_for(registry.get_case("TorchDispatchMode"), ops.DEFAULT_OP)
+    mode_target = single_run.target_for(registry.get_case("TorchDispatchMode"), ops.DEFAULT_OP)
     assert mode_target.context is catalog.ForwardingDispatchMode
     assert mode_target.stmt == "torch.add(x, y)"
 
@@ -104,6 +104,6 @@ def test_ops_resolve_and_reject_unknown_names():
 
 
 def test_many_targets_share_one_run_budget():
-    assert measure.scaled_min_time_s(4, 3.0) == 3.0  # the seed run keeps its 3 s per case
-    assert measure.scaled_min_time_s(40, 3.0) == pytest.approx(measure.DEFAULT_RUN_BUDGET_S / 40)
-    assert measure.scaled_min_time_s(10_000, 3.0) == measure.MIN_SCALED_TIME_S
+    assert single_run.scaled_min_time_s(4, 3.0) == 3.0  # the seed run keeps its 3 s per case
+    assert single_run.scaled_min_time_s(40, 3.0) == pytest.approx(single_run.DEFAULT_RUN_BUDGET_S / 40)
+    assert single_run.scaled_min_time_s(10_000, 3.0) == single_run.MIN_SCALED_TIME_S

@@ -65,7 +65,7 @@ def test_the_compare_parent_imports_no_torch():
     # starting workers; torch is importable here, and must still not be imported.
     code = (
         "import sys\n"
-        "from overrides import cli, compare, environment, report\n"
+        "from overrides import case_comparison, cli, environment, run_report\n"
         "from overrides.ab import paired\n"
         "from overrides.ab.countfirst import countable\n"
         "from overrides.cases import casenames, ops\n"

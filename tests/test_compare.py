@@ -2,7 +2,7 @@
 
 import math
 
-from overrides import compare, verdicts
+from overrides import case_comparison, verdicts
 from overrides.results import CaseResult, RunResult
 
 
@@ -25,12 +25,12 @@ def test_unpaired_needs_a_change_beyond_process_noise():
     base = _run([1000.0 + i % 10 for i in range(500)])
     same = _run([1002.0 + i % 10 for i in range(500)])
     slower = _run([1300.0 + i % 10 for i in range(500)])  # +30%: beyond any layout luck
-    (c_same,) = compare.compare_runs(base, same)
-    (c_slow,) = compare.compare_runs(base, slower)
+    (c_same,) = case_comparison.compare_runs(base, same)
+    (c_slow,) = case_comparison.compare_runs(base, slower)
     assert c_same.verdict in ("no change", "inconclusive") and not c_same.paired
     assert c_slow.verdict == "regression" and c_slow.ci95_ns[0] > 0
     # the interval carries the process-to-process term per side
-    assert c_same.ci95_ns[1] - c_same.ci95_ns[0] > 2 * 1.96 * compare.UNPAIRED_PROCESS_CV * 1000
+    assert c_same.ci95_ns[1] - c_same.ci95_ns[0] > 2 * 1.96 * case_comparison.UNPAIRED_PROCESS_CV * 1000
 
 
 def test_unpaired_is_inconclusive_when_one_side_ran_on_a_busy_machine():
@@ -38,14 +38,14 @@ def test_unpaired_is_inconclusive_when_one_side_ran_on_a_busy_machine():
     # Busy for the whole run: a few quiet samples, the rest 60% slower and tightly packed.
     busy = _run([1000.0] * 5 + [1600.0 + i % 10 for i in range(495)])
     assert busy.results[0].contended and not base.results[0].contended
-    (c,) = compare.compare_runs(base, busy)
+    (c,) = case_comparison.compare_runs(base, busy)
     assert c.delta_ns > 500 and c.verdict == "inconclusive"
 
 
 def test_payload_is_versioned():
-    (c,) = compare.compare_runs(_run([1000.0] * 50), _run([1000.0] * 50))
-    payload = compare.comparison_payload([c], {"threshold_ns": 20}, {})
-    assert payload["schema"] == compare.COMPARISON_SCHEMA and payload["paired"] is False
+    (c,) = case_comparison.compare_runs(_run([1000.0] * 50), _run([1000.0] * 50))
+    payload = case_comparison.comparison_payload([c], {"threshold_ns": 20}, {})
+    assert payload["schema"] == case_comparison.COMPARISON_SCHEMA and payload["paired"] is False
     assert set(payload["comparisons"][0]) >= {"case", "base_ns", "branch_ns", "delta_ns", "ci95_ns", "verdict"}
 
 
@@ -67,30 +67,30 @@ def test_no_change_needs_the_wider_interval_inside_the_threshold():
 def test_clock_only_needs_the_clock_as_sure_as_the_counts():
     from overrides.counts.judge import CountComparison
 
-    clock = compare.Comparison("WithTorchFunction", "torch.add", 2500.0, 2540.0, 40.0, (5.0, 75.0),
+    clock = case_comparison.Comparison("WithTorchFunction", "torch.add", 2500.0, 2540.0, 40.0, (5.0, 75.0),
                                "regression", paired=True)
     counts = [CountComparison("WithTorchFunction", "torch.add", 9000.0, 9000.0, 0.0, (0.0, 0.0),
                               "no change", 3)]
     # 95% sure of a change, not 99%: the counts' "no change" stands
-    (judged,) = compare.with_counts([clock], counts, {("WithTorchFunction", "torch.add"): "inconclusive"})
+    (judged,) = case_comparison.with_counts([clock], counts, {("WithTorchFunction", "torch.add"): "inconclusive"})
     assert judged.verdict == "no change" and judged.clock_verdict == "regression"
     # 99% sure: said so, but not a regression
-    (judged,) = compare.with_counts([clock], counts, {("WithTorchFunction", "torch.add"): "regression"})
+    (judged,) = case_comparison.with_counts([clock], counts, {("WithTorchFunction", "torch.add"): "regression"})
     assert judged.verdict == "clock only"
     # no stricter verdict given: the clock's own
-    (judged,) = compare.with_counts([clock], counts)
+    (judged,) = case_comparison.with_counts([clock], counts)
     assert judged.verdict == "clock only"
 
 
 def test_counts_that_cannot_decide_leave_the_verdict_to_the_clock():
     from overrides.counts.judge import CountComparison
 
-    clock = compare.Comparison("SubTensor", "torch.add", 4000.0, 4040.0, 40.0, (8.0, 72.0),
+    clock = case_comparison.Comparison("SubTensor", "torch.add", 4000.0, 4040.0, 40.0, (8.0, 72.0),
                                "regression", paired=True)
     spread = [CountComparison("SubTensor", "torch.add", 39000.0, 39517.0, 517.0, (-262.0, 1297.0),
                               "inconclusive", 3)]
     # the clock's own (95%) verdict, not the stricter one that may go against the counts
-    (judged,) = compare.with_counts([clock], spread, {("SubTensor", "torch.add"): "inconclusive"})
+    (judged,) = case_comparison.with_counts([clock], spread, {("SubTensor", "torch.add"): "inconclusive"})
     assert judged.verdict == "regression"
 
 
@@ -100,8 +100,8 @@ def test_one_layout_decides_nothing_unless_the_counts_are_exact():
     # called a regression. Now one seed leaves it undecided (the table says "1 seed", the clock
     # judges), and with a second, ordinary seed the pair disagrees too much to decide either.
     from overrides.counts import judge, records
-    from overrides import report_comparison
-    from overrides.compare import Comparison, with_counts
+    from overrides import comparison_report
+    from overrides.case_comparison import Comparison, with_counts
 
     def runs(*per_seed):
         return [[records.CountRun(seed, (records.CaseCounts("WithTorchFunction", "torch.add", base + d * side, (1.0,), {}),),
@@ -113,7 +113,7 @@ def test_one_layout_decides_nothing_unless_the_counts_are_exact():
     clock = [Comparison("WithTorchFunction", "torch.add", 2730.0, 2733.0, 3.0, (-12.0, 18.0), "inconclusive", paired=True)]
     judged = with_counts(clock, [counted])
     assert judged[0].verdict == "inconclusive"
-    assert "1 seed" in report_comparison.comparison_table(judged, {}).splitlines()[2]
+    assert "1 seed" in comparison_report.comparison_table(judged, {}).splitlines()[2]
     two, = judge.compare_counts(*runs((22_286.5, 309.3), (22_290.0, -20.0)))
     assert two.verdict == "inconclusive"
     # ... while a case counted exactly alike is decided on its one seed, and two ordinary seeds

@@ -17,7 +17,7 @@ from conftest import make_wheel, run_tool
 from overrides.ab import shimenv
 from overrides.flame import screenshot
 from overrides.history import HISTORY_SCHEMA
-from overrides.history import builds as history
+from overrides.history import lineup as history
 
 
 @pytest.fixture(scope="module")

@@ -12,7 +12,7 @@ import xml.etree.ElementTree as ET
 
 from overrides.counts.judge import CountComparison
 from overrides.history import HISTORY_SCHEMA, output, plot
-from overrides.history.builds import HistoryBuild
+from overrides.history.lineup import HistoryBuild
 from overrides.history.steps import Step
 
 SVG = "{http://www.w3.org/2000/svg}"

@@ -4,9 +4,9 @@ flagged, and a system interpreter refused with what to do instead."""
 
 import pytest
 
-from overrides import report, report_comparison
+from overrides import run_report, comparison_report
 from overrides.ab.countfirst import counts_progress
-from overrides.compare import Comparison
+from overrides.case_comparison import Comparison
 
 
 def _counted(delta_instructions: float = 120.0) -> Comparison:
@@ -16,14 +16,14 @@ def _counted(delta_instructions: float = 120.0) -> Comparison:
 
 
 def test_the_counted_table_gives_both_deltas_in_percent():
-    table = report_comparison.comparison_table([_counted()], {"pairs": 5, "threshold_ns": 20, "threshold_pct": 0.75})
+    table = comparison_report.comparison_table([_counted()], {"pairs": 5, "threshold_ns": 20, "threshold_pct": 0.75})
     header, _, row = table.splitlines()[:3]
     assert "delta %" in header and "delta instr %" in header
     assert "+5.79%" in row and "+0.30%" in row  # 297 of 5,126 ns; 120 of 40,000 instructions
 
 
 def test_the_notes_say_the_paired_delta_is_not_the_difference_of_the_columns():
-    notes = " ".join(report_comparison.comparison_notes([_counted()], {"pairs": 5}))
+    notes = " ".join(comparison_report.comparison_notes([_counted()], {"pairs": 5}))
     assert "paired estimate, so it need not equal their difference" in notes
 
 
@@ -42,7 +42,7 @@ def test_a_run_whose_median_is_many_times_its_figure_is_flagged():
     assert stats.core_width(busy) < stats.CORE_WIDTH_WARN_FRACTION and not stats.contended(busy)
     assert stats.too_spread(busy) and not stats.too_spread(floor + [2_000.0] * 60)
     run = RunResult({}, {}, (CaseResult("Tensor", "torch.add", "torch.add(x, y)", "", 100, tuple(busy), 5.0),))
-    warning, = report.spread_warnings(run)
+    warning, = run_report.spread_warnings(run)
     assert "half the samples took over 3x the figure" in warning
 
 

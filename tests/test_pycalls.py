@@ -163,7 +163,7 @@ def test_file_keys_do_not_depend_on_where_the_build_is_installed():
 
 
 def test_the_report_section_lists_changed_cases_new_rows_first_and_fills_differential_json(tmp_path):
-    from overrides import compare
+    from overrides import case_comparison
     from overrides.review import sections
     from overrides.review.measuring import Evidence
     from overrides.review.pack import Pack
@@ -174,9 +174,9 @@ def test_the_report_section_lists_changed_cases_new_rows_first_and_fills_differe
                       "builtins.isinstance [C]": (4, 0)}),
               pycalls.CaseCalls("Tensor", "torch.add", 100, {})]
     pack = Pack(str(tmp_path), lambda message: None, [])
-    comparisons = [compare.Comparison("X", "torch.add", 4000.0, 4100.0, 100.0, (50.0, 150.0),
+    comparisons = [case_comparison.Comparison("X", "torch.add", 4000.0, 4100.0, 100.0, (50.0, 150.0),
                                       "regression", True),
-                   compare.Comparison("Tensor", "torch.add", 1000.0, 1001.0, 1.0, (-5.0, 7.0),
+                   case_comparison.Comparison("Tensor", "torch.add", 1000.0, 1001.0, 1.0, (-5.0, 7.0),
                                       "no change", True)]
     parts = sections.python_call_sections(Evidence(comparisons, {}, {}, python_calls=[base, branch]),
                                           comparisons, all_cases=False, pack=pack)
@@ -270,7 +270,7 @@ def _helper_recordings(tmp_path, helper_samples=(12, 12)):
     branch whose `Tensor.__torch_function__` calls a new `_check_types_extra` at line 1510; the
     branch's recordings put `helper_samples` samples inside the helper. Returns (evidence,
     comparison, folded, (caller, helper), write a branch recording, write a base recording)."""
-    from overrides import compare
+    from overrides import case_comparison
     from overrides.review.measuring import Evidence
 
     caller, helper = "Tensor.__torch_function__ (torch/_tensor.py)", "_check_types_extra (torch/_tensor.py)"
@@ -303,7 +303,7 @@ def _helper_recordings(tmp_path, helper_samples=(12, 12)):
 
     folded = {"base": [write(f"base.{i}", base_lines) for i in (1, 2)],
               "branch": [write(f"branch.{i}", branch_lines(n)) for i, n in enumerate(helper_samples, 1)]}
-    comparison = compare.Comparison("SubTensor", "torch.add", 4000.0, 4100.0, 100.0, (60.0, 140.0),
+    comparison = case_comparison.Comparison("SubTensor", "torch.add", 4000.0, 4100.0, 100.0, (60.0, 140.0),
                                     "regression", True)
     evidence = Evidence([comparison], {}, {}, python_calls=[calls["base"], calls["branch"]])
     return (evidence, comparison, folded, (caller, helper),
@@ -314,12 +314,12 @@ def test_the_time_table_prices_a_new_helper_at_its_call_site_and_its_rows_add_up
     """report.md's py-spy table on hand-made recordings (two a side, lines as py-spy writes
     them): the helper's row is its call site's time with everything under it, named with the
     caller's line; frames under it are not listed again."""
-    from overrides.review import flamegraphs
+    from overrides.review import time_sections
     from overrides.review.pack import Pack
 
     evidence, comparison, folded, (caller, helper), _, _ = _helper_recordings(tmp_path)
     pack = Pack(str(tmp_path), lambda message: None, [])
-    text = "\n".join(flamegraphs.differential_section(evidence, comparison, folded, "subtensor", None, pack))
+    text = "\n".join(time_sections.differential_section(evidence, comparison, folded, "subtensor", None, pack))
     row = next(line for line in text.splitlines() if "_check_types_extra" in line and line.startswith("|"))
     assert row.startswith("| Python calls: new, more | `_check_types_extra (torch/_tensor.py)` at "
                           "`Tensor.__torch_function__ (torch/_tensor.py)` line 1510: `_check_types_extra(types)`")
@@ -340,7 +340,7 @@ def test_the_time_table_prices_a_new_helper_at_its_call_site_and_its_rows_add_up
 def test_recordings_that_disagree_on_the_cause_get_a_third_a_side_and_its_median(tmp_path):
     """One branch process put 90 samples inside the new helper, the other 12: the report asks for
     one more recording a side, prices the call site at the median recording's, and says so."""
-    from overrides.review import flamegraphs
+    from overrides.review import time_sections
     from overrides.review.pack import Pack
 
     evidence, comparison, folded, _, branch_file, base_file = _helper_recordings(tmp_path, (12, 90))
@@ -351,7 +351,7 @@ def test_recordings_that_disagree_on_the_cause_get_a_third_a_side_and_its_median
         return {"base": base_file("base.3"), "branch": branch_file("branch.3", 13)}
 
     pack = Pack(str(tmp_path), lambda message: None, [])
-    text = "\n".join(flamegraphs.differential_section(evidence, comparison, folded, "subtensor", None,
+    text = "\n".join(time_sections.differential_section(evidence, comparison, folded, "subtensor", None,
                                                       pack, more))
     assert asked == ["SubTensor"]
     assert "recorded a third time and its figures are the medians of its 3 and 3 recordings" in text
@@ -360,7 +360,7 @@ def test_recordings_that_disagree_on_the_cause_get_a_third_a_side_and_its_median
     assert first["delta_self"] == pytest.approx(26 / 1026 * 4100, abs=0.1)  # 10 + 13 + 3: the median
     # Recordings that agree ask for nothing more.
     evidence, comparison, folded, _, _, _ = _helper_recordings(tmp_path, (12, 14))
-    flamegraphs.differential_section(evidence, comparison, folded, "subtensor", None,
+    time_sections.differential_section(evidence, comparison, folded, "subtensor", None,
                                      Pack(str(tmp_path), lambda message: None, []), more)
     assert asked == ["SubTensor"]
 
@@ -371,7 +371,7 @@ def test_a_change_the_clock_could_not_size_is_sized_by_the_counts_and_says_so(tm
     read against that. Where the counts decided a change the clock's own verdict did not, the
     size is the counts' (at the case's ns per instruction), and the heading and the sentence say
     where each figure comes from; a change the clock sized stays the clock's."""
-    from overrides.review import flamegraphs
+    from overrides.review import time_sections
     from overrides.review.pack import Pack
 
     evidence, measured, folded, _, _, _ = _helper_recordings(tmp_path)
@@ -379,11 +379,11 @@ def test_a_change_the_clock_could_not_size_is_sized_by_the_counts_and_says_so(tm
                                   base_instructions=40000.0, branch_instructions=40500.0,
                                   clock_verdict="inconclusive", counts_verdict="regression")
     assert not unsized.clock_sized and unsized.change_ns == pytest.approx(50.0)
-    assert flamegraphs.case_heading(unsized) == (
+    assert time_sections.case_heading(unsized) == (
         "### SubTensor: about +50 ns per call by the counts (+500 instructions; regression); "
         "the clock: -24 ns, -130..+83 at 95%")
     pack = Pack(str(tmp_path), lambda message: None, [])
-    text = "\n".join(flamegraphs.differential_section(evidence, unsized, folded, "subtensor", None, pack))
+    text = "\n".join(time_sections.differential_section(evidence, unsized, folded, "subtensor", None, pack))
     assert ("of about +50 ns: the counts' +500 instructions at this case's 0.100 ns each, as the "
             "clock's -24 ns, -130..+83 at 95% could not size it)") in text
     assert "| **total: the case's change, by the counts** | | | **+50** |" in text
@@ -393,7 +393,7 @@ def test_a_change_the_clock_could_not_size_is_sized_by_the_counts_and_says_so(tm
     # the clock found it too: its figure is the size
     sized = dataclasses.replace(unsized, delta_ns=100.0, ci95_ns=(60.0, 140.0), clock_verdict="regression")
     assert sized.clock_sized and sized.change_ns == 100.0
-    assert flamegraphs.case_heading(sized) == "### SubTensor: +100 ns per call (regression)"
+    assert time_sections.case_heading(sized) == "### SubTensor: +100 ns per call (regression)"
 
 
 def test_the_only_python_function_that_changed_is_priced_by_the_interpreters_instructions(tmp_path):
@@ -403,7 +403,7 @@ def test_the_only_python_function_that_changed_is_priced_by_the_interpreters_ins
     on the bare shim's ~50 ns `_shim`, 54-126 ns on a ~100 ns helper's call site). Where its
     caller changed by more than a call line, nothing is priced so."""
     from overrides.counts.records import CaseCounts, CountRun
-    from overrides.review import flamegraphs
+    from overrides.review import time_sections
     from overrides.review.measuring import Evidence
     from overrides.review.pack import Pack
 
@@ -425,7 +425,7 @@ def test_the_only_python_function_that_changed_is_priced_by_the_interpreters_ins
                    for c in branch_calls]
     sole = Evidence([comparison], {}, {}, counts=counts, python_calls=[base_calls, same_caller])
     pack = Pack(str(tmp_path), lambda message: None, [])
-    text = "\n".join(flamegraphs.differential_section(sole, comparison, folded, "subtensor", None, pack))
+    text = "\n".join(time_sections.differential_section(sole, comparison, folded, "subtensor", None, pack))
     row = next(line for line in text.splitlines() if line.startswith("| Python calls: new"))
     assert row.endswith("| +400 (the interpreter's) |")
     assert ("is the only Python function whose calls or bytecodes changed in this case, so the "
@@ -436,7 +436,7 @@ def test_the_only_python_function_that_changed_is_priced_by_the_interpreters_ins
     # where the counts size the change (the clock could not), the row is read at their price
     unsized = dataclasses.replace(comparison, delta_ns=-24.0, ci95_ns=(-130.0, 83.0), clock_verdict="inconclusive")
     pack = Pack(str(tmp_path), lambda message: None, [])
-    text = "\n".join(flamegraphs.differential_section(sole, unsized, folded, "subtensor", None, pack))
+    text = "\n".join(time_sections.differential_section(sole, unsized, folded, "subtensor", None, pack))
     sampled = 25 / 1025 * 4100
     assert f"| +40 by the counts (sampled +{sampled:.0f}) |" in text
     assert "(listed: +40 of about +42 ns: the counts' +420 instructions" in text
@@ -445,14 +445,14 @@ def test_the_only_python_function_that_changed_is_priced_by_the_interpreters_ins
     # recordings that disagree on it ask for no third: the counts price it, not the samples
     _, _, disagreeing, _, _, _ = _helper_recordings(tmp_path, (12, 90))
     asked = []
-    flamegraphs.differential_section(sole, comparison, disagreeing, "subtensor", None,
+    time_sections.differential_section(sole, comparison, disagreeing, "subtensor", None,
                                      Pack(str(tmp_path), lambda message: None, []),
                                      lambda case: asked.append(case))
     assert asked == []
     # the caller's bytecodes moved by its call line (+2 a call): the work of those calls
     with_line = Evidence([comparison], {}, {}, counts=counts, python_calls=evidence.python_calls)
     pack = Pack(str(tmp_path), lambda message: None, [])
-    text = "\n".join(flamegraphs.differential_section(with_line, comparison, folded, "subtensor", None, pack))
+    text = "\n".join(time_sections.differential_section(with_line, comparison, folded, "subtensor", None, pack))
     assert ("is the only Python function called differently in this case, and the only other "
             "Python change is in the lines that call it (`Tensor.__torch_function__ (torch/_tensor.py)` "
             "+2 bytecodes a call), so the interpreter's own instruction change, +400 a call, is the "
@@ -462,7 +462,7 @@ def test_the_only_python_function_that_changed_is_priced_by_the_interpreters_ins
     rewritten = [dataclasses.replace(c, functions={**c.functions, caller: (100, 5000, 1509)}) for c in branch_calls]
     more = Evidence([comparison], {}, {}, counts=counts, python_calls=[base_calls, rewritten])
     pack = Pack(str(tmp_path), lambda message: None, [])
-    text = "\n".join(flamegraphs.differential_section(more, comparison, folded, "subtensor", None, pack))
+    text = "\n".join(time_sections.differential_section(more, comparison, folded, "subtensor", None, pack))
     assert "(the interpreter's)" not in text and "By the counts" not in text
     assert "counted_ns" not in pack.differentials["SubTensor [torch.add]"]["wall_clock"]["functions"][0]
 
@@ -474,7 +474,7 @@ def test_the_hot_loops_own_time_is_not_listed_where_the_counts_found_its_work_un
     loop's frame is "same work", drawn amber and never listed; without call paths it stays."""
     from overrides.counts import calltree
     from overrides.counts.records import CaseCounts, CountRun
-    from overrides.review import flamegraphs
+    from overrides.review import time_sections
     from overrides.review.measuring import Evidence
     from overrides.review.pack import Pack
 
@@ -491,7 +491,7 @@ def test_the_hot_loops_own_time_is_not_listed_where_the_counts_found_its_work_un
 
     def table(evidence) -> str:
         pack = Pack(str(tmp_path), lambda message: None, [])
-        text = "\n".join(flamegraphs.differential_section(evidence, comparison, folded, "subtensor", None, pack))
+        text = "\n".join(time_sections.differential_section(evidence, comparison, folded, "subtensor", None, pack))
         return text.split("| **total")[0].split("function | own ns")[1]
 
     assert "hot_loop_SubTensor" in table(evidence)  # no counts: the sampled move is listed

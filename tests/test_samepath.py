@@ -10,7 +10,7 @@ import pytest
 
 from conftest import ROOT
 from overrides.builds import samepath
-from overrides.compare import Comparison
+from overrides.case_comparison import Comparison
 from overrides.counts import judge, records
 
 _SHOW = ("import json, os, sys; print(json.dumps({'executable': sys.executable, 'prefix': sys.prefix, "
@@ -207,28 +207,28 @@ def test_counts_from_different_paths_get_the_path_allowance():
 
 
 def test_a_clock_change_the_instructions_cannot_explain_is_named():
-    from overrides import report_comparison
+    from overrides import comparison_report
 
     # torch 2.12.1 -> 2.14.1 on SubTensor: -544 ns on the clock, -162 instructions.
     c = Comparison("SubTensor", "torch.add", 5_400.0, 4_856.0, -544.0, (-595.0, -492.0), "improvement",
                    True, base_instructions=45_000.0, branch_instructions=44_838.0,
                    instructions_ci95=(-200.0, -120.0), counts_verdict="improvement")
     assert c.clock_unexplained and round(c.clock_to_instructions) == 28
-    assert report_comparison.verdict_cell(c) == "improvement, clock 28x"
-    note = report_comparison.unexplained_note(c)
+    assert comparison_report.verdict_cell(c) == "improvement, clock 28x"
+    note = comparison_report.unexplained_note(c)
     assert "same work got faster" in note and "SubTensor" in note
     assert c.to_dict()["clock_unexplained"] is True
     # A clock change the instructions do account for is not named.
     explained = Comparison("SubTensor", "torch.add", 5_400.0, 5_500.0, 100.0, (80.0, 120.0), "regression",
                            True, base_instructions=45_000.0, branch_instructions=45_800.0,
                            instructions_ci95=(700.0, 900.0), counts_verdict="regression")
-    assert not explained.clock_unexplained and report_comparison.verdict_cell(explained) == "regression"
+    assert not explained.clock_unexplained and comparison_report.verdict_cell(explained) == "regression"
     # Counts that could not decide: the verdict is the clock's, and says so.
     undecided = Comparison("SubTensor", "torch.add", 5_400.0, 5_500.0, 100.0, (80.0, 120.0), "regression",
                            True, base_instructions=45_000.0, branch_instructions=45_100.0,
                            instructions_ci95=(-300.0, 500.0),
                            counts_verdict="inconclusive")
-    assert report_comparison.verdict_cell(undecided) == "regression (clock)"
+    assert comparison_report.verdict_cell(undecided) == "regression (clock)"
     assert undecided.to_dict()["judged_on"] == "clock"
 
 

@@ -94,7 +94,7 @@ class Counted:
 def count_first(base_py: str, branch_py: str, targets, config: ABConfig, say,
                  import_paths: Sequence[str | None], sources: Sequence[str | None]) -> Counted:
     """Count instructions on both sides under the same seeds, before the timed pairs. The
-    counts judge (see overrides/compare.py), so a case they decide needs no more than MIN_PAIRS of the clock:
+    counts judge (see overrides/case_comparison.py), so a case they decide needs no more than MIN_PAIRS of the clock:
     a clear change, or none at all between two copies of one build, ends the timing early.
     Counted through the views, like the workers: both sides' import paths have one length."""
     from overrides.counts import callgrind, rounds

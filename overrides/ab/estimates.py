@@ -17,7 +17,7 @@ from overrides.ab.config import MAX_PAIRS, MIN_PAIRS, ABConfig
 from overrides.cases.casenames import Case
 from overrides.cases.ops import Op
 from overrides.clock import stats
-from overrides.compare import Comparison
+from overrides.case_comparison import Comparison
 from overrides.verdicts import (CLOCK_ONLY, DECIDED, DISAGREE, NO_CHANGE_CONFIDENCE, clock_and_counts, judge,
                                 threshold_for, unmeasured)
 

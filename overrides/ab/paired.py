@@ -69,7 +69,7 @@ from overrides.builds import placement, samepath
 from overrides.builds.interpreters import Build, Interpreter, probe_interpreter
 from overrides.cases.casenames import Case
 from overrides.cases.ops import Op
-from overrides.compare import Comparison
+from overrides.case_comparison import Comparison
 from overrides.errors import UsageError
 from overrides.results import CaseResult, RunResult
 from overrides.verdicts import NO_CHANGE_CONFIDENCE
@@ -318,7 +318,7 @@ def _finish(base: Interpreter, branch: Interpreter, pooled: Pooled, config: ABCo
     if counted is not None and counted.skipped:
         settings["instructions_skipped"] = counted.skipped
     elif counted is not None:
-        from overrides import compare
+        from overrides import case_comparison
         from overrides.counts import records
         from overrides.counts.judge import DEFAULT_THRESHOLD_INSTRUCTIONS
 
@@ -332,7 +332,7 @@ def _finish(base: Interpreter, branch: Interpreter, pooled: Pooled, config: ABCo
                 for (side, run), counts in zip(runs.items(), counted.runs)}
         sure_clock = {(c.case, c.op): c.verdict
                       for c in compare_pooled(pooled, config, NO_CHANGE_CONFIDENCE)}
-        comparisons = compare.with_counts(comparisons, counted.comparisons, sure_clock)
+        comparisons = case_comparison.with_counts(comparisons, counted.comparisons, sure_clock)
     return ABResult(tuple(comparisons), runs["base"], runs["branch"], tuple(pooled.estimates),
                     settings, time.monotonic() - started, interrupted)
 

@@ -32,7 +32,7 @@ def _serve(protocol_out) -> None:
     from overrides import environment
     from overrides.cases.registry import resolve_cases
     from overrides.cases.ops import get_op
-    from overrides.measure import target_for
+    from overrides.single_run import target_for
     from overrides.clock.timer import TimerConfig, _Slot
 
     def reply(payload: dict) -> None:

@@ -79,7 +79,7 @@ PRIME_TIMEOUT_S = 600  # compiling a torch's modules from nothing on a busy mach
 # side so that each of these modules' bytecode sits in the side's cache, compiled at the fixed path.
 PRIME_CODE = ("import torch, overrides.ab.worker, overrides.counts.callgrind, overrides.cases.registry, "
               "overrides.cases.seedcases, overrides.cases.catalog, "
-              "overrides.cases.ops, overrides.clock.timer, overrides.measure")
+              "overrides.cases.ops, overrides.clock.timer, overrides.single_run")
 # After priming, the process lists what it loaded (as it sees the paths) for the manifest below,
 # and the `.pth` files on its path, which decide at start-up what else is found and imported.
 _LIST_CODE = ("import glob, json, os, sys; print(json.dumps(sorted({m.__file__ for m in list(sys.modules.values()) "

@@ -16,7 +16,7 @@ The method is the comparison's, applied to every neighbouring pair:
 - Each step is judged by counts/judge.py's compare_counts, the rule `--compare` uses, so a step's
   verdict is the one `--compare` of that pair would give on its counts. `--clock` adds the
   paired clock per step (a whole comparison each, without counts) and the verdict is then the
-  two views' together (compare.with_counts).
+  two views' together (case_comparison.with_counts).
 - The step that changed most (largest share of its case's count among the steps judged a
   change) gets the counts' call-tree diff: "which release" comes with "where".
 
@@ -25,7 +25,7 @@ after every round, `complete: false` until the end), `history.md`, `history.png`
 (drawn by matplotlib, no browser needed: history/plot.py), and the changed step's
 differential call tree as `where-CASE.svg`/`.png`.
 
-Modules: `builds.py` (each build resolved: an interpreter, a virtualenv, a record.sh label, or
+Modules: `lineup.py` (each build resolved: an interpreter, a virtualenv, a record.sh label, or
 a requirement installed into the cache), `steps.py` (every build counted under matched seeds in
 rounds, each step judged), `output.py` (the table, markdown, `history/2` JSON and the largest
 step's call tree), `plot.py` (the picture), `command.py` (`bench.py --history`).

@@ -12,7 +12,7 @@ from typing import Callable, Sequence
 from overrides.errors import INTERRUPTED_EXIT_STATUS, UsageError
 from overrides.files import make_folder, write_json_atomic, write_text_atomic
 from overrides.history import plot
-from overrides.history.builds import CACHE_VARIABLE, HistoryBuild, resolve_builds
+from overrides.history.lineup import CACHE_VARIABLE, HistoryBuild, resolve_builds
 from overrides.history.output import largest_step, markdown, notes, payload, per_build, table, where_section
 from overrides.history.steps import count_history, steps_of, with_clock
 from overrides.progress import counted

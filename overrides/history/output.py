@@ -10,7 +10,7 @@ from typing import Sequence
 from overrides.counts.records import per_call_by_case
 from overrides.files import write_text_atomic
 from overrides.history import HISTORY_SCHEMA
-from overrides.history.builds import HistoryBuild
+from overrides.history.lineup import HistoryBuild
 from overrides.history.steps import Step
 from overrides.verdicts import CHANGED, DISAGREE, MOVED, known
 

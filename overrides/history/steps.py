@@ -9,9 +9,9 @@ import math
 import time
 from typing import Callable, Sequence
 
-from overrides.compare import Comparison, json_figure, with_counts
+from overrides.case_comparison import Comparison, json_figure, with_counts
 from overrides.counts import callgrind, judge, rounds
-from overrides.history.builds import HistoryBuild
+from overrides.history.lineup import HistoryBuild
 from overrides.progress import counted
 from overrides.verdicts import DECIDED
 

@@ -5,6 +5,6 @@
 - `pr_report.py`: report.sh, running the pieces below in order;
 - `sides.py`: what BASE and BRANCH are (a label or an interpreter);
 - `measuring.py`: measuring and judging, into one `Evidence`;
-- `sections.py`, `flamegraphs.py`, `markdown.py`: presenting an Evidence as report.md;
+- `sections.py`, `time_sections.py`, `markdown.py`: presenting an Evidence as report.md;
 - `pack.py`: the figures, screenshots, differential.json and the ZIP.
 """

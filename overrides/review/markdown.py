@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from typing import Sequence
 
-from overrides import environment, report, report_comparison
+from overrides import environment, run_report, comparison_report
 from overrides.progress import counted
 from overrides.review.sides import Side, title
 from overrides.verdicts import CLOCK_ONLY, DISAGREE, IMPROVEMENT, REGRESSION
@@ -53,15 +53,15 @@ def report_markdown(evidence, sides: Sequence[Side], python_calls: Sequence[str]
         headline += ("\n\n**Clock and counts tell different stories** (see the notes under the "
                      "table): " + ", ".join(f"{c.case} {signed(c.delta_ns)} ns / "
                                             f"{signed(c.delta_instructions)} instructions "
-                                            f"({report_comparison.verdict_cell(c)})" for c in split))
+                                            f"({comparison_report.verdict_cell(c)})" for c in split))
         if any(c.clock_unexplained for c in split):
             headline += (". Where the clock moved far more than the instructions cost, the same "
                          "work got faster or slower (memory, caches, atomics or threads), not "
                          "only the code.")
     parts = [f"# `__torch_function__` overhead: {title(sides)}", "", headline, "",
-             "## Comparison", "", report_comparison.comparison_markdown(comparisons, settings, notes=False), ""]
+             "## Comparison", "", comparison_report.comparison_markdown(comparisons, settings, notes=False), ""]
     parts += in_details("How these verdicts were reached",
-                    [f"- {note}" for note in report_comparison.comparison_notes(comparisons, settings)])
+                    [f"- {note}" for note in comparison_report.comparison_notes(comparisons, settings)])
     parts += python_calls
     parts += instructions
     if time is not None:
@@ -86,7 +86,7 @@ def report_markdown(evidence, sides: Sequence[Side], python_calls: Sequence[str]
     parts += ["## Environments and each side's bench output", ""]
     parts += in_details("The environments", environments)
     for side in sides:
-        parts += in_details(f"{side.role}'s bench output", ["```text", report.table(runs[side.role]), "```"])
+        parts += in_details(f"{side.role}'s bench output", ["```text", run_report.table(runs[side.role]), "```"])
     parts.append(f"_Made by `scripts/report.sh` in {wall_s:.0f} s._")
     return "\n".join(parts) + "\n"
 

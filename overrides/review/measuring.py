@@ -1,7 +1,7 @@
 """Measuring and judging for a report: both sides compared (paired where both can run), their
 Python calls counted, their flamegraphs recorded; all of it gathered in one `Evidence`.
 
-Nothing here writes markdown: `sections.py`, `flamegraphs.py` and `markdown.py` present an
+Nothing here writes markdown: `sections.py`, `time_sections.py` and `markdown.py` present an
 Evidence, so each side of the report can be read and tested without the other.
 """
 
@@ -12,7 +12,7 @@ import json
 import os
 from typing import Callable, Sequence
 
-from overrides import children, compare, report, results
+from overrides import children, case_comparison, run_report, results
 from overrides.errors import UsageError
 from overrides.files import write_json_atomic, write_text_atomic
 from overrides.review.sides import ROLES, Side, live_folder
@@ -89,7 +89,7 @@ def measure(sides: Sequence[Side], case_names: Sequence[str] | None, op: str | N
                                      measured_by="paired A/B in report.sh",
                                      kept={"skipped": "measured by report.sh from an interpreter"})
             results.save(runs[side.role], recorder.path(f"{folder}.json"))
-            write_text_atomic(recorder.path(f"{folder}.txt"), report.table(runs[side.role]) + "\n")
+            write_text_atomic(recorder.path(f"{folder}.txt"), run_report.table(runs[side.role]) + "\n")
             recorder.save()
             evidence.recorded[side.role] = recorder.finish()
         evidence.comparisons, evidence.runs = list(outcome.comparisons), runs
@@ -115,7 +115,7 @@ def measure(sides: Sequence[Side], case_names: Sequence[str] | None, op: str | N
                               recorded[side.role].manifest)
     evidence.recorded = recorded
     runs = {role: results.load(recorded[role].results_path) for role in ROLES}
-    comparisons = compare.compare_runs(runs["base"], runs["branch"], ab_config.threshold_ns,
+    comparisons = case_comparison.compare_runs(runs["base"], runs["branch"], ab_config.threshold_ns,
                                        ab_config.threshold_pct)
     settings = {"mode": "unpaired", "threshold_ns": ab_config.threshold_ns,
                 "threshold_pct": ab_config.threshold_pct}
@@ -150,7 +150,7 @@ def _judge_on_counts(evidence: Evidence, comparisons, runs: dict, count_files, s
                                 "threshold_pct": threshold_pct}
     runs = {role: dataclasses.replace(runs[role], instructions=records.to_dict(c))
             for role, c in zip(ROLES, counts)}
-    return compare.with_counts(comparisons, judge.compare_counts(*counts, threshold_pct=threshold_pct)), runs
+    return case_comparison.with_counts(comparisons, judge.compare_counts(*counts, threshold_pct=threshold_pct)), runs
 
 
 def count_python_calls(evidence: Evidence, sides: Sequence[Side], say: Callable[[str], None]) -> None:

@@ -10,7 +10,7 @@ import os
 import zipfile
 from typing import Callable, Sequence
 
-from overrides import compare, report, results
+from overrides import case_comparison, run_report, results
 from overrides.files import atomic_path, write_json_atomic, write_text_atomic
 from overrides.review.sides import ROLES
 
@@ -109,7 +109,7 @@ class Pack:
         members = {"report.md": self._write("report.md", report_md)}
         for role in ROLES:
             members[f"{role}.json"] = self._write(f"{role}.json", results.to_dict(evidence.runs[role]))
-            members[f"{role}.txt"] = self._write(f"{role}.txt", report.table(evidence.runs[role]) + "\n")
+            members[f"{role}.txt"] = self._write(f"{role}.txt", run_report.table(evidence.runs[role]) + "\n")
         members["comparison.json"] = self._write("comparison.json", comparison_list(evidence.comparisons))
         members["differential.json"] = self._write("differential.json", {
             "schema": DIFFERENTIAL_SCHEMA, "cases": list(self.differentials.values())})
@@ -123,7 +123,7 @@ class Pack:
 
 def comparison_list(comparisons) -> list[dict]:
     """comparison.json: one object per case, each saying which schema it follows."""
-    return [dict(schema=compare.CASE_COMPARISON_SCHEMA, **c.to_dict()) for c in comparisons]
+    return [dict(schema=case_comparison.CASE_COMPARISON_SCHEMA, **c.to_dict()) for c in comparisons]
 
 
 def without_screenshot(texts: Sequence[str], png_name: str) -> list[str]:

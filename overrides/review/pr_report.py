@@ -5,7 +5,7 @@ between the two) or an interpreter / virtualenv, measured on the spot. Both are 
 side by side (`overrides/ab/paired.py`, paired: the sharpest verdicts) whenever both can run: an
 interpreter always can, a label through the copy of its build that record.sh kept
 (`overrides/builds/keep.py`). A label without a usable copy is compared from the two separate runs
-(`overrides/compare.py`, unpaired), and the report says why and what that costs. Then each
+(`overrides/case_comparison.py`, unpaired), and the report says why and what that costs. Then each
 build's Python calls per call of every case, counted in its own interpreter
 (`overrides/counts/pycalls.py`: which Python functions the branch runs that base does not, exactly),
 and for every case that regressed (every case with --all), both builds' py-spy
@@ -31,10 +31,10 @@ import tempfile
 import time
 from typing import Callable, Sequence
 
-from overrides import children, compare, report_comparison
+from overrides import children, case_comparison, comparison_report
 from overrides.errors import UsageError
 from overrides.review import measuring, runs as recorded_runs, sections
-from overrides.review.flamegraphs import flamegraph_sections, record_sections
+from overrides.review.time_sections import flamegraph_sections, record_sections
 from overrides.review.markdown import report_markdown
 from overrides.review.pack import Pack, without_screenshot
 from overrides.review.sides import classify
@@ -182,9 +182,9 @@ def main(argv: list[str] | None = None) -> int:
             flamegraphs=not args.no_flamegraphs, cases=args.cases, op=args.op, seconds=args.seconds,
             ab_config=config, runs_dir=args.runs_dir, skipped_counts=skipped, force=args.force,
             allow_incomplete=args.allow_incomplete, progress=stderr_progress(args.quiet))
-        print(report_comparison.comparison_table(comparisons, settings))
+        print(comparison_report.comparison_table(comparisons, settings))
         print(f"report written to {path}")
-        return 1 if compare.any_regression(comparisons) else 0
+        return 1 if case_comparison.any_regression(comparisons) else 0
 
     return run_command("report.sh", body, "no ZIP written (runs/ keeps what was recorded)")
 

@@ -1,4 +1,5 @@
-"""Comparing base against branch: per-case deltas, their intervals, and verdicts.
+"""A case compared, base against branch: the `Comparison` record (delta, interval, verdicts),
+judged with the counts (`with_counts`); and the unpaired comparison of two results files.
 
 A verdict is only as good as its interval, and the interval must include every source of
 variation that differs between the two sides. Two kinds of comparison exist:

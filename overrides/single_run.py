@@ -1,4 +1,5 @@
-"""Glue from the catalog to the Timer core: time cases x ops, and return a `RunResult`.
+"""One run in this process: cases x ops timed by the Timer core (or counted by Callgrind),
+returned as a `RunResult` (what `bench.py` without --compare prints).
 
 Kept apart from the CLI so that tests and the A/B workers build runs the same way: `target_for`
 is the one place a (case, op) becomes a Timer target (the case's own statement, its mode).

@@ -1,7 +1,7 @@
-"""Output for people: the aligned table, the seed's legacy sentences, and markdown for PRs.
+"""One run's output for people: the aligned table, the seed's legacy sentences, and markdown.
 
 Everything here reads a `RunResult` and returns text; nothing here measures or writes files.
-The table of a comparison of two runs is `overrides/report_comparison.py`.
+The table of a comparison of two runs is `overrides/comparison_report.py`.
 """
 
 from __future__ import annotations
@@ -167,7 +167,7 @@ def _op_stmts() -> dict[str, str]:
 
 
 def run_budget_s() -> float:
-    from overrides.measure import DEFAULT_RUN_BUDGET_S
+    from overrides.single_run import DEFAULT_RUN_BUDGET_S
 
     return DEFAULT_RUN_BUDGET_S
 

@@ -1,15 +1,15 @@
-"""Output for people about a comparison: the table of verdicts, in text or markdown, and the
-notes under it that say how the two sides were measured and what each verdict rests on.
+"""A comparison's output for people: the table of verdicts, in text or markdown, and the notes
+under it that say how the two sides were measured and what each verdict rests on.
 
-It reads `compare.Comparison`s and the comparison's settings, and returns text; the table of
-one run is `overrides/report.py`.
+It reads `case_comparison.Comparison`s and the comparison's settings, and returns text; the table of
+one run is `overrides/run_report.py`.
 """
 
 from __future__ import annotations
 
 import math
 
-from overrides.report import align, fmt_ns
+from overrides.run_report import align, fmt_ns
 from overrides.verdicts import CLOCK_ONLY, DISAGREE, INCONCLUSIVE
 
 COMPARISON_HEADER = ("case", "base ns", "branch ns", "delta ns", "95% CI ns", "delta %", "verdict")
