@@ -331,3 +331,53 @@ def test_module_and_file_paths_in_code_strings_and_docs_exist():
                     for name in (n.split(" as ")[0].strip() for n in names.split(","))
                     if name and base in modules and not _imported_name(base, name, modules)]
     assert not missing, "named but not there:\n" + "\n".join(missing)
+
+
+def layout_gaps(root: str = ROOT, package: str = PACKAGE) -> list[str]:
+    """Modules of the package that docs/layout.md does not place: missing from the table of
+    what each file holds (named by path, or by file name in a row of its own folder), or, in a
+    subpackage, from its wing's list in the drawing."""
+    with open(os.path.join(root, "docs", "layout.md"), encoding="utf-8") as src:
+        text = src.read()
+    drawing = text.split("```")[1]
+    rows = [line for line in text.splitlines() if line.startswith("| `")]
+    in_table = set()
+    for row in rows:
+        cell = row.split(" | ")[0]
+        folder = None
+        for named in re.findall(r"`([^`]+\.py)`", cell):
+            if "/" in named:
+                folder = os.path.dirname(named)
+                in_table.add(named)
+            elif folder is not None:
+                in_table.add(f"{folder}/{named}")
+    gaps = []
+    for name, path in sorted(package_modules(root, package).items()):
+        rel = os.path.relpath(path, root).replace(os.sep, "/")
+        if rel.endswith("__init__.py"):
+            continue
+        if rel not in in_table:
+            gaps.append(f"{rel} (not in the table)")
+        parts = rel.split("/")
+        if len(parts) == 3:  # overrides/WING/module.py: listed beside its wing in the drawing
+            block = re.search(rf"^ (?:\S+/ )*{parts[1]}/.*?(?=^ \S|\Z)", drawing, re.M | re.S)
+            if block is None or not re.search(rf"\b{parts[2][:-3]}\b", block.group(0)):
+                gaps.append(f"{rel} (not in the drawing)")
+    return gaps
+
+
+def test_docs_layout_places_every_module():
+    gaps = layout_gaps()
+    assert not gaps, "docs/layout.md does not place: " + ", ".join(gaps)
+
+
+def test_the_layout_check_finds_a_module_the_docs_do_not_place(tmp_path):
+    (tmp_path / "pkg" / "counts").mkdir(parents=True)
+    for init in ("pkg/__init__.py", "pkg/counts/__init__.py", "pkg/counts/judge.py", "pkg/counts/new.py"):
+        (tmp_path / init).write_text("")
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "layout.md").write_text(
+        "```\n counts/   counting    judge\n    │\n```\n\n| path | what |\n|---|---|\n"
+        "| `pkg/counts/judge.py` | verdicts |\n")
+    assert layout_gaps(str(tmp_path), "pkg") == ["pkg/counts/new.py (not in the table)",
+                                                  "pkg/counts/new.py (not in the drawing)"]
