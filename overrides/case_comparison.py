@@ -23,6 +23,7 @@ import dataclasses
 import math
 
 from overrides.clock import stats
+from overrides.figures import json_figure
 from overrides.results import CaseResult, RunResult
 from overrides.verdicts import (DEFAULT_THRESHOLD_NS, DEFAULT_THRESHOLD_PCT, INCONCLUSIVE, MOVED, REGRESSION,
                                 clock_and_counts, judge, threshold_for, unmeasured)
@@ -40,12 +41,6 @@ _BOOTSTRAP_RESAMPLES = 400  # enough for a 95% interval of a quantile difference
 # per instruction) is more than the code: a cycle per instruction that moved by a third would
 # already be a different machine. Only a change whose whole 95% interval lies beyond it is named.
 UNEXPLAINED_FACTOR = 3.0
-
-
-def json_figure(value: float | None) -> float | None:
-    """A figure as the comparison JSONs carry it: two decimals, None where it is missing or not
-    finite (JSON has no NaN)."""
-    return None if value is None or not math.isfinite(value) else round(value, 2)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -6,22 +6,19 @@ The table of a comparison of two runs is `overrides/comparison_report.py`.
 
 from __future__ import annotations
 
-import math
 from typing import Sequence
 
 from overrides import environment
 from overrides.cases.casenames import BASELINE_CASE
 from overrides.clock import stats
 from overrides.counts import records
+from overrides.figures import whole
 from overrides.results import CaseResult, RunResult
 
 FORMATS = ("table", "legacy", "markdown")
 
 
-def fmt_ns(value: float | None, signed: bool = False) -> str:
-    if value is None or not math.isfinite(value):
-        return "-"
-    return f"{value:+,.0f}" if signed else f"{value:,.0f}"
+fmt_ns = whole  # one run's tables write nanoseconds as every table does (overrides/figures.py)
 
 
 def fmt_ratio(value: float | None) -> str:

@@ -42,6 +42,7 @@ from typing import Callable, Mapping, Sequence
 
 from overrides import ROOT
 from overrides.errors import UsageError
+from overrides.figures import COUNT_PLACES, json_figure
 
 SCHEMA = "torch-function-overhead/pycalls/1"
 # Calls counted per case: counts are exact, so more calls only divide out; 1000 keeps a call made
@@ -430,15 +431,12 @@ class CallDelta:
 
     def to_dict(self) -> dict:
         return {"function": self.function, "line": self.line, "change": self.tag,
-                "base_calls": _rounded(self.base_calls), "branch_calls": _rounded(self.branch_calls),
-                "delta_calls": _rounded(self.delta_calls),
-                "base_bytecodes": _rounded(self.base_bytecodes) if self.has_bytecodes else None,
-                "branch_bytecodes": _rounded(self.branch_bytecodes) if self.has_bytecodes else None,
-                "delta_bytecodes": _rounded(self.delta_bytecodes) if self.has_bytecodes else None}
+                "base_calls": json_figure(self.base_calls, COUNT_PLACES), "branch_calls": json_figure(self.branch_calls, COUNT_PLACES),
+                "delta_calls": json_figure(self.delta_calls, COUNT_PLACES),
+                "base_bytecodes": json_figure(self.base_bytecodes, COUNT_PLACES) if self.has_bytecodes else None,
+                "branch_bytecodes": json_figure(self.branch_bytecodes, COUNT_PLACES) if self.has_bytecodes else None,
+                "delta_bytecodes": json_figure(self.delta_bytecodes, COUNT_PLACES) if self.has_bytecodes else None}
 
-
-def _rounded(value: float) -> float:
-    return round(value, 3)
 
 
 def order(rows: Sequence[CallDelta]) -> list[CallDelta]:
@@ -486,11 +484,3 @@ def pyspy_frame(function: str) -> str | None:
     name, _, location = function.rpartition(" (")
     return f"{name} ({'/'.join(location.rstrip(')').split('/')[-2:])})"
 
-
-def number(value: float) -> str:
-    """A count per call: whole where it is whole, to a thousandth (one call in CALLS) otherwise."""
-    return f"{value:,.3f}".rstrip("0").rstrip(".") if value else "0"
-
-
-def signed(value: float) -> str:
-    return "0" if not value else ("+" if value > 0 else "-") + number(abs(value))

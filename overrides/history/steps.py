@@ -9,7 +9,8 @@ import math
 import time
 from typing import Callable, Sequence
 
-from overrides.case_comparison import Comparison, json_figure, with_counts
+from overrides.case_comparison import Comparison, with_counts
+from overrides.figures import json_figure
 from overrides.counts import callgrind, judge, rounds
 from overrides.history.lineup import HistoryBuild
 from overrides.progress import counted

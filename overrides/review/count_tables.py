@@ -9,7 +9,8 @@ from __future__ import annotations
 from typing import Sequence
 
 from overrides.counts.calltree import FUNCTION_FLOOR, WhereItWent
-from overrides.counts.pycalls import CallDelta, CaseCalls, not_counted_note, number, signed
+from overrides.counts.pycalls import CallDelta, CaseCalls, not_counted_note
+from overrides.figures import count as number, signed_count as signed
 from overrides.progress import counted
 from overrides.tables import pipe_table
 

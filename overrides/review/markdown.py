@@ -7,10 +7,10 @@ It reads an `Evidence` (`measuring.py`) and the sections' lines, and measures no
 
 from __future__ import annotations
 
-import math
 from typing import Sequence
 
 from overrides import environment, run_report, comparison_report
+from overrides.figures import signed
 from overrides.progress import counted
 from overrides.review.sides import Side, title
 from overrides.verdicts import CLOCK_ONLY, DISAGREE, IMPROVEMENT, REGRESSION
@@ -99,11 +99,5 @@ def in_details(summary: str, lines: list[str]) -> list[str]:
     return [f"<details><summary>{summary}</summary>", "", *lines, "", "</details>", ""]
 
 
-def rounded(value: float | None) -> float | None:
-    return None if value is None else round(value, 1)
-
-
-def signed(value: float) -> str:
-    return "-" if value is None or not math.isfinite(value) else f"{value:+,.0f}"
 
 

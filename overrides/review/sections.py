@@ -13,7 +13,8 @@ import os
 from typing import Callable
 
 from overrides.files import write_text_atomic
-from overrides.review.markdown import in_details, signed
+from overrides.figures import signed, signed_count
+from overrides.review.markdown import in_details
 from overrides.review.pack import Pack
 from overrides.tables import pipe_table
 from overrides.verdicts import CHANGED, CLOCK_ONLY
@@ -50,8 +51,8 @@ def python_call_sections(evidence, comparisons, all_cases: bool, pack: Pack) -> 
             if all_cases or c.verdict in (*CHANGED, CLOCK_ONLY):
                 (same if counted else same_calls_only).append(f"{c.case} ({c.verdict})")
             continue
-        calls = pycalls.signed(branch_calls - base_calls)
-        codes = (f"{pycalls.signed(branch_codes - base_codes)} bytecodes" if counted
+        calls = signed_count(branch_calls - base_calls)
+        codes = (f"{signed_count(branch_codes - base_codes)} bytecodes" if counted
                  else "bytecodes not counted")
         parts += [f"### {c.case}: {calls} Python call{'' if calls in ('+1', '-1') else 's'}, "
                   f"{codes} per call ({c.verdict})", ""]

@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING, Sequence
 
 from overrides import children
 from overrides.files import write_text_atomic
-from overrides.review.markdown import in_details, rounded, signed
+from overrides.figures import json_figure, signed, signed_count
+from overrides.review.markdown import in_details
 from overrides.review.measuring import record_flamegraphs
 from overrides.review.pack import Pack
 from overrides.review.sides import ROLES, Side
@@ -179,10 +180,10 @@ def differential_section(evidence, comparison, folded: dict, stem: str, browser:
         "recordings": {"base": len(base_runs), "branch": len(branch_runs)},
         "error": "spread between recordings" if spread_measured else
                  f"sampling error x {differential.PROCESS_DISPERSION:g}",
-        "functions": [dict(d.to_dict(), instructions=rounded(instructions.get(d.frame)),
+        "functions": [dict(d.to_dict(), instructions=json_figure(instructions.get(d.frame)),
                            python_calls=row_of[d.frame].tag if d.frame in row_of else None,
                            call_sites=[site.to_dict() for site in sites_of.get(d.frame, ())] or None,
-                           **({"counted_instructions": rounded(priced.instructions),
+                           **({"counted_instructions": json_figure(priced.instructions),
                                "counted_ns": round(priced.ns, 1)} if is_priced(d) else {}))
                       for d in listed],
         "everything_else": round(size - sum(row_ns(d) for d in listed), 1)
@@ -244,7 +245,7 @@ def differential_section(evidence, comparison, folded: dict, stem: str, browser:
         if d.frame in row_of:
             row = row_of[d.frame]
             tags.insert(0, "Python calls: " + ("new" if row.new else
-                                               f"{pycalls.signed(row.delta_calls)} a call"))
+                                               f"{signed_count(row.delta_calls)} a call"))
         rows.append([", ".join(tags), _row_name(d.frame, row_of, sites_of), f"{d.base_self_ns:,.0f}",
                      f"{d.branch_self_ns:,.0f}", f"{signed(priced.ns)} by the counts (sampled {signed(d.delta_ns)})"
                      if at_counts(d) else signed(d.delta_ns), f"{d.error_ns:,.0f}",
@@ -437,7 +438,7 @@ def _counts_price_sentence(change, ns: float, sampled, comparison) -> str:
 
     name = f"`{pycalls.pyspy_frame(change.function)}`"
     if change.callers:
-        lines_too = "; ".join(f"`{pycalls.pyspy_frame(caller) or caller}` {pycalls.signed(codes)} "
+        lines_too = "; ".join(f"`{pycalls.pyspy_frame(caller) or caller}` {signed_count(codes)} "
                               "bytecodes a call" for caller, codes in change.callers)
         only = (f"{name} is the only Python function called differently in this case, and the "
                 f"only other Python change is in the lines that call it ({lines_too}), so the "
