@@ -8,7 +8,7 @@ import textwrap
 import pytest
 
 from overrides.ab import shimenv
-from overrides.counts import pycalls
+from overrides.counts import pycalls, pyhook
 from overrides.review import count_tables
 
 SEED_TARGETS = [("SubTensor", "torch.add"), ("SubWithTorchFunction", "torch.add"),
@@ -90,17 +90,17 @@ def _calls_it(times):
 def test_every_call_of_a_function_counts_its_bytecodes_on_this_python():
     # settrace's opcode events counted nothing on 3.12.1 and only some calls on 3.13.0 (the
     # first call of a function, the frame that switched them on): sys.monitoring counts there
-    counter = pycalls.Counter(sys.path)
+    counter = pyhook.Counter(sys.path)
     counter.run(lambda: _calls_it(5))
     key = next(k for k in counter.bytecodes if k.startswith("_two_lines "))
-    once = pycalls.Counter(sys.path)
+    once = pyhook.Counter(sys.path)
     once.run(lambda: _two_lines(0))
     assert once.bytecodes[key] > 0
     assert counter.calls[key] == 5 and counter.bytecodes[key] == 5 * once.bytecodes[key]
     # the caller's frame is counted too, the harness's own frames are not
     assert counter.bytecodes[next(k for k in counter.bytecodes if k.startswith("_calls_it "))] > 0
     assert not [k for k in counter.bytecodes if "Counter." in k or "<lambda>" in k]
-    assert pycalls.bytecode_counter() == ("sys.monitoring INSTRUCTION" if sys.version_info >= (3, 12)
+    assert pyhook.bytecode_counter() == ("sys.monitoring INSTRUCTION" if sys.version_info >= (3, 12)
                                           else "sys.settrace opcodes")
 
 
@@ -155,9 +155,9 @@ def test_rows_are_new_first_then_by_calls_times_cost_then_by_name():
 
 def test_file_keys_do_not_depend_on_where_the_build_is_installed():
     roots = ["/a/venv/lib/python3.11/site-packages", "/work/checkout", "/work/checkout/runs/base/kept"]
-    assert pycalls.relative_file("/a/venv/lib/python3.11/site-packages/torch/_tensor.py", roots) == \
-        pycalls.relative_file("/work/checkout/runs/base/kept/torch/_tensor.py", roots) == "torch/_tensor.py"
-    assert pycalls.relative_file("<hot loop: x>", roots) == "<hot loop: x>"
+    assert pyhook.relative_file("/a/venv/lib/python3.11/site-packages/torch/_tensor.py", roots) == \
+        pyhook.relative_file("/work/checkout/runs/base/kept/torch/_tensor.py", roots) == "torch/_tensor.py"
+    assert pyhook.relative_file("<hot loop: x>", roots) == "<hot loop: x>"
     assert pycalls.pyspy_frame("Tensor.__torch_function__ (torch/utils/_foo.py)") == \
         "Tensor.__torch_function__ (utils/_foo.py)"
 
