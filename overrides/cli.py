@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import dataclasses
 import importlib.util
 import io
 import os
@@ -228,15 +227,12 @@ def run_compare(args) -> int:
     from overrides import case_comparison
     from overrides.ab.config import config_from_arguments
     from overrides.ab.paired import run_ab
-    from overrides.counts.rounds import counting_plan
 
     if args.load or args.nreps or args.nrepreps:
         raise UsageError("--compare calibrates its own samples; drop --load/-n/-m")
     selected = casenames.resolve(args.cases)
     selected_ops = ops_mod.resolve_ops(args.op)
-    seeds, skipped = counting_plan(args.instructions, args.no_instructions, args.seeds)
-    config = dataclasses.replace(config_from_arguments(args, seeds, threads=args.threads),
-                                 instructions_optional=not args.instructions)
+    config, skipped = config_from_arguments(args, threads=args.threads)
     outcome = run_ab(args.compare[0], args.compare[1], selected, selected_ops,
                         config, stderr_progress(args.quiet))
     if skipped:

@@ -34,14 +34,20 @@ STEPS = [Step("SubTensor", "torch.add", "2.1.0", "main", _counts("SubTensor", 40
          Step("Tensor", "torch.add", "2.1.0", "main", _counts("Tensor", 9000, -100, "improvement"))]
 
 
+def picture_marks(svg_path) -> list[list[str]]:
+    """The marks plot.py drew, read back from its SVG: each a gid split at "|" (what it is,
+    the case, the build or step, then its figures and verdict)."""
+    return [g.get("id").split("|") for g in ET.parse(svg_path).getroot().iter(f"{SVG}g")
+            if "|" in (g.get("id") or "")]
+
+
 def test_the_picture_carries_each_build_and_step(tmp_path):
     said = []
     svg_path, png_path = plot.draw(str(tmp_path), BUILDS, FIGURES, STEPS, 2, said.append)
     assert not said and os.path.basename(svg_path) == "history.svg"
     with open(png_path, "rb") as png:
         assert png.read(8) == b"\x89PNG\r\n\x1a\n"  # matplotlib's own PNG: no browser needed
-    marks = [g.get("id").split("|") for g in ET.parse(svg_path).getroot().iter(f"{SVG}g")
-             if "|" in (g.get("id") or "")]
+    marks = picture_marks(svg_path)
     points = {(case, name): float(mean) for kind, case, name, mean, _ in
               (m for m in marks if m[0] == "point")}
     assert points == {(case, name): mean for (case, _), per_name in FIGURES.items()

@@ -4,7 +4,6 @@ and `report.sh` share them)."""
 from __future__ import annotations
 
 import dataclasses
-from typing import Sequence
 
 from overrides.verdicts import DEFAULT_THRESHOLD_NS, DEFAULT_THRESHOLD_PCT
 
@@ -59,8 +58,20 @@ def add_arguments(group) -> None:
                                            f"(default {DEFAULT_THRESHOLD_PCT:g})")
 
 
-def config_from_arguments(args, instruction_seeds: Sequence[int] = (), threads: int = 1) -> ABConfig:
+def config_from_arguments(args, *, threads: int = 1, counts: bool = True,
+                          call_paths: bool = False) -> tuple[ABConfig, str | None]:
+    """The one place a command's flags become the A/B's settings (`bench.py --compare`,
+    `report.sh`, `bench.py --history --clock`): (the config, why instructions are not counted
+    or None). `counts`: whether the command counts instructions beside the clock, as
+    --instructions, --no-instructions and --seeds say (counts.rounds.counting_plan, which also
+    refuses their contradictions); `call_paths`: with Callgrind's call paths, where counted."""
+    from overrides.counts.rounds import counting_plan
+
+    seeds, skipped = (counting_plan(args.instructions, args.no_instructions, args.seeds) if counts
+                      else ((), None))
     return ABConfig(pairs=args.pairs, max_seconds=args.max_seconds,
                     seconds_per_pair=args.pair_seconds, threads=threads,
                     threshold_ns=args.threshold_ns, threshold_pct=args.threshold_pct,
-                    instruction_seeds=tuple(instruction_seeds), add_seeds=not args.seeds)
+                    instruction_seeds=tuple(seeds), add_seeds=not args.seeds,
+                    call_paths=call_paths and bool(seeds),
+                    instructions_optional=not args.instructions), skipped

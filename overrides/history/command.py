@@ -148,7 +148,7 @@ def _count_and_judge(plan: _Plan, args, say: Callable[[str], None]) -> tuple[dic
         runs, seeds = count_history(plan.builds, plan.targets, args.seeds, args.threshold_pct, say, keep)
         steps = steps_of(plan.builds, runs, args.threshold_pct)
         if args.clock:
-            config = config_from_arguments(args, (), threads=args.threads)
+            config, _ = config_from_arguments(args, threads=args.threads, counts=False)  # counted already
             steps = with_clock(steps, plan.builds, plan.cases, plan.ops, config, say)
     except KeyboardInterrupt:
         if runs:

@@ -125,8 +125,8 @@ def undecided_steps(builds: Sequence[HistoryBuild], runs: dict, threshold_pct: f
 
 
 def with_clock(steps: list[Step], builds: Sequence[HistoryBuild], cases, ops, config, say) -> list[Step]:
-    """Each step timed by the paired clock (a comparison without counts), and judged with both
-    views as `--compare` judges."""
+    """Each step timed by the paired clock (`config` made without counts: the steps are counted
+    already), and judged with both views as `--compare` judges."""
     from overrides.ab.paired import run_ab
     from overrides.builds.interpreters import Build
 
@@ -134,7 +134,7 @@ def with_clock(steps: list[Step], builds: Sequence[HistoryBuild], cases, ops, co
     for i, (before, after) in enumerate(zip(builds, builds[1:])):
         say(f"clock, step {i + 1} of {len(builds) - 1}: {before.name} -> {after.name}")
         outcome = run_ab(Build(before.python, before.torch_root), Build(after.python, after.torch_root),
-                            cases, ops, dataclasses.replace(config, instruction_seeds=()), say,
+                            cases, ops, config, say,
                             keep_interrupted=False)
         by_step[(before.name, after.name)] = outcome.comparisons
     out = []

@@ -24,7 +24,6 @@ files into the ZIP (`pack.py`).
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import sys
 import tempfile
@@ -170,13 +169,9 @@ def main(argv: list[str] | None = None) -> int:
 
     def body() -> int:
         args = build_parser().parse_args(sys.argv[1:] if argv is None else argv)
-        from overrides.counts import rounds
-
-        seeds, skipped = rounds.counting_plan(args.instructions, args.no_instructions, args.seeds)
+        config, skipped = config_from_arguments(args, call_paths=True)
         if skipped:
             skipped = f"Instruction counts were skipped: {skipped}, then run the report again."
-        config = dataclasses.replace(config_from_arguments(args, seeds), call_paths=bool(seeds),
-                                     instructions_optional=not args.instructions)
         path, comparisons, settings = build(
             args.base, args.branch, output=args.output, all_cases=args.all,
             flamegraphs=not args.no_flamegraphs, cases=args.cases, op=args.op, seconds=args.seconds,
