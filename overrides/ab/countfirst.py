@@ -1,8 +1,9 @@
 """Instruction counts before the timed pairs: both builds counted under the same hash seeds, so
 that a case the counts decide needs no more than MIN_PAIRS of the clock.
 
-Counted after the pairs (the first version), A/A comparisons ran the clock to its 60 s cap in 19
-of 24 and then counted for ~50 s more, although the counts said "no change" to the instruction.
+Counted after the pairs (the first version), most A/A comparisons ran the clock to its time cap
+and only then counted, although the counts said "no change" to the instruction
+(figures: benchmarks/README.md, 'Docstring figures').
 """
 
 from __future__ import annotations

@@ -165,8 +165,9 @@ def waiting_for(pooled: Pooled, config: ABConfig, pairs_done: int, elapsed_s: fl
 def decided(clock: Comparison, counts_verdict: str | None) -> bool:
     """Whether a case needs no more pairs: the clock decided it, or the counts did and the clock
     (at EARLY_STOP_CONFIDENCE) does not go against them. A clock that does is sampled on to the
-    cap before it may be called `clock only`: after 5 pairs, 99% sure, it read +44 ns (+1.1%) on
-    SubWithTorchFunction in one of 40 A/A comparisons whose counts were equal."""
+    cap before it may be called `clock only`: after a few pairs, a confident clock has read a
+    change beyond the threshold in an A/A comparison whose counts were equal
+    (figures: benchmarks/README.md, 'Docstring figures')."""
     if counts_verdict is None:
         return clock.verdict in DECIDED
     return clock_and_counts(clock.verdict, counts_verdict) not in (CLOCK_ONLY, DISAGREE)

@@ -1,46 +1,48 @@
 """Paired, interleaved A/B: two environments measured side by side, with intervals you can trust.
 
-Why each piece is there (figures measured on the 2-core VM this was built on):
+Why each piece is there (the figures that were the evidence, measured on the 2-core VM this was
+built on: benchmarks/README.md, 'Docstring figures'):
 - One persistent worker process per environment (`overrides/ab/worker.py`); the parent asks for
   one ~1 ms sample at a time, alternating base and branch for each case (and which goes first
   alternates every round), so only one worker runs at a time and both see the same machine.
   The machine's slow spells last seconds, so neighbouring samples see the same spell.
 - A pair's estimate per case is the median, over rounds, of log(branch sample / base sample
-  beside it). Pairing in time cancels the slow spells sample by sample: over ~1 s of rounds its
-  spread was 1.0-1.5%, against 4-7% for the ratio of the two sides' p10 headlines (the first
-  version), which must wait for enough undisturbed samples on both sides.
+  beside it). Pairing in time cancels the slow spells sample by sample: its spread is a
+  fraction of that of the ratio of the two sides' p10 headlines (the first version), which must
+  wait for enough undisturbed samples on both sides.
 - Nothing else runs while a pair samples: the parent pins itself and both workers to one CPU,
   and the next pair starts only after this one is done. Load on the other vCPU slows this one
-  (p10 +5%, medians +20-40% here); starting the next pair in the background (the first
-  version) made p10-ratio estimates swing by +-10%, and even with the paired median it gained
-  nothing (two imports on one CPU take as long as a pair samples) and read the bare shim
-  0.9% against 1.3% without it, over 30 pairs each.
+  (its p10, and its medians more); starting the next pair in the background (the first
+  version) made p10-ratio estimates swing widely, and even with the paired median it gained
+  nothing (two imports on one CPU take as long as a pair samples) and read the bare shim's
+  cost lower than without it.
 - Every process is launched by its interpreter's real path (`sys.executable` as the interpreter
   reports it), never through a wrapper: pyenv's `python3` shim adds its own variables to the
-  environment, which moved the stack and faked -1% on SubTensor in a venv-against-base A/A.
+  environment, which moved the stack and faked a change on SubTensor in a venv-against-base A/A.
   The environment blocks of the two sides are padded to the same size, so the stacks line up.
-- Memory layout differs per process and moves a 5 us call by +-5% under address-space
+- Memory layout differs per process and moves a call by several percent under address-space
   randomisation. Within a pair, layouts are matched: randomisation off (`setarch -R`), the same
   `PYTHONHASHSEED`, the same environment padding, the same CPU. What is left still differs
-  from process to process (~1% on the subclass cases in A/A, same interpreter on both sides),
+  from process to process (on the subclass cases in A/A, same interpreter on both sides),
   and two *different* environments differ by a layout amount too. So the layout is varied
   between pairs (a new hash seed and padding each pair), which side starts and prepares first
   alternates, and the 95% interval is a t-interval over the per-pair estimates: as wide as
   process-to-process luck really is.
-- glibc malloc's heap-top state alone moved plain `torch.add` by ~4% between a virtualenv and
-  its base interpreter, the same in every pair; each worker pins it (`overrides/clock/allocator.py`).
+- glibc malloc's heap-top state alone moved plain `torch.add` between a virtualenv and its base
+  interpreter, the same in every pair; each worker pins it (`overrides/clock/allocator.py`).
 - Calls per sample are calibrated once (first pair, base side) and used by both sides in every
   pair, so each case's samples are alike and pool into one result per side.
 - Each side imports torch through a view (`overrides/builds/placement.py`): libraries identical on
   both sides are mapped from one file, differing ones from fresh copies every pair. Two installs
-  of one wheel otherwise differed by up to ~2% through where their pages sat in memory.
+  of one wheel otherwise differed, beyond the threshold, through where their pages sat in
+  memory.
 - Pairs are added until every case has a verdict or the time cap (`estimates.why_stop`), and every
   comparison draws its own hash seeds: the same seeds every time made every run's pairs the same
   sample of layouts.
 - Instruction counts, when asked for, are made first (`countfirst.py`): they judge, so a case
   whose counts are decided needs only MIN_PAIRS of the clock. Counted after the pairs (the first
-  version), A/A comparisons ran the clock to its 60 s cap in 19 of 24 and then counted for ~50 s
-  more, although the counts said "no change" to the instruction. Cases whose counts spread too
+  version), most A/A comparisons ran the clock to its time cap and only then counted, although
+  the counts said "no change" to the instruction. Cases whose counts spread too
   far over the drawn seeds are counted under more (`counts/rounds.py`); counts
   still too spread settle nothing: the clock goes on for those cases, and judges them.
   Nor do counts settle a case whose clock goes against them (`estimates.decided`): it is sampled on to

@@ -205,10 +205,11 @@ def shim_truth_ns(work: str, seconds: float = TRUTH_SECONDS) -> dict[str, float]
     samples applied to the case's headline.
 
     Switching the shim on and off in rounds (the first version) was hopeless here: rounds
-    0.1-1 s apart saw different machine states, and single processes read -2,100 to +480 ns on
-    SubTensor. Twins need no switching. What remains is layout luck: the twin is another class,
-    its objects sit elsewhere, and one process's figure is off by up to ~100 ns; the mean over
-    many processes with different hash seeds (truth_across_processes) removes it.
+    apart in time saw different machine states, and single processes read SubTensor's shim
+    cost anywhere from far below zero to far above it. Twins need no switching. What remains is
+    layout luck: the twin is another class, its objects sit elsewhere, and one process's figure
+    is off by that luck; the mean over many processes with different hash seeds
+    (truth_across_processes) removes it (figures: benchmarks/README.md, 'Docstring figures').
     """
     import math
 
@@ -249,8 +250,8 @@ def truth_across_processes(work: str, processes: int = TRUTH_PROCESSES,
                            python: str = sys.executable, progress=None) -> Truth:
     """`shim_truth_ns` in fresh processes, each with its own hash seed (its own layout), averaged.
 
-    One process carries its layout's luck (~+-100 ns on SubTensor here); the mean over
-    TRUTH_PROCESSES is as free of it as the A/B estimate it checks, within ~20 ns.
+    One process carries its layout's luck; the mean over TRUTH_PROCESSES is as free of it as
+    the A/B estimate it checks (figures: benchmarks/README.md, 'Docstring figures').
     """
     from overrides.clock.allocator import MALLOC_ENV
 

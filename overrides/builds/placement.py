@@ -2,12 +2,12 @@
 
 Why it exists. Caches are physically indexed, so how fast a library's code runs depends on which
 physical pages the kernel gave its file, and those pages stay put while the file stays cached:
-every separate install of a library carries a fixed "placement" offset of its own. Measured in
-the paired A/B (SubTensor, nothing changed in the code): a virtualenv against its `cp -a` copy
-read +138 ns, with the sides swapped -102 ns, two more copies -70 and +36 ns; a hard-linked copy
-(`cp -al`: the same inode, so the same pages) +16 ns. Two installs of one wheel differ by up to
-~2% for no reason in the code, far above the 0.75% threshold, and no interval over pairs sees
-it, because every pair maps the same pages.
+every separate install of a library carries a fixed "placement" offset of its own. In the
+paired A/B, with nothing changed in the code, a virtualenv against its `cp -a` copy (and further
+copies) read SubTensor apart by amounts of either sign, and a hard-linked copy (`cp -al`: the
+same inode, so the same pages) close to nothing (figures: benchmarks/README.md, 'Docstring
+figures'). Two installs of one wheel differ for no reason in the code, by more than the
+threshold, and no interval over pairs sees it, because every pair maps the same pages.
 
 What it does, once per comparison:
 - Each side imports torch from a *view*: a folder that stands in for the folder torch is
@@ -24,23 +24,23 @@ What it does, once per comparison:
   draws a new placement and the interval over pairs carries that luck instead of one fixed
   offset. The copies go on a disk's file system, never tmpfs (`copies_parent`): tmpfs backs a
   file with scattered 4 KB pages where a disk file system (ext4 on this kernel) caches it in
-  large folios, and torch 2.12.1 against 2.14.1 read SubTensor -533 ns with the copies on
-  /dev/shm, -57 ns with them on ext4, -81 with each library mapped from its install and -53
-  without views (benchmarks/gap_probe.py): the tmpfs copies made a tenfold "improvement" of
-  page-backing, which no user's install has. Libraries only a GPU runs (CUDA, ROCm, Triton) are left where they are: the
-  benchmark never executes them, and copying them would cost seconds per pair.
+  large folios, and two torch releases compared with the copies on /dev/shm read SubTensor's
+  change many times larger than with them on ext4, mapped from each install, or without views
+  (benchmarks/gap_probe.py; figures: benchmarks/README.md, 'Docstring figures'): the tmpfs
+  copies made an "improvement" of page-backing, which no user's install has. Libraries only a
+  GPU runs (CUDA, ROCm, Triton) are left where they are: the benchmark never executes them, and
+  copying them would cost seconds per pair.
 - Python source files are hard-linked into the views (copied where the view is on another file
   system): real files, not symbolic links, in real folders, so every module's *real* path is the
   view's path and has one length on both sides. While torch imports, `inspect.getmodule`
   caches `os.path.realpath` of every loaded module's file; through symbolic links those were the
-  two installs' own paths, and their lengths moved allocations. Measured
-  (Callgrind, nothing changed, two kept copies at runs/base/kept and runs/branch/kept): SubTensor
-  +0.6, +11.8 and -582.9 instructions a call over three seeds and SubWithTorchFunction flagged
-  +112 when the views linked the Python files; +0.0 on every case and seed with the files copied
-  (and with links whose targets had paths of one length). Copying torch's ~2,400 files took
-  well under a second, a whole site-packages (~14,000 files, ~180 MB) ~2 s a side quiet and
-  ~11 s for both beside a test suite; hard links take a fraction of that. Other files
-  (headers, binaries, `__pycache__`) stay links: nothing resolves them.
+  two installs' own paths, and their lengths moved allocations: with nothing changed, two kept
+  copies counted apart (Callgrind) when the views linked the Python files, and alike to the
+  instruction on every case and seed with the files copied, or with links whose targets had
+  paths of one length (figures: benchmarks/README.md, 'Docstring figures'). Copying torch's
+  files is quick, a whole site-packages takes seconds, more beside a busy neighbour; hard links
+  take a fraction of that. Other files (headers, binaries, `__pycache__`) stay links: nothing
+  resolves them.
 
 The two views' paths have the same length, so both sides' strings and stacks stay alike. Linux
 only: elsewhere (or when torch cannot be located without importing it) each side imports torch
@@ -161,8 +161,8 @@ def _walk(root: str, torch_dir: str, torch_only: bool = False) -> tuple[dict[str
 def same_bytes(a: str, b: str, known: dict | None = None) -> bool:
     """Whether files `a` and `b` hold the same bytes. `known` (see `SameBytesMemo`) remembers
     the answers for files as they stand (device, inode, size, modification and change times):
-    two installs of a CUDA wheel share ~2 GB of libraries, read whole every comparison (~1 s
-    from memory, ~6 s when they are not cached)."""
+    two installs of a CUDA wheel share gigabytes of libraries, which would otherwise be read
+    whole every comparison, for seconds (figures: benchmarks/README.md, 'Docstring figures')."""
     if os.path.samefile(a, b):
         return True
     stat_a, stat_b = os.stat(a), os.stat(b)
@@ -225,8 +225,8 @@ def plan(base_torch_dir: str | None, branch_torch_dir: str | None, torch_only: b
     site-packages folder; for a side that is a kept copy (record.sh), whose folder holds nothing
     else: the two views then list the same names, and every other package is imported from each
     interpreter's own site-packages, at the same fixed path on both sides (samepath). A view of a
-    whole site-packages against a kept copy's counted SubTensor up to 222 instructions a call
-    apart with nothing changed."""
+    whole site-packages against a kept copy's counted SubTensor apart with nothing changed
+    (figures: benchmarks/README.md, 'Docstring figures')."""
     if not sys.platform.startswith("linux"):
         return PlacementPlan(None, reason="views are made on Linux only")
     if not base_torch_dir or not branch_torch_dir:
@@ -338,7 +338,8 @@ class Views:
 
     def close(self) -> None:
         """The views are gone from their path at once; their files are removed in the
-        background (thousands of links: 1-9 s on a busy disk), before this process exits."""
+        background (thousands of links: seconds on a busy disk), before this process exits
+        (figures: benchmarks/README.md, 'Docstring figures')."""
         if self.folder:
             remove_later(self.folder)
             self.folder = None

@@ -4,10 +4,11 @@ Why it exists. Instruction counts (and, less visibly, the clock) depend on the h
 allocations before the measured loop, and that history depends on every path string the process
 builds while it starts: `sys.executable`, `sys.prefix`, site-packages, every module's `__file__`,
 the checkout on `sys.path`. Two virtualenvs of one wheel whose paths differed in length and name
-(`/tmp/x/main`, `/tmp/x/fix-subclass-dispatch-env`) counted SubWithTorchFunction +43..+102
-instructions a call apart over six seeds (five positive), a `cp -a` copy at a longer path -161
-[-267..-56] on SubTensor through `--compare`: an offset that belongs to the pair of
-environments, which no interval over seeds carries, on code that is byte for byte the same.
+(`/tmp/x/main`, `/tmp/x/fix-subclass-dispatch-env`) counted SubWithTorchFunction apart, mostly
+in one direction over the seeds, and a `cp -a` copy at a longer path read SubTensor apart
+through `--compare` (figures: benchmarks/README.md, 'Docstring figures'): an offset that belongs
+to the pair of environments, which no interval over seeds carries, on code that is byte for
+byte the same.
 
 So each counting process (and each timing worker of a comparison) runs in a private mount
 namespace of its own (`samepath_enter.py`: user + mount namespaces, which unprivileged users
@@ -25,13 +26,14 @@ FIXED_ROOT holds, as bind mounts:
 - `pycache`: the side's own bytecode cache (`PYTHONPYCACHEPREFIX`), compiled in the namespace.
   A module's `.pyc` holds the path it was compiled at: pip compiles at install, so two
   virtualenvs' caches hold their own paths, and loading one allocates those strings before the
-  import fixes them up. With the fixed path alone, a `cp -a` copy counted +0.0 against its
-  original on every case and seed, while a second install of the wheel still read -82..+39 a
-  call. So each side's imports are first run natively in its namespace (`prime`), which writes
+  import fixes them up. With the fixed path alone, a `cp -a` copy counted the same as its
+  original on every case and seed, while a second install of the wheel still counted apart.
+  So each side's imports are first run natively in its namespace (`prime`), which writes
   every module it loads into a cache of its own (one per interpreter, torch folder and
   checkout, kept between runs, refreshed as sources change), compiled at the fixed paths. What
   that loaded is remembered beside the cache (MANIFEST), so a later process that finds every
-  file and folder as it was skips the prime (~1.4 s a side).
+  file and folder as it was skips the prime (seconds a side; figures:
+  benchmarks/README.md, 'Docstring figures').
 Nothing is mounted outside the namespace and nothing is left behind; the kernel removes the
 mounts when the process ends.
 
@@ -220,7 +222,8 @@ def _same_venv_config(prefix: str, cache: str) -> str | None:
     (VENV_CONFIG_PER_FOLDER: `command = ... -m venv /the/env`, `prompt = ...`), written into
     the side's cache, to be mounted over the original: the interpreter reads the whole file at
     start-up, and the `command` line was what still told two installs of one wheel apart
-    (-28..+131 instructions a call). None for an interpreter that is not a virtualenv."""
+    (figures: benchmarks/README.md, 'Docstring figures'). None for an interpreter that is not a
+    virtualenv."""
     lines = _venv_config_lines(prefix)
     if lines is None:
         return None
@@ -247,9 +250,10 @@ def _linked_interpreter(python: str, prefix: str, cache: str) -> str | None:
     reaches that file differs: `python -m venv` links `python -> python3 -> /base/python3 ->
     python3.11`, `--copies` (some tools' default) copies it. The interpreter builds strings from
     that path as it starts (`/proc/self/exe`, `sys._base_executable`, each link resolved on the
-    way), and those alone told a `--copies` virtualenv from a linked one of the same wheel by
-    -97..+68 instructions a call. The same bytes run either way: a copy only when it is byte for
-    byte its base's file. None when the prefix is no virtualenv or the copy differs."""
+    way), and those alone told a `--copies` virtualenv from a linked one of the same wheel apart
+    (figures: benchmarks/README.md, 'Docstring figures'). The same bytes run either way: a copy
+    only when it is byte for byte its base's file. None when the prefix is no virtualenv or the
+    copy differs."""
     home = _venv_home(prefix)
     if not home:
         return None
@@ -336,8 +340,8 @@ def prime(where: Placement, extra_path: str = "") -> float:
     per cache, mounts and import path in a process: Python rewrites what is stale, so a rebuilt
     torch is compiled anew). Returns the seconds it took; nothing to do unless `where` is fixed.
     Keyed by `prime_key`, not the whole launcher: a comparison's timing workers primed their
-    side again after its counting processes had (~1.4 s a side, one side after the other,
-    before the first pair)."""
+    side again after its counting processes had (one side after the other, before the first
+    pair) (figures: benchmarks/README.md, 'Docstring figures')."""
     if not where.fixed:
         return 0.0
     key = (where.prime_key, extra_path)

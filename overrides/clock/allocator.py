@@ -2,12 +2,12 @@
 
 Every torch call here allocates and frees a result tensor, and the heap's history decides how
 objects are laid out and how often a free costs a trim. A virtualenv and its own base
-interpreter, running the same binary, timed plain `torch.add` ~4% apart (+128 ns, 95% CI
-+116..+140, in every one of five worker pairs): a fake regression in a case no change could
-touch. With `MALLOC_TOP_PAD_` set in the environment (so in force from the first allocation of
-start-up) the same pair read +7 ns (-2..+16). Setting the same value with `mallopt` after
-start-up was not enough: the base-vs-venv A/A still showed -248 ns on SubTensor and +154 ns on
-WithTorchFunction, against -51 and -2 ns with the variable, run back to back. So every process
+interpreter, running the same binary, timed plain `torch.add` apart in every worker pair: a
+fake regression in a case no change could touch. With `MALLOC_TOP_PAD_` set in the environment
+(so in force from the first allocation of start-up) the same pair read next to nothing. Setting
+the same value with `mallopt` after start-up was not enough: the base-vs-venv A/A still showed
+SubTensor and WithTorchFunction apart, and far less with the variable, run back to back
+(figures: benchmarks/README.md, 'Docstring figures'). So every process
 that times is started with `MALLOC_ENV`: the A/B workers and the Callgrind worker by their
 parent, `bench.py` by re-executing itself once before importing torch (`overrides/clock/layout.py`).
 """

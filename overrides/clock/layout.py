@@ -8,12 +8,13 @@ once, before torch is imported, with:
 - address-space randomisation off (`personality(ADDR_NO_RANDOMIZE)`, what `setarch -R` does);
 - the string hash seed fixed (`PYTHONHASHSEED=0`, unless the user set one).
 
-Why: with randomisation and a random hash seed, the 2nd percentile of one build spread 3.0-4.1%
-per seed case across five invocations, more than the seed method's minimum (1.7-4.1%); pinned,
-0.5-1.8%, in the same run, the two interleaved (`benchmarks/seed_vs_bench.py`). The figure then
-belongs to one layout: another build, interpreter path or environment is another layout, ~1%
-away by luck alone, so builds are compared with `--compare` (layouts varied between pairs and
-matched within each), never across two runs. `bench.py --random-layout` keeps randomisation on.
+Why: with randomisation and a random hash seed, the 2nd percentile of one build spread across
+invocations by more than the seed method's minimum did; pinned, it spread far less, in the same
+run, the two interleaved (`benchmarks/seed_vs_bench.py`; figures: benchmarks/README.md,
+'Docstring figures'). The figure then belongs to one layout: another build, interpreter path or
+environment is another layout, some way away by luck alone, so builds are compared with
+`--compare` (layouts varied between pairs and matched within each), never across two runs.
+`bench.py --random-layout` keeps randomisation on.
 """
 
 from __future__ import annotations

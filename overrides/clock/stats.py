@@ -6,19 +6,19 @@ read and judged anywhere and the choices here are easy to test.
 Why the headline is a low quantile, not the median or the minimum
 ------------------------------------------------------------------
 Noise on this kind of machine only ever adds time: interrupts, another tenant on the core,
-and slow spells in which everything runs 20-60% slower for seconds at a time. The median moves
-with however much of the run fell into slow spells (on the issue's machine, 1151-1883 ns for
-the same code across six invocations), so it says more about the neighbours than about the
-code. The minimum is the right idea (the least disturbed sample) but rests on one sample.
+and slow spells in which everything runs far slower for seconds at a time. The median moves
+with however much of the run fell into slow spells (on the issue's machine, by a large part of
+itself for the same code across invocations), so it says more about the neighbours than about
+the code. The minimum is the right idea (the least disturbed sample) but rests on one sample.
 
-Which quantile: the undisturbed samples form a floor 0.5-1.5% above the minimum, and even in a
-quiet second of a run only ~20% of the samples (12-51%) land within 3% of the minimum: the rest
-are hit by something smaller than a slow spell. Over whole busy runs the floor held 7-25% of
-the samples (within 5% of the minimum; six runs kept by `benchmarks/headline_stats.py`). The 10th percentile, the first choice, sits
-on the edge of that floor: in two of those six runs it slid off it (6.5% and 5.8% above the
-minimum) and its spread across the runs was 3.1-5.9% per case, against 1.7-3.4% for the 2nd
-percentile. p2 stays on the floor while at least 2% of samples are undisturbed, and with the
-~2,000 samples a case gets it still rests on ~40 of them, not one.
+Which quantile: the undisturbed samples form a floor just above the minimum, and even in a
+quiet second of a run only a minority of the samples land near the minimum: the rest are hit by
+something smaller than a slow spell. Over whole busy runs the floor still held more than the 2%
+of the samples p2 needs, in every run (six runs kept by `benchmarks/headline_stats.py`). The
+10th percentile, the first choice, sits on the edge of that floor: in some of those runs it slid
+off it, and its spread across the runs was wider than the 2nd percentile's (figures:
+benchmarks/README.md, 'Docstring figures'). p2 stays on the floor while at least 2% of samples
+are undisturbed, and with the ~2,000 samples a case gets it still rests on ~40 of them, not one.
 """
 
 from __future__ import annotations

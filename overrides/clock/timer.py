@@ -3,8 +3,9 @@
 How it times, and why:
 - The statement is pasted `UNROLL` times into a generated function, inside a `for` loop, so
   the loop's own cost is spread over many calls; the operands and `torch` are fast locals.
-- The clock is `time.perf_counter_ns` (integer nanoseconds; ~80 ns a read in this VM, paid
-  once per sample of ~1 ms, so it is lost in the noise after the empty-loop subtraction).
+- The clock is `time.perf_counter_ns` (integer nanoseconds; a read is far from free in a VM,
+  but it is paid once per sample of ~1 ms, so it is lost in the noise after the empty-loop
+  subtraction; figures: benchmarks/README.md, 'Docstring figures').
 - The same generated function with an empty body is timed alongside, and its undisturbed cost
   (loop turns plus the two clock reads: the same low quantile of the empty samples as the
   headline takes of the real ones) is removed from every sample; the output says so.

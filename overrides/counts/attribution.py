@@ -5,8 +5,9 @@ functions (`_PyEval_EvalFrameDefault`, `_PyFrame_Push`, ...); the Python-call co
 Python functions but count calls and bytecodes, not cost. Where the Python-call counts found one
 function whose work changed and nothing else, but the line that calls it, the change of the
 interpreter's own instructions is that function's work (with the call), exactly. The report
-prices such a function with it, where py-spy's ~1,200 samples a side put the bare shim's ~50 ns
-`_shim` anywhere from 34 to 138 ns, and a ~100 ns helper's call site at 54-126 ns.
+prices such a function with it, where py-spy's samples put the bare shim's `_shim`, and a small
+helper's call site, anywhere within a range several times the true cost (figures:
+benchmarks/README.md, 'Docstring figures').
 """
 
 from __future__ import annotations

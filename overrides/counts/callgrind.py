@@ -1,41 +1,43 @@
 """Instruction counts with Callgrind: the valgrind processes that count every case per call.
 
 Wall time on a shared machine is noisy; instruction counts are not. A 95 ns change is hundreds
-of instructions. How the counts are made, and why (figures from the valgrind 3.19 / torch 2.13
-CPU machine this was built on):
+of instructions. How the counts are made, and why (the figures that were the evidence, from the
+valgrind 3.19 / torch 2.13 CPU machine this was built on: benchmarks/README.md, 'Docstring
+figures'):
 
 - All selected cases are counted in ONE valgrind process started with the interpreter asked
   for (never `python` from PATH). `torch.utils.benchmark`'s `collect_callgrind` starts valgrind
-  and imports torch anew for every Timer: ~68 s a case here.
-- Instrumentation is off while Python starts and imports torch (`--instr-atstart=no`: 57 s of
-  a 66 s run was `import torch` under instrumentation). When the worker is ready, the parent
+  and imports torch anew for every Timer: a whole import under valgrind per case.
+- Instrumentation is off while Python starts and imports torch (`--instr-atstart=no`: most of
+  a run was `import torch` under instrumentation). When the worker is ready, the parent
   switches it on from outside (`callgrind_control -i on PID`); with instrumentation off the
   collection toggles count nothing. Collection (`--collect-atstart=no`) is toggled on and off
   around each measured loop through torch's client requests, and each loop dumps its own
-  profile. The worker leaves with `os._exit`: interpreter shutdown under valgrind costs 6-11 s.
-- `import torch` under valgrind is most of the wall time (20-28 s here: translating libtorch's
-  static initialisers and torch's Python modules; no VEX option made it faster, and
-  `--vex-iropt-level=0` made it 1.7x slower). So `bench.py` starts the worker before it imports
-  torch itself (`head_start`, from a guess at its command line): the parent's own ~3 s
-  start-up then overlaps it.
-- Repeats of a loop were bimodal (9.98M or 10.28M for 1000 plain calls): glibc's
-  `malloc_consolidate`, reached from torch's allocator about every 1,650 calls.
+  profile. The worker leaves with `os._exit`: interpreter shutdown under valgrind costs
+  seconds.
+- `import torch` under valgrind is most of the wall time (translating libtorch's static
+  initialisers and torch's Python modules; no VEX option made it faster, and
+  `--vex-iropt-level=0` made it slower). So `bench.py` starts the worker before it imports
+  torch itself (`head_start`, from a guess at its command line): the parent's own start-up then
+  overlaps it.
+- Repeats of a loop were bimodal (two totals for 1000 plain calls): glibc's
+  `malloc_consolidate`, reached from torch's allocator every so many calls.
   `MALLOC_TOP_PAD_` (set in every timing process anyway, `overrides/clock/allocator.py`) makes it
-  rare. The first repeat of each case runs 0.4-1.8k per call high once, so it is run and
+  rare. The first repeat of each case runs high once, so it is run and
   dropped. Noise in counts only adds, as in wall time: a consolidation, pymalloc's arena
   bookkeeping, or a streak of cache misses in the interpreter (in some layouts SubTensor's
-  repeats were bimodal, +500 instructions a call in some of them, and whether a repeat was high
-  even differed between two runs of the same layout). So the figure is the *minimum* of the
-  remaining repeats, the undisturbed count. Over the same 30 runs (15 seeds, base against
-  itself and against the bare shim) the per-seed deltas on SubTensor were, by the median of
-  four repeats, -506..+279 (A/A) and +47..+999 (A/B); by the minimum -41..0 and +310..+970.
+  repeats were bimodal, high in some of them, and whether a repeat was high even differed
+  between two runs of the same layout). So the figure is the *minimum* of the
+  remaining repeats, the undisturbed count: over the same runs (base against itself and against
+  the bare shim, several seeds) the per-seed deltas on SubTensor by the median of the repeats
+  spread wide and overlapped between A/A and A/B, and by the minimum they were narrow and apart.
   The spread of the repeats is reported.
 - Counts depend on object addresses, and under valgrind addresses move only when the history
   before the loop changes: the hash seed, the environment (content, length, order), the
   listing of the first folder on sys.path. So the worker runs with a fixed, minimal
   environment, padded so both builds' argument lists are the same length, from a fixed empty
   folder, with a given `PYTHONHASHSEED`. Two such runs gave identical counts. Across layouts
-  counts still move (0.2-0.8% per case), so a verdict should rest on several hash seeds
+  counts still move, so a verdict should rest on several hash seeds
   (`--seeds`), matched between base and branch, with the interval from their spread.
 
 Beside this module: `records.py` (the counts as records and their JSON), `dumps.py` (reading a

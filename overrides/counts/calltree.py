@@ -1,11 +1,12 @@
 """Where the instructions went: base's and branch's Callgrind call paths of one case, compared.
 
 Why it exists. The wall-clock differential (py-spy) prices functions by their share of ~1000
-samples, so on a real pair of builds it named nothing, or one function at six times the whole
-call's change. Instruction counts are deterministic: under a given hash seed the same build
-counts the same to the instruction. With `--separate-callers` (overrides/counts/callgrind.py,
-`tree=True`) Callgrind names every function by its chain of callers, so the last repeat of a
-case's loop is a call tree with exact self counts per path. From base's and branch's trees,
+samples, so on a real pair of builds it named nothing, or one function at several times the
+whole call's change (figures: benchmarks/README.md, 'Docstring figures'). Instruction counts
+are deterministic: under a given hash seed the same build counts the same to the instruction.
+With `--separate-callers` (overrides/counts/callgrind.py, `tree=True`) Callgrind names every
+function by its chain of callers, so the last repeat of a case's loop is a call tree with exact
+self counts per path. From base's and branch's trees,
 over the matched hash seeds:
 
 - per function, self and inclusive instructions per call (a function counts once per path
@@ -197,8 +198,9 @@ def interpreter_delta(deltas: dict[str, float]) -> float:
     """The change of the interpreter's own instructions per call of a case: the sum of
     `own_deltas` over every `is_interpreter` function. Where one Python function's work is all
     that changed (by the Python-call counts), this is that function's work, exactly: the report
-    prices it with this where py-spy's samples cannot (the bare shim's `_shim`: 36-110 ns by its
-    samples for a ~50 ns change)."""
+    prices it with this where py-spy's samples cannot (the bare shim's `_shim`, whose samples put it
+    anywhere in a range several times its true cost; figures: benchmarks/README.md, 'Docstring
+    figures')."""
     return sum(delta for name, delta in deltas.items() if is_interpreter(name))
 
 

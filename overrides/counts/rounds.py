@@ -1,9 +1,10 @@
 """Which hash seeds a comparison counts under, and counting in rounds until the counts decide.
 
 A verdict on counts must not rest on one layout unless the counts are exact, and one more seed
-costs ~15-30 s of valgrind: so a comparison draws its seeds afresh (`fresh_seeds`), counts a
-round's worth at once (one valgrind process per CPU), and counts again, for the cases still
-undecided only, while more seeds could decide them (`count_until_decided`).
+costs a whole valgrind process (figures: benchmarks/README.md, 'Docstring figures'): so a
+comparison draws its seeds afresh (`fresh_seeds`), counts a round's worth at once (one valgrind
+process per CPU), and counts again, for the cases still undecided only, while more seeds could
+decide them (`count_until_decided`).
 """
 
 from __future__ import annotations
@@ -75,8 +76,9 @@ def more_seeds_could_decide(c: CountComparison, max_seeds: int = MAX_COMPARE_SEE
     were the per-seed deltas to go on as they have (their mean and spread). With one seed there
     is no spread yet to go on. A case more seeds cannot decide (its delta sits near the
     threshold, or moves too much by layout) is left to the clock rather than counted on: the
-    bare shim's untouched WithTorchFunction, -20 +- 25 over seeds, once took six seeds (~17 s
-    each on two CPUs) to stay "inconclusive" at a threshold of 0.25%."""
+    bare shim's untouched WithTorchFunction, whose delta spread across zero over the seeds, once
+    took several seeds of valgrind to stay "inconclusive" (figures: benchmarks/README.md,
+    'Docstring figures')."""
     if c.why:
         return False  # the sides do not count alike: more seeds measure the same offset
     if c.spread is None or c.limit is None or c.seeds >= max_seeds:

@@ -156,8 +156,9 @@ class Program:
         os._exit(code if code >= 0 else 128 - code)
 
     def done(self) -> None:
-        """Leave at once: tearing torch down takes ~0.3 s, which a profiler sampling the whole
-        process (the seed command) would count against the loop's share."""
+        """Leave at once: tearing torch down takes time, which a profiler sampling the whole
+        process (the seed command) would count against the loop's share (figures:
+        benchmarks/README.md, 'Docstring figures')."""
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(0)
@@ -265,6 +266,6 @@ def from_command_line(argv: list[str] | None = None) -> Program:
 def default_seconds(started_s_ago: float) -> float:
     """How long the loop runs when not told: DEFAULT_SECONDS, or long enough that a profiler
     sampling since the process started (`py-spy record -- python pyspybench.py CASE`) finds the
-    loop in at least ~80% of its samples: start-up under py-spy --native took 1.5-5 s here, up
-    to 40% of a 6 s loop's recording."""
+    loop in at least ~80% of its samples: start-up under py-spy --native took seconds, a large
+    part of a short loop's recording (figures: benchmarks/README.md, 'Docstring figures')."""
     return max(DEFAULT_SECONDS, STARTUP_FACTOR * started_s_ago)
