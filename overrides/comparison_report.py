@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 
 from overrides.run_report import align, fmt_ns
+from overrides.tables import pipe_table
 from overrides.verdicts import CLOCK_ONLY, DISAGREE, INCONCLUSIVE
 
 COMPARISON_HEADER = ("case", "base ns", "branch ns", "delta ns", "95% CI ns", "delta %", "verdict")
@@ -185,8 +186,7 @@ def comparison_markdown(comparisons, settings: dict, notes: bool = True) -> str:
     """The comparison as a markdown table, and (`notes`) its notes as a list under it."""
     multi = len({c.op for c in comparisons}) > 1
     rows = _comparison_rows(comparisons, multi)
-    lines = ["| " + " | ".join(row) + " |" for row in rows]
-    lines.insert(1, "|---|" + "---:|" * (len(rows[0]) - 2) + "---|")
+    lines = pipe_table(rows[0], rows[1:], right_from=1, right_to=len(rows[0]) - 1)
     if not notes:
         return "\n".join(lines)
     return "\n".join(lines + [""] + [f"- {note}" for note in comparison_notes(comparisons, settings)])

@@ -222,6 +222,19 @@ def test_markdown_is_laid_out_above_the_counts_and_measurements():
                        "history/, lay them out with overrides.tables.pipe_table): " + ", ".join(found))
 
 
+def tables_laid_out_by_hand(root: str = ROOT, package: str = PACKAGE) -> list[str]:
+    """`module:line` of every Markdown table row or rule written as a string anywhere but
+    overrides/tables.py, the one place a table is laid out."""
+    wings = tuple({name.split(".")[1] for name in package_modules(root, package) if "." in name})
+    return [where for where in markdown_rendered(root, package, wings)
+            if not where.startswith(f"{package}.tables:")]
+
+
+def test_every_markdown_table_is_laid_out_by_tables_py():
+    found = tables_laid_out_by_hand()
+    assert not found, "a Markdown table laid out by hand (use overrides.tables.pipe_table): " + ", ".join(found)
+
+
 def test_the_markdown_check_finds_a_table_in_the_counts(tmp_path):
     package = tmp_path / "pkg"
     (package / "counts").mkdir(parents=True)
@@ -233,6 +246,7 @@ def test_the_markdown_check_finds_a_table_in_the_counts(tmp_path):
     (package / "review" / "fine.py").write_text('LINE = "| a | b |"\n')
     (package / "counts" / "words.py").write_text('SAY = "a | b"\nPIPE = "|"\n')
     assert markdown_rendered(str(tmp_path), "pkg") == ["pkg.counts.table:2"]
+    assert tables_laid_out_by_hand(str(tmp_path), "pkg") == ["pkg.counts.table:2", "pkg.review.fine:1"]
 
 
 def _top_level_names(path: str) -> set[str]:

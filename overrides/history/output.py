@@ -12,6 +12,7 @@ from overrides.files import write_text_atomic
 from overrides.history import HISTORY_SCHEMA
 from overrides.history.lineup import HistoryBuild
 from overrides.history.steps import Step
+from overrides.tables import pipe_table
 from overrides.verdicts import CHANGED, DISAGREE, MOVED, known
 
 def per_build(builds: Sequence[HistoryBuild], runs: dict, targets: Sequence[tuple[str, str]]) -> dict:
@@ -108,8 +109,8 @@ def markdown(builds, steps, figures, seeds, where_lines: list[str], picture: str
     out.append("")
     if picture:
         out += [f"![instructions per call across builds]({picture})", ""]
-    out += ["| build | torch | kind | interpreter |", "|---|---|---|---|"]
-    out += [f"| {b.name} | {b.torch_version} | {b.kind} | `{b.python}` |" for b in builds]
+    out += pipe_table(("build", "torch", "kind", "interpreter"),
+                      [(b.name, b.torch_version, b.kind, f"`{b.python}`") for b in builds], right_from=4)
     out.append("")
     for block in table(builds, steps, figures).split("\n\n"):
         block_lines = [line for line in block.splitlines() if line.strip()]
