@@ -37,8 +37,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="cases to run (default: the four seed cases; 'all': every case; "
                              "your own: pkg.module:factory)")
     parser.add_argument("--op", nargs="+", metavar="OP",
-                        help="ops to time (default: torch.add; 'all': every op, shown as a "
-                             "cases x ops matrix)")
+                        help="ops to time (default: torch.add; 'all': every named op, shown as a "
+                             "cases x ops matrix; your own: a statement over x, y, torch and F, "
+                             "such as \"torch.matmul(x, y)\" or \"x.sum()\")")
     parser.add_argument("--list", action="store_true", help="list the cases, one per line: name and description")
     parser.add_argument("--list-ops", action="store_true", help="list the ops for --op, one per line")
     parser.add_argument("-n", "--nreps", type=positive_int, metavar="N",

@@ -13,6 +13,7 @@ from overrides.cases.casenames import BASELINE_CASE
 from overrides.clock import stats
 from overrides.counts import records
 from overrides.figures import whole
+from overrides.tables import pipe_table
 from overrides.results import CaseResult, RunResult
 
 FORMATS = ("table", "legacy", "markdown")
@@ -77,8 +78,21 @@ def _row(run: RunResult, result: CaseResult, multi_op: bool) -> list[str]:
     ]
 
 
+def _op_note(run: RunResult) -> list[str]:
+    """Which op a one-op table timed or counted, unless it is the default one (torch.add)."""
+    from overrides.cases.ops import DEFAULT_OP
+
+    names = {r.op for r in run.results}
+    if len(names) != 1 or names == {DEFAULT_OP.name}:
+        return []
+    (name,) = names
+    stmt = _op_stmts().get(name, name)
+    return [f"op: {name}" + (f" = {stmt}" if stmt != name else "") + ", on each case's operands"]
+
+
 def _notes(run: RunResult, matrix: bool = False) -> list[str]:
-    notes = [
+    notes = [] if matrix else _op_note(run)
+    notes += [
         f"per call = {stats.headline_label()} of per-call samples (each sample = calls shown after 'x');"
         f" the empty-loop cost ({_loop_cost(run)} ns/call) is already removed.",
         "95% CI covers sampling noise within this run; the machine's speed drifts 1-2% from run to"
@@ -198,11 +212,12 @@ def _matrix_rows(run: RunResult) -> list[list[str]]:
 def _matrix_notes(run: RunResult) -> list[str]:
     known = _op_stmts()
     stmts = {r.op: known.get(r.op, r.stmt) for r in run.results}
+    named = {op: stmt for op, stmt in stmts.items() if op != stmt}  # a statement of yours is its own name
     return [f"cells: per call ns ({stats.headline_label()} of per-call samples, the empty-loop cost "
             f"({_loop_cost(run)} ns/call) removed) and its ratio to plain Tensor for the same op; "
             "n/a: the op makes no sense for that case and was not timed; intervals and every "
             "sample are in --json.",
-            "ops: " + "; ".join(f"{op} = {stmt}" for op, stmt in stmts.items())] \
+            *(["ops: " + "; ".join(f"{op} = {stmt}" for op, stmt in named.items())] if named else [])] \
         + _notes(run, matrix=True)[1:]  # [0] is the single-op table's per-call line, said above for cells
 
 
@@ -216,8 +231,7 @@ def matrix(run: RunResult) -> str:
 
 def matrix_markdown(run: RunResult) -> str:
     rows = _matrix_rows(run)
-    lines = ["| " + " | ".join(row) + " |" for row in rows]
-    lines.insert(1, "|" + "|".join(["---"] + ["---:"] * (len(rows[0]) - 1)) + "|")
+    lines = pipe_table(rows[0], rows[1:], right_from=1)
     lines += [""] + [f"- {note}" for note in _matrix_notes(run)]
     lines.append(f"- {environment.one_line(run.environment)}")
     return "\n".join(lines)
@@ -254,9 +268,7 @@ def markdown(run: RunResult) -> str:
     multi = _multi_op(run)
     if multi:
         return matrix_markdown(run)
-    rows = [list(HEADER)] + [_row(run, r, multi) for r in run.results]
-    lines = ["| " + " | ".join(row) + " |" for row in rows]
-    lines.insert(1, "|" + "|".join(["---"] + ["---:"] * (len(HEADER) - 1)) + "|")
+    lines = pipe_table(HEADER, [_row(run, r, multi) for r in run.results], right_from=1)
     lines += [""] + [f"- {note}" for note in _notes(run)]
     lines.append(f"- {environment.one_line(run.environment)}")
     return "\n".join(lines)
@@ -302,7 +314,7 @@ def _instruction_notes(run: RunResult) -> list[str]:
             "(extra work only ever adds instructions), the loop and the toggles removed; "
             "repeat spread = (max - min) / that minimum.",
             "Counts move with memory layout (up to ~1% between hash seeds): compare builds over "
-            "several seeds (--seeds 1 2 3), never across one layout each."] + _long_na_notes(run)
+            "several seeds (--seeds 1 2 3), never across one layout each."] + _op_note(run) + _long_na_notes(run)
 
 
 def _long_na_notes(run: RunResult) -> list[str]:
@@ -322,8 +334,7 @@ def instruction_table(run: RunResult) -> str:
 
 def instruction_markdown(run: RunResult) -> str:
     rows = _instruction_rows(run)
-    lines = ["| " + " | ".join(row) + " |" for row in rows]
-    lines.insert(1, "|" + "|".join(["---"] + ["---:"] * (len(rows[0]) - 1)) + "|")
+    lines = pipe_table(rows[0], rows[1:], right_from=1)
     return "\n".join(lines + [""] + [f"- {note}" for note in _instruction_notes(run)])
 
 

@@ -97,8 +97,12 @@ def test_ops_resolve_and_reject_unknown_names():
     assert ops.resolve_ops(None) == (ops.DEFAULT_OP,)
     assert [op.name for op in ops.resolve_ops(["all"])] == [
         "torch.add", "x.add", "x+y", "broadcast_tensors", "x.shape"]
-    with pytest.raises(UsageError, match="unknown op 'x.sub'; valid ops: torch.add"):
-        ops.resolve_ops(["x.sub"])
+    with pytest.raises(UsageError, match="unknown op 'matmul'; valid ops: torch.add"):
+        ops.resolve_ops(["matmul"])
+    # a name with a call, index or attribute is your statement, unless it is a named op's typo
+    assert ops.resolve_ops(["x.sub(y)"])[0].stmt == "x.sub(y)"
+    with pytest.raises(UsageError, match="did you mean x.add"):
+        ops.resolve_ops(["x.ad"])
     with pytest.raises(UsageError, match="named twice"):
         ops.resolve_ops(["x.add", "x.add"])
 

@@ -1,7 +1,8 @@
 """The ops: which torch call is timed on a case's operands.
 
 An op is a Python statement over the names `x`, `y` (a case's operands), `torch` and `F`
-(`torch.nn.functional`). The Timer core pastes the statement, unrolled, into a generated
+(`torch.nn.functional`): one of the named ops below, or your own (`--op "torch.matmul(x, y)"`,
+`"x.sum()"`, `"x[0]"`, `"F.linear(x, y)"`), checked here without torch and named by its text. The Timer core pastes the statement, unrolled, into a generated
 function, so what is timed is exactly the statement and not a wrapper call around it. The ops
 are plain text: this module imports torch only to run one (`statement_namespace`), so names
 are checked and listed without torch (see `overrides/cases/casenames.py` for why that matters).
@@ -11,6 +12,7 @@ anything is timed, counted or recorded.
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 
 from overrides.cases.casenames import Case
@@ -63,16 +65,53 @@ _REGISTRY: dict[str, Op] = {op.name: op for op in (
     DEFAULT_OP, METHOD_OP, OPERATOR_OP, PYTHON_FUNCTION_OP, ATTRIBUTE_OP)}
 
 
+STATEMENT_NAMES = ("x", "y", "torch", "F")  # what a statement may use: statement_namespace's and the operands
+OPERANDS = ("x", "y")
+# Characters no named op's name needs but every statement has one of: a call, an index, an
+# attribute or an operator. A word without them is a mistyped name, and gets a "did you mean".
+_STATEMENT_MARKS = set("().[]+-*/@%<>=~&|^ ")
+
+
 def all_ops() -> tuple[Op, ...]:
     return tuple(_REGISTRY.values())
 
 
 def get_op(name: str) -> Op:
-    try:
+    """A named op, or your own statement (any name with a call, index, attribute or operator in
+    it: see statement_op)."""
+    if name in _REGISTRY:
         return _REGISTRY[name]
-    except KeyError:
-        raise UsageError(f"unknown op {name!r};{did_you_mean(name, list(_REGISTRY) + ['all'])} "
-                         f"valid ops: {', '.join(_REGISTRY)}, all") from None
+    named = next((op for op in _REGISTRY.values() if op.stmt == name.strip()), None)
+    if named is not None:
+        return named  # "x + y" is the op x+y: one figure under one name
+    # A bare name or attribute close to a named op ("x.ad") is a typo far more often than a
+    # statement; a call or an index ("x.sum()", "x[0]") is a statement.
+    if _STATEMENT_MARKS & set(name) and ("(" in name or "[" in name
+                                          or not did_you_mean(name, list(_REGISTRY))):
+        return statement_op(name)
+    raise UsageError(f"unknown op {name!r};{did_you_mean(name, list(_REGISTRY) + ['all'])} "
+                     f"valid ops: {', '.join(_REGISTRY)}, all, or a statement over x, y, torch "
+                     "and F such as \"torch.matmul(x, y)\"")
+
+
+def statement_op(text: str) -> Op:
+    """Your own statement as an op, named by its text: one Python expression over x and y (the
+    case's operands), torch and F, checked here, before torch is imported or anything timed."""
+    try:
+        tree = ast.parse(text.strip(), mode="eval")
+    except SyntaxError as exc:
+        raise UsageError(f"op {text!r} is not one Python expression ({exc.msg}); write one over x, "
+                         "y, torch and F, such as \"torch.matmul(x, y)\" or \"x.sum()\"") from None
+    used = {node.id for node in ast.walk(tree) if isinstance(node, ast.Name)}
+    unknown = sorted(used - set(STATEMENT_NAMES))
+    if unknown:
+        raise UsageError(f"op {text!r} uses {', '.join(unknown)}; a statement may use only x and y "
+                         "(the case's operands), torch and F (torch.nn.functional)")
+    if not used & set(OPERANDS):
+        raise UsageError(f"op {text!r} uses neither x nor y, so it would time no case;"
+                         f"{did_you_mean(text, list(_REGISTRY))} write it over the operands, such as "
+                         "\"torch.relu(x)\"")
+    return Op(text.strip(), text.strip(), "your statement")
 
 
 def resolve_ops(names: list[str] | None) -> tuple[Op, ...]:
@@ -112,6 +151,8 @@ def not_applicable_reason(case: Case, op: Op) -> str | None:
     except TypeError as exc:
         if str(exc).startswith("unsupported operand type"):
             return f"no operator: {exc}"
+        if any(str(exc).endswith(f"object is not {what}") for what in ("subscriptable", "callable", "iterable")):
+            return str(exc).replace("'", "")  # "WithTorchFunction object is not subscriptable"
     except Exception:  # a real failure: the Timer core records it with the others
         pass
     return None

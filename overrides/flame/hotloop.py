@@ -52,7 +52,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help="a case name (python bench.py --list) or pkg.module:factory; several run "
                              "one after the other in one process, each for --seconds (one torch "
                              "import for all)")
-    parser.add_argument("--op", default=None, help="the op to run (default torch.add; see bench.py --list-ops)")
+    parser.add_argument("--op", default=None, help="the op to run (default torch.add; see bench.py --list-ops), or "
+                        "your own statement over x, y, torch and F")
     how_long = parser.add_mutually_exclusive_group()
     how_long.add_argument("--nreps", type=positive_int, metavar="N",
                           help="run exactly N calls (rounded up to a multiple of 50)")

@@ -141,7 +141,8 @@ def build_parser():
     parser.add_argument("--all", action="store_true", help="flamegraphs for every case, not only regressed ones")
     parser.add_argument("--no-flamegraphs", action="store_true", help="numbers only: no py-spy, no screenshots")
     parser.add_argument("--cases", nargs="+", metavar="NAME", help="cases (default: the four seed cases)")
-    parser.add_argument("--op", default=None, help="the op (default torch.add)")
+    parser.add_argument("--op", default=None, help="the op (default torch.add), or your own statement such as "
+                        "\"x.sum()\"")
     parser.add_argument("--seconds", type=positive_float, default=None, metavar="S",
                         help=f"py-spy recording time per case and side (default {DEFAULT_SECONDS:g}); "
                              "the side's two recordings run at once, each for S")

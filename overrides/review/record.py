@@ -250,7 +250,8 @@ def build_parser():
                              "on PATH; the first line says which it is and its torch)")
     parser.add_argument("--seconds", type=positive_float, default=None, metavar="S",
                         help=f"py-spy recording time per case (default {DEFAULT_SECONDS:g})")
-    parser.add_argument("--op", default=None, help="the op to record (default torch.add)")
+    parser.add_argument("--op", default=None, help="the op to record (default torch.add), or your own statement "
+                        "such as \"x.sum()\"")
     parser.add_argument("--min-time", type=positive_float, default=None, metavar="SECONDS",
                         help="bench.py's time budget per case (default: bench.py's)")
     parser.add_argument("--instructions", action="store_true",

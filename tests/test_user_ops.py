@@ -1,0 +1,69 @@
+"""Your own statement as an op (`--op "torch.matmul(x, y)"`): checked before anything runs,
+then timed, counted, compared and recorded as a named op is, under its own text.
+
+The commands run for real (torch, Callgrind, py-spy); the checks of a bad statement need no
+torch at all.
+"""
+
+import json
+import os
+import sys
+
+import pytest
+
+from conftest import ROOT, run_tool
+from overrides.cases import ops
+from overrides.errors import UsageError
+
+STATEMENTS = ("torch.matmul(x, y)", "x.sum()", "x[0]", "F.linear(x, y)")
+
+
+@pytest.mark.parametrize("text, said", [
+    ("foo(x)", "uses foo; a statement may use only x and y"),
+    ("x.sum(", "is not one Python expression"),
+    ("torch.zeros(3)", "uses neither x nor y"),
+    ("torch.ad", "did you mean torch.add?"),
+])
+def test_a_bad_statement_is_one_line_and_exit_2_before_anything_runs(text, said):
+    with pytest.raises(UsageError, match=said.replace("?", r"\?").replace("(", r"\(")):
+        ops.get_op(text)
+    done = run_tool("bench.py", "--op", text, timeout=60)
+    assert done.returncode == 2 and said in done.stderr and len(done.stderr.strip().splitlines()) == 1
+    assert "Timer" not in done.stderr and not done.stdout
+
+
+def test_statements_are_timed_with_each_case_and_n_a_where_they_make_no_sense(tmp_path):
+    out = tmp_path / "run.json"
+    done = run_tool("bench.py", "--op", *STATEMENTS, "--cases", "Tensor", "SubTensor", "WithTorchFunction",
+                    "--min-time", "0.1", "-q", "--json", str(out), timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    results = {(r["case"], r["op"]): r for r in json.loads(out.read_text())["results"]}
+    for text in STATEMENTS:
+        assert results[("SubTensor", text)]["per_call_ns"] > results[("Tensor", text)]["per_call_ns"] > 0
+    # a tensor-like with no .sum and no [] takes neither: n/a with the reason, not a failure
+    assert "WithTorchFunction has no .sum" in results[("WithTorchFunction", "x.sum()")]["not_applicable"]
+    assert "not subscriptable" in results[("WithTorchFunction", "x[0]")]["not_applicable"]
+    assert "ops:" not in done.stdout  # a statement is its own name: no "x.sum() = x.sum()" line
+
+
+@pytest.mark.slow
+def test_a_statement_is_counted_compared_and_recorded(tmp_path):
+    counted = run_tool("bench.py", "--instructions", "--cases", "Tensor", "SubTensor", "--op", "x.sum()",
+                       "--json", str(tmp_path / "counted.json"), timeout=600)
+    assert counted.returncode == 0, counted.stderr[-2000:]
+    per_call = {r["case"]: r["instructions"]["per_call"] if isinstance(r.get("instructions"), dict)
+                else r for r in json.loads((tmp_path / "counted.json").read_text())["results"]}
+    assert set(per_call) == {"Tensor", "SubTensor"} and "x.sum()" in counted.stdout
+    compared = run_tool("bench.py", "--compare", sys.executable, sys.executable, "--cases", "Tensor",
+                        "SubTensor", "--op", "torch.matmul(x, y)", "--no-instructions", "--pairs", "2",
+                        "--pair-seconds", "0.5", "--json", str(tmp_path / "compared.json"), timeout=600)
+    assert compared.returncode in (0, 1), compared.stderr[-2000:]
+    rows = json.loads((tmp_path / "compared.json").read_text())["comparisons"]
+    assert [(r["case"], r["op"]) for r in rows] == [("Tensor", "torch.matmul(x, y)"),
+                                                   ("SubTensor", "torch.matmul(x, y)")]
+    svg = tmp_path / "sum.svg"
+    recorded = run_tool("pyspybench.py", "SubTensor", "--op", "x.sum()", "--seconds", "1", "--record",
+                        str(svg), timeout=300)
+    assert recorded.returncode == 0, recorded.stderr[-2000:]
+    assert "SubTensor" in svg.read_text() and "x.sum()" in svg.read_text()
+    assert os.path.dirname(os.path.abspath(ROOT))  # ran from the project root, as users do
