@@ -497,3 +497,18 @@ def test_the_hot_loops_own_time_is_not_listed_where_the_counts_found_its_work_un
     assert "hot_loop_SubTensor" in table(evidence)  # no counts: the sampled move is listed
     counted = Evidence([comparison], {}, {}, counts=[runs(100.0), runs(102.0)], python_calls=evidence.python_calls)
     assert "hot_loop_SubTensor" not in table(counted)
+
+
+def test_rows_that_add_up_to_more_than_the_change_say_why():
+    """SubWithTorchFunction's `_shim` row read +76 +- 36 ns under a +44 ns change: the table
+    must say that its rows overshoot and why, not leave "everything else -32" unexplained."""
+    from types import SimpleNamespace
+
+    from overrides.review import time_sections
+
+    row = SimpleNamespace(error_ns=36.0)
+    said = time_sections._overshoot(SimpleNamespace(explained=76.0, size=44.0, listed=[row]))
+    assert said.startswith("The listed rows add up to +76 ns, more than the case's +44") and "±36" in said
+    assert "(-32)" in said
+    assert time_sections._overshoot(SimpleNamespace(explained=40.0, size=44.0, listed=[row])) == ""
+    assert time_sections._overshoot(SimpleNamespace(explained=-60.0, size=44.0, listed=[row])) == ""

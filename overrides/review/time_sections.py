@@ -103,10 +103,26 @@ def differential_section(evidence, comparison, folded: dict, stem: str, browser:
                         f"case's change ({signed(found.size)} ns) is spread too thin "
                         "over its functions for py-spy's samples to place it.", ""]
     lines += table
+    over = _overshoot(found)
+    if over:
+        lines += ["", over]
     if found.priced:
         sampled = next(d for d in found.listed if found.is_priced(d))
         lines += ["", _counts_price_sentence(found.priced.change, found.priced.ns, sampled, comparison)]
     return lines + [""]
+
+
+def _overshoot(found: time_analysis.TimeAnalysis) -> str:
+    """Why the listed rows add up to more than the case's change, where they do: each is a
+    sample with its own error, and "everything else" takes up the difference."""
+    explained, size = found.explained, found.size
+    if abs(explained) <= abs(size) or explained * size < 0:
+        return ""
+    errors = max((d.error_ns for d in found.listed), default=0.0)
+    return (f"The listed rows add up to {signed(explained)} ns, more than the case's {signed(size)}: each "
+            f"is py-spy's sampled time with its own error (up to ±{errors:,.0f} ns here), and "
+            f"\"everything else\" ({signed(size - explained)}) takes up the difference. Read a row's "
+            "size with its ±; where the counts price it, theirs is the exact one.")
 
 
 def _picture(found: time_analysis.TimeAnalysis, comparison, stem: str, browser: str | None,
@@ -118,7 +134,7 @@ def _picture(found: time_analysis.TimeAnalysis, comparison, stem: str, browser: 
     diff_svg = os.path.join(pack.workdir, f"diff-{stem}.svg")
     write_text_atomic(diff_svg, differential.differential_svg(
         found.base_runs, found.branch_runs, comparison.base_ns, comparison.branch_ns,
-        f"{comparison.case}: branch against base, ns per call by call path", found.same_work,
+        f"{comparison.case} · {comparison.op}: branch against base, ns per call by call path", found.same_work,
         {frame: 1 if row.delta_calls > 0 else -1 for frame, row in found.counted.items()}))
     pack.add(f"diff-{stem}.svg", diff_svg)
     legend = "red: more time than base, blue: less" + (
