@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from overrides import environment
-from overrides.cases.casenames import BASELINE_CASE
+from overrides.cases.casenames import BASELINE_CASE, split_shaped
 from overrides.clock import stats
 from overrides.counts import records
 from overrides.figures import whole
@@ -154,11 +154,13 @@ def _catalog_notes(run: RunResult) -> list[str]:
         notes.append(f"{', '.join(cases)} {verb} own statements: {'; '.join(stmts)}")
     baselines: dict[str, list[str]] = {}
     for result in run.results:
-        if result.baseline != BASELINE_CASE and result.case not in baselines.get(result.baseline, []):
+        if (result.baseline != BASELINE_CASE and result.case != result.baseline
+                and result.case not in baselines.get(result.baseline, [])):
             baselines.setdefault(result.baseline, []).append(result.case)
     for baseline, cases in baselines.items():
-        notes.append(f"{', '.join(cases)}: overhead and ratio against {baseline} (same statements), "
-                     f"not {BASELINE_CASE}")
+        like = ("plain tensors of the same shape and dtype" if baseline != split_shaped(baseline)[0]
+                else "the same statements")
+        notes.append(f"{', '.join(cases)}: overhead and ratio against {baseline} ({like}), not {BASELINE_CASE}")
     scaled_from = run.settings.get("min_time_scaled_from_s")
     if scaled_from:
         longest = run.settings.get("max_time_s") or run.settings.get("min_time_s")

@@ -49,21 +49,53 @@ def test_statements_are_timed_with_each_case_and_n_a_where_they_make_no_sense(tm
 @pytest.mark.slow
 def test_a_statement_is_counted_compared_and_recorded(tmp_path):
     counted = run_tool("bench.py", "--instructions", "--cases", "Tensor", "SubTensor", "--op", "x.sum()",
+                       "--shape", "64x64",
                        "--json", str(tmp_path / "counted.json"), timeout=600)
     assert counted.returncode == 0, counted.stderr[-2000:]
     per_call = {r["case"]: r["instructions"]["per_call"] if isinstance(r.get("instructions"), dict)
                 else r for r in json.loads((tmp_path / "counted.json").read_text())["results"]}
-    assert set(per_call) == {"Tensor", "SubTensor"} and "x.sum()" in counted.stdout
+    assert set(per_call) == {"Tensor@64x64", "SubTensor@64x64"} and "op: x.sum()" in counted.stdout
     compared = run_tool("bench.py", "--compare", sys.executable, sys.executable, "--cases", "Tensor",
-                        "SubTensor", "--op", "torch.matmul(x, y)", "--no-instructions", "--pairs", "2",
-                        "--pair-seconds", "0.5", "--json", str(tmp_path / "compared.json"), timeout=600)
+                        "SubTensor", "--shape", "8x8", "--op", "torch.matmul(x, y)", "--no-instructions",
+                        "--pairs", "2", "--pair-seconds", "0.5", "--json", str(tmp_path / "compared.json"),
+                        timeout=600)
     assert compared.returncode in (0, 1), compared.stderr[-2000:]
     rows = json.loads((tmp_path / "compared.json").read_text())["comparisons"]
-    assert [(r["case"], r["op"]) for r in rows] == [("Tensor", "torch.matmul(x, y)"),
-                                                   ("SubTensor", "torch.matmul(x, y)")]
+    assert [(r["case"], r["op"]) for r in rows] == [("Tensor@8x8", "torch.matmul(x, y)"),
+                                                   ("SubTensor@8x8", "torch.matmul(x, y)")]
     svg = tmp_path / "sum.svg"
     recorded = run_tool("pyspybench.py", "SubTensor", "--op", "x.sum()", "--seconds", "1", "--record",
                         str(svg), timeout=300)
     assert recorded.returncode == 0, recorded.stderr[-2000:]
     assert "SubTensor" in svg.read_text() and "x.sum()" in svg.read_text()
     assert os.path.dirname(os.path.abspath(ROOT))  # ran from the project root, as users do
+
+
+@pytest.mark.parametrize("args, said", [
+    (["--shape", "64x"], "shape '64x' is not sizes joined by x"),
+    (["--shape", "0"], "shape '0' is not sizes joined by x"),
+    (["--dtype", "float"], "did you mean float64?"),
+    (["--cases", "SubTensor@4/half"], "dtype 'half' is not one of torch's"),
+    (["--shape", "4", "--cases", "units:pair"], "your own case keeps its factory's"),
+])
+def test_a_bad_shape_or_dtype_is_one_line_and_exit_2(args, said):
+    done = run_tool("bench.py", *args, timeout=60)
+    assert done.returncode == 2 and said in done.stderr and len(done.stderr.strip().splitlines()) == 1
+
+
+def test_shapes_sweep_the_built_in_cases_and_each_is_judged_against_plain_tensors_of_its_shape(tmp_path):
+    from overrides.cli import with_shapes
+
+    assert with_shapes(["Tensor", "SubTensor", "units:pair"], ["1", "64x64"], None) == [
+        "Tensor", "SubTensor", "units:pair", "Tensor@64x64", "SubTensor@64x64"]
+    assert with_shapes(None, None, "bfloat16")[:2] == ["Tensor@1/bfloat16", "SubTensor@1/bfloat16"]
+    out = tmp_path / "run.json"
+    done = run_tool("bench.py", "--cases", "Tensor", "SubTensor", "--shape", "1", "256x256", "--min-time", "0.1",
+                    "-q", "--json", str(out), timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    rows = {r["case"]: r for r in json.loads(out.read_text())["results"]}
+    assert rows["SubTensor@256x256"]["baseline"] == "Tensor@256x256" and rows["SubTensor"]["baseline"] == "Tensor"
+    # 65,536 additions cost the plain call far more than one: a 1-element baseline would have
+    # priced that work as the subclass's overhead
+    assert rows["Tensor@256x256"]["per_call_ns"] > rows["Tensor"]["per_call_ns"] + 1000
+    assert "against Tensor@256x256 (plain tensors of the same shape and dtype)" in done.stdout

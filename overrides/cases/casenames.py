@@ -133,8 +133,74 @@ def all_described() -> tuple[Case, ...]:
     return tuple(_BY_NAME.values())
 
 
+# A built-in case with operands of another shape or dtype is named `CASE@SHAPE[/DTYPE]`
+# (`SubTensor@64x64`, `Tensor@1000/bfloat16`): the name travels to every process that builds the
+# operands (timing workers, valgrind, the Python-call counter, py-spy), and its baseline is
+# plain tensors of the same shape and dtype (`Tensor@64x64`), never the 1-element default.
+SHAPE_MARK = "@"
+DEFAULT_SHAPE = (1,)  # the seed benchmark's: one element, so the kernel is negligible
+DEFAULT_DTYPE = "float32"
+DTYPES = ("float32", "float64", "float16", "bfloat16", "int64", "int32", "int16", "int8", "uint8",
+          "complex64", "complex128")  # torch's own names, checked without torch
+MAX_ELEMENTS = 1 << 28  # a 1 GiB float32 operand: beyond, a typo more likely than a benchmark
+
+
+def parse_shape(text: str) -> tuple[int, ...]:
+    """`64x64` -> (64, 64); a UsageError naming the problem otherwise."""
+    try:
+        shape = tuple(int(part) for part in text.lower().split("x"))
+    except ValueError:
+        shape = ()
+    if not shape or any(n < 1 for n in shape):
+        raise UsageError(f"shape {text!r} is not sizes joined by x; write it like 64x64 or 1000")
+    elements = 1
+    for n in shape:
+        elements *= n
+    if elements > MAX_ELEMENTS:
+        raise UsageError(f"shape {text!r} is {elements:,} elements an operand, more than {MAX_ELEMENTS:,}; "
+                         "use a smaller one")
+    return shape
+
+
+def check_dtype(name: str) -> str:
+    if name not in DTYPES:
+        raise UsageError(f"dtype {name!r} is not one of torch's;{did_you_mean(name, DTYPES)} "
+                         f"valid: {', '.join(DTYPES)}")
+    return name
+
+
+def shaped_name(name: str, shape: tuple[int, ...] | None, dtype: str | None) -> str:
+    """`name` with operands of `shape` and `dtype`; the plain name for the defaults."""
+    shape, dtype = shape or DEFAULT_SHAPE, dtype or DEFAULT_DTYPE
+    if shape == DEFAULT_SHAPE and dtype == DEFAULT_DTYPE:
+        return name
+    suffix = "x".join(map(str, shape)) + ("" if dtype == DEFAULT_DTYPE else f"/{dtype}")
+    return f"{name}{SHAPE_MARK}{suffix}"
+
+
+def split_shaped(name: str) -> tuple[str, tuple[int, ...], str]:
+    """(the built-in case, its operands' shape, their dtype) of a case name (see SHAPE_MARK)."""
+    base, mark, suffix = name.partition(SHAPE_MARK)
+    if not mark:
+        return name, DEFAULT_SHAPE, DEFAULT_DTYPE
+    shape_text, _, dtype = suffix.partition("/")
+    return base, parse_shape(shape_text), check_dtype(dtype or DEFAULT_DTYPE)
+
+
 def described(name: str) -> Case:
-    """The built-in case `name`, without operands; a UsageError (with the nearest name) if none."""
+    """The built-in case `name` (or `CASE@SHAPE[/DTYPE]`), without operands; a UsageError (with
+    the nearest name) if none."""
+    base, shape, dtype = split_shaped(name)
+    if base != name:
+        if is_user_spec(base):
+            raise UsageError(f"case {name!r}: your own case keeps the operands its factory makes; a "
+                             f"shape ({SHAPE_MARK}SHAPE, --shape) applies to the built-in cases")
+        case = described(base)
+        suffix = name[len(base) + 1:]
+        return dataclasses.replace(
+            case, name=name, description=f"{case.description}; operands {suffix}",
+            file_stem=f"{case.stem}-{re.sub(r'[^a-z0-9]+', '', suffix.lower())}",
+            baseline=shaped_name(case.baseline, shape, dtype))
     try:
         return _BY_NAME[name]
     except KeyError:
@@ -170,7 +236,7 @@ def resolve(names: list[str] | None) -> tuple[Case, ...]:
     for name in names:
         if name == ALL:
             found = all_described()
-        elif is_user_spec(name):
+        elif is_user_spec(name) and SHAPE_MARK not in name:
             split_user_spec(name)
             found = (Case(name, f"your case {name}", None, user_stem(name)),)
         else:

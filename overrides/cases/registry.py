@@ -46,9 +46,14 @@ def get_case(name: str) -> Case:
         from overrides.cases.usercases import case_from_spec
 
         return case_from_spec(name)
-    casenames.described(name)  # an unknown name: the same message, with or without torch
+    shaped = casenames.described(name)  # an unknown name: the same message, with or without torch
+    base, shape, dtype = casenames.split_shaped(name)
     _load_catalog()
-    return _REGISTRY[name]
+    if base == name:
+        return _REGISTRY[name]
+    from overrides.cases.seedcases import with_shape
+
+    return with_shape(_REGISTRY[base], shaped, shape, dtype)
 
 
 def resolve_cases(names: list[str] | None) -> tuple[Case, ...]:

@@ -28,9 +28,37 @@ X_VALUE = 1.0
 Y_VALUE = 2.0
 
 
+# The shape and dtype plain_operands() makes: the seed's unless a shaped case (`CASE@64x64`,
+# with_shape) is building its operands. Every case builds on plain_operands(), so one setting
+# shapes them all, catalog cases included.
+_operand_spec: tuple[tuple[int, ...], str] = (casenames.DEFAULT_SHAPE, casenames.DEFAULT_DTYPE)
+
+
 def plain_operands() -> tuple[torch.Tensor, torch.Tensor]:
     """Fresh plain tensors; every case builds its operands from these."""
-    return torch.tensor([X_VALUE]), torch.tensor([Y_VALUE])
+    shape, dtype = _operand_spec
+    if (shape, dtype) == (casenames.DEFAULT_SHAPE, casenames.DEFAULT_DTYPE):
+        return torch.tensor([X_VALUE]), torch.tensor([Y_VALUE])
+    kind = getattr(torch, dtype)
+    return torch.full(shape, X_VALUE, dtype=kind), torch.full(shape, Y_VALUE, dtype=kind)
+
+
+def with_shape(case: Case, shaped: Case, shape: tuple[int, ...], dtype: str) -> Case:
+    """`case` with operands of `shape` and `dtype`, under the shaped case's name, stem and
+    baseline (`shaped`, from casenames.described)."""
+    make = case.make_operands
+
+    def make_shaped() -> tuple:
+        global _operand_spec
+        before, _operand_spec = _operand_spec, (shape, dtype)
+        try:
+            return make()
+        finally:
+            _operand_spec = before
+
+    return dataclasses.replace(case, name=shaped.name, description=shaped.description,
+                               file_stem=shaped.file_stem, baseline=shaped.baseline,
+                               make_operands=make_shaped)
 
 
 class SubTensor(torch.Tensor):
