@@ -73,6 +73,24 @@ def unexplained_note(c) -> str:
             "only the code. The verdict stands; its size is the machine's as much as the code's.")
 
 
+def user_module_notes(user_modules: dict | None) -> list[str]:
+    """Which file of yours each side ran, per user case: one file on both sides says your code
+    was the same there (what moved is the build), two files that each side ran its own."""
+    if not user_modules:
+        return []
+    base, branch = user_modules.get("base") or {}, user_modules.get("branch") or {}
+    notes = []
+    for spec in dict.fromkeys([*base, *branch]):
+        a, b = base.get(spec), branch.get(spec)
+        if a and a == b:
+            notes.append(f"{spec}: both sides ran one file of yours, {a}: your code is the same on "
+                         "both, so what moved is the build, not your code.")
+        else:
+            notes.append(f"{spec}: base ran {a or 'no file (not resolved)'}, branch ran "
+                         f"{b or 'no file (not resolved)'}: each side its own code.")
+    return notes
+
+
 def comparison_notes(comparisons, settings: dict) -> list[str]:
     paired = bool(comparisons) and all(c.paired for c in comparisons)
     threshold = (f"threshold: max({settings.get('threshold_ns')} ns, "
@@ -107,6 +125,7 @@ def comparison_notes(comparisons, settings: dict) -> list[str]:
             notes.append(unexplained_note(c))
     if settings.get("same_path"):
         notes.append(f"start-up paths: {settings['same_path']['summary']}.")
+    notes += user_module_notes(settings.get("user_modules"))
     if settings.get("instructions_skipped"):
         notes.append(f"instruction counts skipped: {settings['instructions_skipped']}; the verdicts "
                      "are the wall clock's alone.")

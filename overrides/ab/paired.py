@@ -104,6 +104,15 @@ def _live_targets(pair: Pair, pooled: Pooled) -> list[int]:
     return live
 
 
+def _user_modules(pair: Pair, label: str) -> dict:
+    """{"user_modules": {spec: file}} of what the side's worker ran of yours, the files as they
+    are outside its namespace (builds/samepath.py mounts your folder at a fixed path)."""
+    modules = pair.prepared.get(label, {}).get("modules")
+    where = pair.placements[label]
+    return {"user_modules": {spec: os.path.realpath(where.seen_from_outside(path)) for spec, path in modules.items()}} \
+        if modules else {}
+
+
 def _first_pair(base_py: str, branch_py: str, pooled: Pooled, config: ABConfig,
                 views: placement.Views, import_paths: dict, sources: dict) -> Pair:
     """Pair 0, started on an idle machine; its base worker calibrates the calls per sample that
@@ -251,7 +260,9 @@ def run_ab(
             pairs_started = pair_started = time.monotonic()
             current = _first_pair(base_py, branch_py, pooled, config, views, import_paths, sources)
             while True:
-                pooled.environments = {label: w.environment for label, w in current.workers.items()}
+                # what each side ran of yours (its user cases' files) goes with its environment
+                pooled.environments = {label: dict(w.environment, **_user_modules(current, label))
+                                       for label, w in current.workers.items()}
                 live = _live_targets(current, pooled)
                 _sample_pair(current, live, pooled, config, say, of)
                 _collect(current, pooled)
@@ -304,6 +315,9 @@ def _finish(base: Interpreter, branch: Interpreter, pooled: Pooled, config: ABCo
                 "calls_per_sample": pooled.calls, "placement": views.record(), "same_path": same_path,
                 "torch_roots": {"base": base.torch_root, "branch": branch.torch_root},
                 "estimator": "mean over pairs of the median log ratio of neighbouring samples"}
+    user_modules = {side: pooled.environments.get(side, {}).get("user_modules") for side in ("base", "branch")}
+    if any(user_modules.values()):
+        settings["user_modules"] = user_modules  # which file of yours each side's clock ran
     runs = {}
     for side in ("base", "branch"):
         case_results = tuple(

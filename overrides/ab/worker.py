@@ -56,7 +56,10 @@ def _serve(protocol_out) -> None:
                 slots.append(slot)
             gc.collect()
             gc.disable()  # off for the rest of the worker's life: it only times
-            reply({"calls": [s.calls for s in slots], "errors": [s.error for s in slots]})
+            from overrides.cases.usercases import module_files
+
+            reply({"calls": [s.calls for s in slots], "errors": [s.error for s in slots],
+                   "modules": module_files([case for case, _ in request["targets"]])})
         elif cmd == "sample":
             slot = slots[request["target"]]
             if slot.error is None:

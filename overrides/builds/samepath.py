@@ -115,9 +115,20 @@ class Placement:
     # it, not the working directory or the user's folder (a comparison's counting processes and
     # timing workers differ only in those, and share one cache).
     prime_key: tuple = ()
+    binds: tuple[tuple[str, str], ...] = ()  # (a folder, where FIXED_ROOT shows it) when fixed
 
     def wrap(self, command: list[str]) -> list[str]:
         return [*self.prefix, *command]
+
+    def seen_from_outside(self, path: str) -> str:
+        """A path as the process reported it, as it is outside the namespace: under the most
+        specific folder mounted at it, else as it is."""
+        best = None
+        for source, name in self.binds:
+            inside = os.path.join(FIXED_ROOT, name)
+            if (path == inside or path.startswith(inside + os.sep)) and (best is None or len(inside) > len(best[1])):
+                best = (source, inside)
+        return path if best is None else best[0] + path[len(best[1]):]
 
 
 @functools.lru_cache(maxsize=None)
@@ -214,7 +225,8 @@ def _place(python: str, import_path: str | None, user_dir: str | None, enabled: 
                      os.path.join(FIXED_ROOT, "view") if import_path else None, tool,
                      os.path.join(FIXED_ROOT, "user") if user_dir else None,
                      tuple(_launcher(spec)), fixed=True, pycache=os.path.join(FIXED_ROOT, "pycache"),
-                     prime_key=tuple(tuple(bind) for bind in binds if bind[1] != "user"))
+                     prime_key=tuple(tuple(bind) for bind in binds if bind[1] != "user"),
+                     binds=tuple((source, name) for source, name in binds))
 
 
 def _same_venv_config(prefix: str, cache: str) -> str | None:

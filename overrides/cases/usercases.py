@@ -129,6 +129,19 @@ def _check_operands(spec: str, what: str, operands: Any) -> None:
             "so there is nothing to benchmark")
 
 
+def module_files(names) -> dict[str, str]:
+    """{spec: the file its module was imported from} for the user cases among `names` that this
+    process has resolved: what each side's processes say they ran, so a comparison can tell
+    whether the two sides ran one file of yours or each its own."""
+    out = {}
+    for name in names:
+        if ":" in name:
+            module = sys.modules.get(split_user_spec(name)[0])
+            if module is not None and getattr(module, "__file__", None):
+                out[name] = os.path.realpath(module.__file__)
+    return out
+
+
 def case_from_spec(spec: str) -> Case:
     """The Case for `pkg.module:factory`; a UsageError naming what is wrong with a bad spec."""
     module_name, attribute = split_user_spec(spec)

@@ -65,6 +65,7 @@ class CaseCalls:
     # every bytecode figure is 0, which is no evidence
     bytecode_counter: str | None = "sys.settrace opcodes"
     python: str = ""  # the side's Python version
+    module_file: str | None = None  # a user case's: the file its module came from on this side
 
     @property
     def bytecodes_counted(self) -> bool:
@@ -88,24 +89,28 @@ def from_dict(payload: Mapping) -> list[CaseCalls]:
                       {k: tuple(v) for k, v in c.get("functions", {}).items()}, c.get("error"),
                       tuple(tuple(site) for site in c.get("sites", ())),
                       {k: (first, tuple(lines)) for k, (first, lines) in c.get("sources", {}).items()},
-                      counter, payload.get("python", ""))
+                      counter, payload.get("python", ""), c.get("module_file"))
             for c in payload["cases"]]
 
 
 def count_build(python: str, targets: Sequence[tuple[str, str]], *, import_path: str | None = None,
                 calls: int = CALLS, warmup_calls: int = WARMUP_CALLS) -> list[CaseCalls]:
     """Count every (case, op) in one process of `python` (with `import_path` first on its
-    path: a kept copy of a build), this checkout on PYTHONPATH, from the caller's working
-    directory (for user cases). A process that fails is a UsageError with its last line."""
+    path: a kept copy of a build), this checkout on PYTHONPATH. A user case is found as every
+    other process of a side finds it (the timing workers, valgrind, py-spy): the side's own
+    path first, the caller's directory last (USER_DIR_VARIABLE), never the working directory
+    ahead of the side's own copy, which made two sides count one file of yours while their
+    clocks each ran its own. A process that fails is a UsageError with its last line."""
     from overrides.builds.interpreters import with_import_path
+    from overrides.cases.casenames import USER_DIR_VARIABLE
 
-    env = with_import_path(dict(os.environ, PYTHONHASHSEED=HASH_SEED, PYTHONDONTWRITEBYTECODE="1"),
-                           ROOT, import_path)
+    env = with_import_path(dict(os.environ, PYTHONHASHSEED=HASH_SEED, PYTHONDONTWRITEBYTECODE="1",
+                                **{USER_DIR_VARIABLE: os.getcwd()}), ROOT, import_path)
     spec = json.dumps({"targets": [list(t) for t in targets], "calls": calls,
                        "warmup_calls": warmup_calls})
     try:
         done = subprocess.run([python, "-c", _WORKER_CODE, spec], capture_output=True, text=True,
-                              env=env, timeout=RUN_TIMEOUT_S)
+                              env=env, timeout=RUN_TIMEOUT_S, cwd=ROOT)
     except subprocess.TimeoutExpired:
         raise UsageError(f"counting Python calls under {python} took over {RUN_TIMEOUT_S} s") from None
     lines = done.stdout.strip().splitlines()

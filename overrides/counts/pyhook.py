@@ -257,6 +257,9 @@ def _worker_main(spec_json: str) -> None:
                 counted.append({"case": case_name, "op": op_name, "error": f"n/a: {reason}"})
                 continue
             counted.append(count_case(case, op, spec["calls"], spec["warmup_calls"]))
+            from overrides.cases.usercases import module_files
+
+            counted[-1]["module_file"] = module_files([case_name]).get(case_name)
         except Exception as exc:  # one failing case must not cost the others their counts
             counted.append({"case": case_name, "op": op_name, "error": f"{type(exc).__name__}: {exc}"})
     print(json.dumps({"schema": SCHEMA, "python": sys.version.split()[0], "bytecode_counter": counter,

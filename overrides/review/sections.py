@@ -20,6 +20,22 @@ from overrides.tables import pipe_table
 from overrides.verdicts import CHANGED, CLOCK_ONLY
 
 
+def counted_elsewhere(case: str, base, branch, user_modules: dict | None) -> str:
+    """Why the Python calls of your case `case` cannot be set against its clock, or '': they
+    must have been counted in the file of yours each side's clock ran (`user_modules`, by side).
+    Counts of one file on both sides where the clocks ran two would read "the same Python
+    functions ran" exactly where your Python code is what changed."""
+    if ":" not in case or not user_modules:
+        return ""
+    for side, calls in (("base", base), ("branch", branch)):
+        clock = (user_modules.get(side) or {}).get(case)
+        if clock and calls.module_file and calls.module_file != clock:
+            return (f"The Python calls of {case} were counted in {calls.module_file} on the {side} side, "
+                    f"where its clock ran {clock}: the counts are not of the code that was timed, "
+                    "so they are not compared here.")
+    return ""
+
+
 def python_call_sections(evidence, comparisons, all_cases: bool, pack: Pack) -> list[str]:
     """Per case whose Python calls changed (and every changed or --all case, in a line when
     they did not): which Python functions run more, less, or for the first time."""
@@ -36,6 +52,10 @@ def python_call_sections(evidence, comparisons, all_cases: bool, pack: Pack) -> 
         if calls is None:
             continue
         base, branch = calls
+        mismatch = counted_elsewhere(c.case, base, branch, evidence.settings.get("user_modules"))
+        if mismatch:
+            parts += [f"### {c.case}: Python calls not compared", "", mismatch, ""]
+            continue
         rows = pycalls.compare(base, branch)
         counted = base.bytecodes_counted and branch.bytecodes_counted
         (base_calls, base_codes), (branch_calls, branch_codes) = base.totals(), branch.totals()

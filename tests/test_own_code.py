@@ -1,0 +1,102 @@
+"""Each side runs its own code, and the output says which: a user case (`units:pair`) is found
+by every process of a side as that side finds it, the comparison names the file each side ran,
+and the report never claims "the same Python functions ran" from counts of another file.
+
+The library here is written the way subclass authors write theirs: metadata set in `__new__`,
+a classmethod `__torch_function__` that calls `super()` and re-attaches the metadata.
+"""
+
+import json
+import os
+import sys
+import textwrap
+
+import pytest
+
+from conftest import ROOT
+from overrides.counts import pycalls
+from overrides.review import sections
+
+UNITS = '''
+import torch
+
+
+class UnitTensor(torch.Tensor):
+    @staticmethod
+    def __new__(cls, data, unit="m"):
+        out = torch.Tensor._make_subclass(cls, data)
+        out.unit = unit
+        return out
+
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        units = {{getattr(a, "unit", None) for a in args if isinstance(a, UnitTensor)}}
+        {extra}
+        out = super().__torch_function__(func, types, args, kwargs or {{}})
+        if isinstance(out, UnitTensor):
+            out.unit = units.pop() if len(units) == 1 else None
+        return out
+
+
+def pair():
+    return UnitTensor(torch.ones(1)), UnitTensor(torch.ones(1) * 2)
+'''
+
+
+def _library(folder, extra: str = "pass"):
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "units.py").write_text(textwrap.dedent(UNITS.format(extra=extra)))
+    return str(folder / "units.py")
+
+
+def test_each_side_counts_the_python_calls_of_its_own_copy(tmp_path, monkeypatch):
+    """Two copies of `units` first on each side's path (as a virtualenv's .pth or a kept copy
+    puts them), a third in the working directory: each side counts its own, never the working
+    directory's (which both sides once counted, while their clocks each ran its own)."""
+    base_file = _library(tmp_path / "base")
+    branch_file = _library(tmp_path / "branch", "for _ in range(3): isinstance(func, type)")
+    _library(tmp_path / "here", "for _ in range(9): isinstance(func, type)")
+    monkeypatch.chdir(tmp_path / "here")
+    base, = pycalls.count_build(sys.executable, [("units:pair", "torch.add")], import_path=str(tmp_path / "base"))
+    branch, = pycalls.count_build(sys.executable, [("units:pair", "torch.add")],
+                                  import_path=str(tmp_path / "branch"))
+    assert (base.module_file, branch.module_file) == (os.path.realpath(base_file), os.path.realpath(branch_file))
+    isinstance_calls = [calls.per_call("builtins.isinstance [C]")[0] for calls in (base, branch)]
+    assert isinstance_calls[1] - isinstance_calls[0] == 3  # the branch's own loop, not the 9 here
+
+
+def test_counts_of_another_file_than_the_clock_ran_are_never_read_as_the_same_code(tmp_path):
+    from overrides.review.measuring import Evidence
+    from overrides.review.pack import Pack
+    from overrides.case_comparison import Comparison
+
+    same = {"UnitTensor.__torch_function__ (units.py)": (1000, 50000, 12)}
+    counted = [pycalls.CaseCalls("units:pair", "torch.add", 1000, same, module_file="/here/units.py")]
+    clock_ran = {"base": {"units:pair": "/a/units.py"}, "branch": {"units:pair": "/b/units.py"}}
+    comparison = Comparison("units:pair", "torch.add", 4500.0, 3100.0, -1400.0, (-1450.0, -1350.0),
+                            "improvement", True)
+    evidence = Evidence([comparison], {}, {"user_modules": clock_ran}, python_calls=[counted, counted])
+    text = "\n".join(sections.python_call_sections(evidence, [comparison], False, Pack(str(tmp_path), print, [])))
+    assert "The same Python functions ran" not in text
+    assert "counted in /here/units.py on the base side, where its clock ran /a/units.py" in text
+    # counted where the clock ran: compared, and said the same when it is
+    right = [[pycalls.CaseCalls("units:pair", "torch.add", 1000, same, module_file=f"/{side}/units.py")]
+             for side in ("a", "b")]
+    evidence = Evidence([comparison], {}, {"user_modules": clock_ran}, python_calls=right)
+    text = "\n".join(sections.python_call_sections(evidence, [comparison], False, Pack(str(tmp_path), print, [])))
+    assert "The same Python functions ran" in text
+
+
+@pytest.mark.slow
+def test_a_comparison_names_the_file_of_yours_each_side_ran(tmp_path):
+    import subprocess
+
+    library = os.path.realpath(_library(tmp_path))
+    done = subprocess.run([sys.executable, os.path.join(ROOT, "bench.py"), "--compare", sys.executable,
+                           sys.executable, "--cases", "Tensor", "units:pair", "--no-instructions", "--pairs", "2",
+                           "--pair-seconds", "0.5", "--json", "out.json"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert done.returncode in (0, 1), done.stderr[-2000:]
+    settings = json.loads((tmp_path / "out.json").read_text())["settings"]
+    assert settings["user_modules"] == {"base": {"units:pair": library}, "branch": {"units:pair": library}}
+    assert f"units:pair: both sides ran one file of yours, {library}" in done.stdout
