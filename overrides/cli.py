@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import importlib.util
 import io
 import os
@@ -23,7 +24,7 @@ from overrides.cases import ops as ops_mod
 from overrides.clock.layout import RANDOM_LAYOUT_FLAG  # bench.py's re-exec reads it from argv first
 from overrides.clock.timer import DEFAULT_MAX_TIME_S, DEFAULT_PRECISION, STOP_FLOOR_S, TimerConfig
 from overrides.errors import INTERRUPTED_EXIT_STATUS, UsageError, run_command
-from overrides.files import write_json_atomic
+from overrides.files import write_json_atomic, write_text_atomic
 from overrides.single_run import DEFAULT_RUN_BUDGET_S
 from overrides.progress import stderr_progress
 
@@ -82,6 +83,15 @@ def build_parser() -> argparse.ArgumentParser:
                         help="hash seeds, one valgrind process (one memory layout) each "
                              "(default: 1; with --compare: drawn afresh each time, counted in rounds "
                              "that fill the CPUs, up to six for cases the counts leave undecided)")
+    budget = parser.add_argument_group("an overhead budget for CI (instruction counts)")
+    budget.add_argument("--write-budget", metavar="FILE",
+                        help="count the cases (default: the seed cases, or the budget's own) under "
+                             "fixed seeds and write each one's instructions per call and margin to FILE, "
+                             "for git; over an existing budget, rows that barely moved are kept")
+    budget.add_argument("--check-budget", metavar="FILE",
+                        help="count the budget's cases under its seeds and check each row: exit 1 over "
+                             "or under its margin (with the command that rewrites it), 2 where the "
+                             "budget holds for another torch, Python or valgrind")
     ab = parser.add_argument_group("paired A/B between two environments")
     ab.add_argument("--compare", nargs=2, metavar=("BASE_PY", "BRANCH_PY"),
                     help="measure two interpreters or virtualenvs side by side and judge each case")
@@ -181,6 +191,8 @@ def run(argv: list[str]) -> int:
         raise UsageError("--instructions and --no-instructions contradict each other; keep one")
     from overrides.history import command as history
 
+    if args.write_budget or args.check_budget:
+        return run_budget(args)
     if args.history:
         return history.run_history(args, stderr_progress(args.quiet))
     history.refuse_stray_flags(args)
@@ -249,6 +261,62 @@ def _loaded_counted_or_timed(args) -> results.RunResult:
     if args.json:
         results.save(run_result, args.json)
     return run_result
+
+
+def run_budget(args) -> int:
+    """`--write-budget FILE` and `--check-budget FILE` (overrides/budget.py)."""
+    from overrides import budget, environment as env_mod
+    from overrides.counts import callgrind, records
+    from overrides.single_run import count_benchmark
+
+    path = args.write_budget or args.check_budget
+    if args.write_budget and args.check_budget:
+        raise UsageError("--write-budget and --check-budget: one at a time")
+    if args.compare or args.load or args.history or args.nreps or args.nrepreps or args.min_time \
+            or args.no_instructions:
+        raise UsageError("a budget is counted by itself; drop --compare/--load/--history/-n/-m/--min-time/--no-instructions")
+    old = budget.load(path) if args.check_budget or os.path.exists(path) else None
+    seeds = tuple(args.seeds or (old.seeds if old else budget.BUDGET_SEEDS))
+    if args.write_budget and len(seeds) < 2:
+        raise UsageError("a budget's margins come from its spread over seeds: give --seeds two or more")
+    if old is not None and not args.cases and not args.op:
+        args.cases = list(dict.fromkeys(row.case for row in old.rows))
+        args.op = list(dict.fromkeys(row.op for row in old.rows))
+    valgrind, _ = callgrind.find_valgrind()
+    selected, selected_ops = _cases_and_ops(args, "--write-budget" if args.write_budget else "--check-budget")
+    here = budget.holds_for(env_mod.collect(args.threads), callgrind.valgrind_version(valgrind))
+    if args.check_budget:
+        why = budget.refusal(old, here)
+        if why:
+            raise UsageError(f"{path}: {why}")
+    run_result = count_benchmark(selected, selected_ops, seeds, progress=stderr_progress(args.quiet))
+    rows = budget.rows_from(records.from_dict(run_result.instructions), seeds)
+    from overrides.counts import pycalls
+
+    targets = [(row.case, row.op) for row in rows]
+    if args.write_budget:
+        rows = budget.with_python_calls(rows, pycalls.count_build(sys.executable, targets))
+        final, changed = budget.rewritten(old, budget.Budget(here, seeds, tuple(rows)))
+        write_text_atomic(path, budget.dumps(final))
+        print(budget.written(final))
+        print(f"budget written to {path}: {len(final.rows)} rows, "
+              + (f"changed: {', '.join(changed)}" if changed else "none changed (each moved by less than a "
+                 "third of its margin)"), file=sys.stderr)
+        return 0
+    checked = budget.check(old, rows, [(c.name, o.name) for o in selected_ops for c in selected])
+    off = [c for c in checked if c.verdict in (budget.OVER, budget.UNDER)]
+    if off:  # which Python code the failing rows run more of, by name (a few seconds)
+        now = pycalls.count_build(sys.executable, [(c.case, c.op) for c in off])
+        checked = [dataclasses.replace(c, python_calls=tuple(map(tuple, budget.python_call_rows(
+            old.get(c.case, c.op), pycalls.find(now, c.case, c.op))))) if c in off else c for c in checked]
+    print(budget.markdown(checked, path, old) if args.format == "markdown" else budget.text(checked, path, old))
+    summary = budget.github_summary_path()
+    if summary:
+        with open(summary, "a", encoding="utf-8") as out:
+            out.write(budget.markdown(checked, path, old))
+    if args.json:
+        write_json_atomic(args.json, budget.payload(checked, path, old))
+    return 1 if budget.failed(checked) else 0
 
 
 def run_compare(args) -> int:

@@ -1,0 +1,128 @@
+"""An overhead budget for CI: written once, checked on every change (overrides/budget.py).
+
+The rules (margins, verdicts, what a rewrite keeps, what a budget holds for) are checked on
+records made here; the commands run for real under Callgrind, in this interpreter and in a
+shim environment that adds a Python call to every Tensor subclass's __torch_function__.
+"""
+
+import json
+import os
+import sys
+import textwrap
+
+import pytest
+
+from conftest import ROOT
+from overrides import budget
+from overrides.ab import shimenv
+from overrides.counts.records import CaseCounts, CountRun
+from overrides.errors import UsageError
+
+
+def _runs(counts: dict) -> list:
+    """CountRuns from {seed: {case: per call}}."""
+    return [CountRun(seed, tuple(CaseCounts(case, "torch.add", v, (v, v), {"f [lib]": v / 2})
+                                 for case, v in per_case.items()), {}, 1.0)
+            for seed, per_case in counts.items()]
+
+
+def test_a_rows_margin_is_half_its_spread_over_seeds_within_the_comparisons_threshold():
+    rows = {r.case: r for r in budget.rows_from(_runs({1: {"A": 9_482.0, "B": 39_697.0, "C": 400_000.0},
+                                                      2: {"A": 9_482.0, "B": 39_559.0, "C": 410_000.0},
+                                                      3: {"A": 9_482.0, "B": 39_987.0, "C": 400_000.0}}), (1, 2, 3))}
+    assert rows["A"].margin == budget.MARGIN_FLOOR  # exact over seeds: the floor
+    assert rows["B"].margin == pytest.approx((39_987 - 39_559) / 2)  # layout's reach, halved
+    assert rows["C"].margin == pytest.approx(0.0075 * 403_333.33, rel=1e-6)  # never looser than --compare
+
+
+def test_a_check_is_seed_by_seed_and_says_over_under_missing_and_unbudgeted():
+    written = budget.Budget({}, (1, 2), tuple(budget.rows_from(
+        _runs({1: {"A": 1000.0, "B": 2000.0, "C": 3000.0}, 2: {"A": 1100.0, "B": 2000.0, "C": 3000.0}}), (1, 2))))
+    # A: +60 on each seed (its own seeds, not the mean of another's), B: -80, C not measured, D new
+    now = budget.rows_from(_runs({1: {"A": 1060.0, "B": 1920.0, "D": 5.0}, 2: {"A": 1160.0, "B": 1920.0, "D": 5.0}}),
+                           (1, 2))
+    checked = {c.case: c for c in budget.check(written, now)}
+    assert (checked["A"].verdict, checked["A"].delta) == (budget.OVER, 60.0)
+    assert checked["B"].verdict == budget.UNDER and checked["C"].verdict == budget.MISSING
+    assert checked["D"].verdict == "no row in the budget" and budget.failed(checked.values())
+    assert not budget.failed(budget.check(written, written.rows))
+    text = budget.text(list(checked.values()), "b.json", written)
+    assert "python bench.py --write-budget b.json" in text and "over budget" in text
+
+
+def test_a_rewrite_keeps_rows_that_barely_moved_and_the_file_reads_back():
+    old = budget.Budget({"torch_version": "x"}, (1, 2), tuple(budget.rows_from(
+        _runs({1: {"A": 1000.0, "B": 2000.0}, 2: {"A": 1000.0, "B": 2000.0}}), (1, 2))))
+    new = budget.Budget({"torch_version": "x"}, (1, 2), tuple(budget.rows_from(
+        _runs({1: {"A": 1010.0, "B": 2100.0}, 2: {"A": 1010.0, "B": 2100.0}}), (1, 2))))
+    final, changed = budget.rewritten(old, new)
+    assert final.get("A", "torch.add") is old.get("A", "torch.add") and changed == ["B [torch.add]"]
+    text = budget.dumps(final)
+    assert len(text.splitlines()) < 20  # a row a line: a rewrite's diff is a line per changed row
+    assert json.loads(text)["schema"] == budget.SCHEMA
+
+
+def test_a_budget_of_another_environment_or_no_budget_is_one_line(tmp_path):
+    old = budget.Budget({"torch_version": "2.13.0", "torch_git_hash": "a", "python": "3.11.7",
+                         "machine": "x86_64", "valgrind": "valgrind-3.19.0"}, (1, 2), ())
+    here = dict(old.environment, torch_version="2.14.1", torch_git_hash="b")
+    why = budget.refusal(old, here)
+    assert "torch_version '2.13.0' -> '2.14.1'" in why and "python" not in why
+    assert budget.refusal(old, dict(old.environment, cpu="Intel")) == ""  # the CPU alone is not refused
+    (tmp_path / "bad.json").write_text('{"schema": "something/else"}')
+    with pytest.raises(UsageError, match="is not a budget file"):
+        budget.load(str(tmp_path / "bad.json"))
+    with pytest.raises(UsageError, match="no budget at"):
+        budget.load(str(tmp_path / "none.json"))
+
+
+@pytest.fixture(scope="module")
+def written(tmp_path_factory):
+    """A budget of two seed cases and a user case (`units:pair`, from the folder it is run in)."""
+    import subprocess
+
+    folder = tmp_path_factory.mktemp("budget")
+    (folder / "units.py").write_text(textwrap.dedent('''
+        import torch
+
+        class UnitTensor(torch.Tensor):
+            @classmethod
+            def __torch_function__(cls, func, types, args=(), kwargs=None):
+                return super().__torch_function__(func, types, args, kwargs or {})
+
+        def pair():
+            return torch.ones(1).as_subclass(UnitTensor), torch.ones(1).as_subclass(UnitTensor)
+    '''))
+
+    def bench(python, *args):
+        return subprocess.run([python, os.path.join(ROOT, "bench.py"), *args], cwd=folder, capture_output=True,
+                              text=True, timeout=900)
+
+    done = bench(sys.executable, "--write-budget", "budget.json", "--cases", "Tensor", "SubTensor", "units:pair",
+                 "--seeds", "1", "2", "-q")
+    assert done.returncode == 0, done.stderr[-2000:]
+    return folder, bench
+
+
+@pytest.mark.slow
+def test_a_budget_passes_where_it_was_written_and_names_the_shim_where_it_is_added(written, tmp_path):
+    folder, bench = written
+    data = json.loads((folder / "budget.json").read_text())
+    assert [r["case"] for r in data["rows"]] == ["Tensor", "SubTensor", "units:pair"]
+    same = bench(sys.executable, "--check-budget", "budget.json", "--json", "check.json", "-q")
+    assert same.returncode == 0, same.stdout + same.stderr[-2000:]
+    assert json.loads((folder / "check.json").read_text())["passed"] is True
+    shim = shimenv.make_shim_env(sys.executable, str(tmp_path / "bare"), "bare")
+    summary = tmp_path / "summary.md"
+    import subprocess
+
+    shimmed = subprocess.run([shim.python, os.path.join(ROOT, "bench.py"), "--check-budget", "budget.json", "-q"],
+                             cwd=folder, capture_output=True, text=True, timeout=900,
+                             env=dict(os.environ, GITHUB_STEP_SUMMARY=str(summary)))
+    assert shimmed.returncode == 1, shimmed.stdout + shimmed.stderr[-2000:]
+    lines = {line.split()[0]: line for line in shimmed.stdout.splitlines()[2:5]}
+    assert "over budget" in lines["SubTensor"] and "over budget" in lines["units:pair"]
+    assert "within" in lines["Tensor"]
+    assert "_shim (_overrides_shim.py)" in shimmed.stdout  # the Python call it added, by name
+    assert "python bench.py --write-budget budget.json" in shimmed.stdout
+    assert summary.read_text().startswith("**Overhead budget: 2 of 3 rows off**")
