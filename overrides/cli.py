@@ -49,6 +49,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--dtype", metavar="DTYPE",
                         help=f"operands of this dtype for the built-in cases (default "
                              f"{casenames.DEFAULT_DTYPE}; one of {', '.join(casenames.DTYPES)})")
+    parser.add_argument("--device", metavar="DEVICE",
+                        help="operands on this device for the built-in cases: cpu (default) or meta "
+                             "(shapes, no data: dispatch with no kernel, on any machine); cuda is not "
+                             "timed yet and says so")
     parser.add_argument("--list", action="store_true", help="list the cases, one per line: name and description")
     parser.add_argument("--list-ops", action="store_true", help="list the ops for --op, one per line")
     parser.add_argument("-n", "--nreps", type=positive_int, metavar="N",
@@ -111,7 +115,7 @@ def instruction_head_start(argv: list[str]) -> tuple[list[tuple[str, str]], list
     try:
         with contextlib.redirect_stderr(io.StringIO()):  # the refusal is said once, later
             args = build_parser().parse_args(argv)
-            args.cases = with_shapes(args.cases, args.shape, args.dtype)
+            args.cases = with_shapes(args.cases, args.shape, args.dtype, args.device)
         names = [case.name for case in casenames.resolve(args.cases)]
         op_names = [op.name for op in ops_mod.resolve_ops(args.op)]
     except (SystemExit, UsageError):
@@ -127,22 +131,24 @@ def instruction_head_start(argv: list[str]) -> tuple[list[tuple[str, str]], list
     return [(case, op) for op in op_names for case in names], list(args.seeds or DEFAULT_SEEDS)
 
 
-def with_shapes(cases: list[str] | None, shapes: list[str] | None, dtype: str | None) -> list[str] | None:
-    """The --cases names with --shape and --dtype applied: each built-in case once per shape, as
-    `CASE@SHAPE[/DTYPE]` (casenames.SHAPE_MARK); your own cases as they are. Unchanged without
-    either flag."""
-    if not shapes and not dtype:
+def with_shapes(cases: list[str] | None, shapes: list[str] | None, dtype: str | None,
+                device: str | None = None) -> list[str] | None:
+    """The --cases names with --shape, --dtype and --device applied: each built-in case once per
+    shape, as `CASE@SHAPE[/DTYPE][/DEVICE]` (casenames.SHAPE_MARK); your own cases as they are.
+    Unchanged without any of the three."""
+    if not shapes and not dtype and not device:
         return cases
     parsed = [casenames.parse_shape(text) for text in shapes or ["1"]]
-    if dtype:
-        casenames.check_dtype(dtype)
+    dtype = casenames.check_dtype(dtype) if dtype else casenames.DEFAULT_DTYPE
+    device = casenames.check_device(device) if device else casenames.DEFAULT_DEVICE
     named = casenames.resolve(cases)
     if all(casenames.is_user_spec(case.name) for case in named):
-        raise UsageError("--shape and --dtype shape the built-in cases' operands; your own case keeps its "
-                         "factory's: add a built-in case (--cases Tensor SubTensor ...) or drop them")
+        raise UsageError("--shape, --dtype and --device make the built-in cases' operands; your own case "
+                         "keeps its factory's: add a built-in case (--cases Tensor SubTensor ...) or drop them")
     out = []
     for shape in parsed:
-        out += [case.name if casenames.is_user_spec(case.name) else casenames.shaped_name(case.name, shape, dtype)
+        operands = casenames.Operands(shape, dtype, device)
+        out += [case.name if casenames.is_user_spec(case.name) else casenames.shaped_name(case.name, operands)
                 for case in named]
     return list(dict.fromkeys(out))
 
@@ -183,7 +189,7 @@ def _cases_and_ops(args, what: str) -> tuple[tuple, tuple]:
 
 def run(argv: list[str]) -> int:
     args = build_parser().parse_args(argv)
-    args.cases = with_shapes(args.cases, args.shape, args.dtype)
+    args.cases = with_shapes(args.cases, args.shape, args.dtype, args.device)
     if args.list or args.list_ops:
         print("\n".join(text() for wanted, text in ((args.list, list_cases), (args.list_ops, list_ops)) if wanted))
         return 0

@@ -158,7 +158,7 @@ def _catalog_notes(run: RunResult) -> list[str]:
                 and result.case not in baselines.get(result.baseline, [])):
             baselines.setdefault(result.baseline, []).append(result.case)
     for baseline, cases in baselines.items():
-        like = ("plain tensors of the same shape and dtype" if baseline != split_shaped(baseline)[0]
+        like = ("plain tensors of the same shape, dtype and device" if baseline != split_shaped(baseline)[0]
                 else "the same statements")
         notes.append(f"{', '.join(cases)}: overhead and ratio against {baseline} ({like}), not {BASELINE_CASE}")
     scaled_from = run.settings.get("min_time_scaled_from_s")

@@ -89,6 +89,7 @@ def test_shapes_sweep_the_built_in_cases_and_each_is_judged_against_plain_tensor
     assert with_shapes(["Tensor", "SubTensor", "units:pair"], ["1", "64x64"], None) == [
         "Tensor", "SubTensor", "units:pair", "Tensor@64x64", "SubTensor@64x64"]
     assert with_shapes(None, None, "bfloat16")[:2] == ["Tensor@1/bfloat16", "SubTensor@1/bfloat16"]
+    assert with_shapes(["SubTensor"], ["8"], None, "meta") == ["SubTensor@8/meta"]
     out = tmp_path / "run.json"
     done = run_tool("bench.py", "--cases", "Tensor", "SubTensor", "--shape", "1", "256x256", "--min-time", "0.1",
                     "-q", "--json", str(out), timeout=300)
@@ -99,3 +100,41 @@ def test_shapes_sweep_the_built_in_cases_and_each_is_judged_against_plain_tensor
     # priced that work as the subclass's overhead
     assert rows["Tensor@256x256"]["per_call_ns"] > rows["Tensor"]["per_call_ns"] + 1000
     assert "against Tensor@256x256 (plain tensors of the same shape and dtype)" in done.stdout
+
+
+@pytest.mark.parametrize("args, said", [
+    (["--device", "cuda"], "no CUDA device"),
+    (["--device", "tpu"], "device 'tpu' is not one of cpu, meta, cuda, cuda:N"),
+    (["--cases", "SubTensor@1/cuda:0", "--instructions"], "no CUDA device"),
+])
+def test_a_device_this_machine_cannot_time_on_is_one_line_and_exit_2(args, said):
+    done = run_tool("bench.py", *args, timeout=60)
+    assert done.returncode == 2 and said in done.stderr and len(done.stderr.strip().splitlines()) == 1
+
+
+def test_meta_tensors_time_dispatch_without_a_kernel_against_plain_meta_tensors(tmp_path):
+    out = tmp_path / "run.json"
+    done = run_tool("bench.py", "--device", "meta", "--cases", "Tensor", "SubTensor", "--op", "torch.add",
+                    "x.item()", "--min-time", "0.1", "-q", "--json", str(out), timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    rows = {(r["case"], r["op"]): r for r in json.loads(out.read_text())["results"]}
+    sub = rows[("SubTensor@1/meta", "torch.add")]
+    assert sub["baseline"] == "Tensor@1/meta" and sub["per_call_ns"] > rows[("Tensor@1/meta", "torch.add")]["per_call_ns"]
+    assert "cannot run on meta tensors" in rows[("Tensor@1/meta", "x.item()")]["not_applicable"]
+
+
+@pytest.mark.slow
+def test_meta_tensors_are_counted_and_compared(tmp_path):
+    counted = run_tool("bench.py", "--instructions", "--device", "meta", "--cases", "Tensor", "SubTensor",
+                       "--json", str(tmp_path / "counted.json"), timeout=600)
+    assert counted.returncode == 0, counted.stderr[-2000:]
+    assert {r["case"] for r in json.loads((tmp_path / "counted.json").read_text())["results"]} == {
+        "Tensor@1/meta", "SubTensor@1/meta"}
+    from overrides.ab import shimenv
+
+    bare = shimenv.make_shim_env(sys.executable, str(tmp_path / "bare"), "bare")
+    compared = run_tool("bench.py", "--compare", sys.executable, bare.python, "--device", "meta", "--cases",
+                        "Tensor", "SubTensor", "--json", str(tmp_path / "compared.json"), timeout=900)
+    verdicts = {r["case"]: r["verdict"] for r in json.loads((tmp_path / "compared.json").read_text())["comparisons"]}
+    assert verdicts == {"Tensor@1/meta": "no change", "SubTensor@1/meta": "regression"}, compared.stdout
+    assert compared.returncode == 1

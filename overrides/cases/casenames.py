@@ -133,16 +133,41 @@ def all_described() -> tuple[Case, ...]:
     return tuple(_BY_NAME.values())
 
 
-# A built-in case with operands of another shape or dtype is named `CASE@SHAPE[/DTYPE]`
-# (`SubTensor@64x64`, `Tensor@1000/bfloat16`): the name travels to every process that builds the
-# operands (timing workers, valgrind, the Python-call counter, py-spy), and its baseline is
-# plain tensors of the same shape and dtype (`Tensor@64x64`), never the 1-element default.
+# A built-in case with operands of another shape, dtype or device is named
+# `CASE@SHAPE[/DTYPE][/DEVICE]` (`SubTensor@64x64`, `Tensor@1000/bfloat16`, `SubTensor@1/meta`):
+# the name travels to every process that builds the operands (timing workers, valgrind, the
+# Python-call counter, py-spy), and its baseline is plain tensors of the same shape, dtype and
+# device (`Tensor@64x64`), never the 1-element CPU default.
 SHAPE_MARK = "@"
 DEFAULT_SHAPE = (1,)  # the seed benchmark's: one element, so the kernel is negligible
 DEFAULT_DTYPE = "float32"
+DEFAULT_DEVICE = "cpu"
 DTYPES = ("float32", "float64", "float16", "bfloat16", "int64", "int32", "int16", "int8", "uint8",
           "complex64", "complex128")  # torch's own names, checked without torch
+# meta: tensors with shapes and no data, so an op dispatches and runs no kernel at all: the
+# purest overhead figure, and one any machine can measure. cuda (and cuda:N): the GPU.
+DEVICES = ("cpu", "meta", "cuda")
 MAX_ELEMENTS = 1 << 28  # a 1 GiB float32 operand: beyond, a typo more likely than a benchmark
+
+
+@dataclasses.dataclass(frozen=True)
+class Operands:
+    """What a built-in case's operands are made of: their shape, dtype and device."""
+
+    shape: tuple[int, ...] = DEFAULT_SHAPE
+    dtype: str = DEFAULT_DTYPE
+    device: str = DEFAULT_DEVICE
+
+    @property
+    def default(self) -> bool:
+        return self == Operands()
+
+    def suffix(self) -> str:
+        """`64x64`, `64x64/bfloat16`, `1/meta`: what follows SHAPE_MARK in a case's name."""
+        parts = ["x".join(map(str, self.shape))]
+        parts += [self.dtype] if self.dtype != DEFAULT_DTYPE else []
+        parts += [self.device] if self.device != DEFAULT_DEVICE else []
+        return "/".join(parts)
 
 
 def parse_shape(text: str) -> tuple[int, ...]:
@@ -169,28 +194,53 @@ def check_dtype(name: str) -> str:
     return name
 
 
-def shaped_name(name: str, shape: tuple[int, ...] | None, dtype: str | None) -> str:
-    """`name` with operands of `shape` and `dtype`; the plain name for the defaults."""
-    shape, dtype = shape or DEFAULT_SHAPE, dtype or DEFAULT_DTYPE
-    if shape == DEFAULT_SHAPE and dtype == DEFAULT_DTYPE:
-        return name
-    suffix = "x".join(map(str, shape)) + ("" if dtype == DEFAULT_DTYPE else f"/{dtype}")
-    return f"{name}{SHAPE_MARK}{suffix}"
+def check_device(name: str) -> str:
+    """`name` if this tool can time on it here; a UsageError naming why not otherwise. CUDA is
+    refused for now, before any work: a GPU op returns before its kernel ran, so a per-call time
+    needs the host's and the synchronized cost apart, and a sample must not end with work queued
+    for the next one to pay (not built yet); without a GPU it could not run at all."""
+    kind, _, index = name.partition(":")
+    if kind not in DEVICES or (index and (kind != "cuda" or not index.isdigit())):
+        raise UsageError(f"device {name!r} is not one of cpu, meta, cuda, cuda:N;"
+                         f"{did_you_mean(name, DEVICES)}".rstrip(";"))
+    if kind == "cuda":
+        import glob
+
+        if not glob.glob("/dev/nvidia[0-9]*"):
+            raise UsageError(f"device {name!r}: this machine has no CUDA device (no /dev/nvidia*); "
+                             "--device meta times dispatch with no kernel on any machine")
+        raise UsageError(f"device {name!r}: CUDA timing (the host's and the synchronized cost per "
+                         "call apart) is not built yet; --device meta times dispatch with no kernel")
+    return name
 
 
-def split_shaped(name: str) -> tuple[str, tuple[int, ...], str]:
-    """(the built-in case, its operands' shape, their dtype) of a case name (see SHAPE_MARK)."""
+def parse_operands(suffix: str) -> Operands:
+    """The Operands of a name's suffix: a shape, then a dtype and a device in either order."""
+    shape_text, *rest = suffix.split("/")
+    dtype, device = DEFAULT_DTYPE, DEFAULT_DEVICE
+    for part in rest:
+        if part.partition(":")[0] in DEVICES:
+            device = check_device(part)
+        else:
+            dtype = check_dtype(part)
+    return Operands(parse_shape(shape_text), dtype, device)
+
+
+def shaped_name(name: str, operands: Operands) -> str:
+    """`name` with `operands`; the plain name for the defaults."""
+    return name if operands.default else f"{name}{SHAPE_MARK}{operands.suffix()}"
+
+
+def split_shaped(name: str) -> tuple[str, Operands]:
+    """(the built-in case, its Operands) of a case name (see SHAPE_MARK)."""
     base, mark, suffix = name.partition(SHAPE_MARK)
-    if not mark:
-        return name, DEFAULT_SHAPE, DEFAULT_DTYPE
-    shape_text, _, dtype = suffix.partition("/")
-    return base, parse_shape(shape_text), check_dtype(dtype or DEFAULT_DTYPE)
+    return (base, parse_operands(suffix)) if mark else (name, Operands())
 
 
 def described(name: str) -> Case:
-    """The built-in case `name` (or `CASE@SHAPE[/DTYPE]`), without operands; a UsageError (with
+    """The built-in case `name` (or `CASE@SHAPE[/DTYPE][/DEVICE]`), without operands; a UsageError (with
     the nearest name) if none."""
-    base, shape, dtype = split_shaped(name)
+    base, operands = split_shaped(name)
     if base != name:
         if is_user_spec(base):
             raise UsageError(f"case {name!r}: your own case keeps the operands its factory makes; a "
@@ -200,7 +250,7 @@ def described(name: str) -> Case:
         return dataclasses.replace(
             case, name=name, description=f"{case.description}; operands {suffix}",
             file_stem=f"{case.stem}-{re.sub(r'[^a-z0-9]+', '', suffix.lower())}",
-            baseline=shaped_name(case.baseline, shape, dtype))
+            baseline=shaped_name(case.baseline, operands))
     try:
         return _BY_NAME[name]
     except KeyError:

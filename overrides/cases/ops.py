@@ -153,6 +153,11 @@ def not_applicable_reason(case: Case, op: Op) -> str | None:
             return f"no operator: {exc}"
         if any(str(exc).endswith(f"object is not {what}") for what in ("subscriptable", "callable", "iterable")):
             return str(exc).replace("'", "")  # "WithTorchFunction object is not subscriptable"
+        if "meta" in str(exc):
+            return f"cannot run on meta tensors ({str(exc).splitlines()[0]})"
+    except (RuntimeError, NotImplementedError) as exc:
+        if "meta" in str(exc).lower():  # shapes without data: nothing to read a value from
+            return f"cannot run on meta tensors ({str(exc).splitlines()[0]})"
     except Exception:  # a real failure: the Timer core records it with the others
         pass
     return None

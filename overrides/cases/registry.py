@@ -47,13 +47,13 @@ def get_case(name: str) -> Case:
 
         return case_from_spec(name)
     shaped = casenames.described(name)  # an unknown name: the same message, with or without torch
-    base, shape, dtype = casenames.split_shaped(name)
+    base, operands = casenames.split_shaped(name)
     _load_catalog()
     if base == name:
         return _REGISTRY[name]
-    from overrides.cases.seedcases import with_shape
+    from overrides.cases.seedcases import with_operands_of
 
-    return with_shape(_REGISTRY[base], shaped, shape, dtype)
+    return with_operands_of(_REGISTRY[base], shaped, operands)
 
 
 def resolve_cases(names: list[str] | None) -> tuple[Case, ...]:

@@ -28,37 +28,37 @@ X_VALUE = 1.0
 Y_VALUE = 2.0
 
 
-# The shape and dtype plain_operands() makes: the seed's unless a shaped case (`CASE@64x64`,
-# with_shape) is building its operands. Every case builds on plain_operands(), so one setting
-# shapes them all, catalog cases included.
-_operand_spec: tuple[tuple[int, ...], str] = (casenames.DEFAULT_SHAPE, casenames.DEFAULT_DTYPE)
+# What plain_operands() makes: the seed's 1-element CPU float tensors unless a case named with
+# other operands (`CASE@64x64`, `CASE@1/meta`: with_operands_of) is building its own. Every
+# case builds on plain_operands(), so one setting shapes them all, catalog cases included.
+_making: casenames.Operands = casenames.Operands()
 
 
 def plain_operands() -> tuple[torch.Tensor, torch.Tensor]:
     """Fresh plain tensors; every case builds its operands from these."""
-    shape, dtype = _operand_spec
-    if (shape, dtype) == (casenames.DEFAULT_SHAPE, casenames.DEFAULT_DTYPE):
+    spec = _making
+    if spec.default:
         return torch.tensor([X_VALUE]), torch.tensor([Y_VALUE])
-    kind = getattr(torch, dtype)
-    return torch.full(shape, X_VALUE, dtype=kind), torch.full(shape, Y_VALUE, dtype=kind)
+    kind = getattr(torch, spec.dtype)
+    return (torch.full(spec.shape, X_VALUE, dtype=kind, device=spec.device),
+            torch.full(spec.shape, Y_VALUE, dtype=kind, device=spec.device))
 
 
-def with_shape(case: Case, shaped: Case, shape: tuple[int, ...], dtype: str) -> Case:
-    """`case` with operands of `shape` and `dtype`, under the shaped case's name, stem and
-    baseline (`shaped`, from casenames.described)."""
+def with_operands_of(case: Case, named: Case, operands: casenames.Operands) -> Case:
+    """`case` with `operands`, under the named case's name, stem and baseline (`named`, from
+    casenames.described)."""
     make = case.make_operands
 
-    def make_shaped() -> tuple:
-        global _operand_spec
-        before, _operand_spec = _operand_spec, (shape, dtype)
+    def make_them() -> tuple:
+        global _making
+        before, _making = _making, operands
         try:
             return make()
         finally:
-            _operand_spec = before
+            _making = before
 
-    return dataclasses.replace(case, name=shaped.name, description=shaped.description,
-                               file_stem=shaped.file_stem, baseline=shaped.baseline,
-                               make_operands=make_shaped)
+    return dataclasses.replace(case, name=named.name, description=named.description,
+                               file_stem=named.file_stem, baseline=named.baseline, make_operands=make_them)
 
 
 class SubTensor(torch.Tensor):
