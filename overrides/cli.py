@@ -153,6 +153,23 @@ def with_shapes(cases: list[str] | None, shapes: list[str] | None, dtype: str | 
     return list(dict.fromkeys(out))
 
 
+def with_twins(cases: list[str] | None) -> list[str] | None:
+    """The --cases names with each of your own cases' plain twin (`units:pair@plain`: its own
+    operands as plain tensors) just before it, unless named already: a run's overhead column
+    is then each case's against plain tensors like its own, never a 1-element Tensor against
+    your 64x64 operands."""
+    if not cases:
+        return cases
+    out: list[str] = []
+    for name in cases:
+        if casenames.is_user_spec(name) and not casenames.twinned(name) and casenames.SHAPE_MARK not in name:
+            twin = casenames.twin_of(name)
+            if twin not in cases and twin not in out:
+                out.append(twin)
+        out.append(name)
+    return out
+
+
 def list_cases() -> str:
     """`--list`: one aligned line per case, name first, so `cut -d' ' -f1` gives the names."""
     width = max(len(name) for name in casenames.case_names())
@@ -241,6 +258,7 @@ def _loaded_counted_or_timed(args) -> results.RunResult:
         if args.cases or args.op or args.nreps or args.nrepreps or args.json:
             raise UsageError("--load prints a saved file; drop --cases/--op/-n/-m/--json, or drop --load to measure")
         return results.load(args.load)
+    args.cases = with_twins(args.cases)
     if args.instructions:
         from overrides.counts.callgrind import DEFAULT_SEEDS
         from overrides.single_run import count_benchmark

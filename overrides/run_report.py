@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from overrides import environment
-from overrides.cases.casenames import BASELINE_CASE, split_shaped
+from overrides.cases.casenames import BASELINE_CASE, split_shaped, twinned
 from overrides.clock import stats
 from overrides.counts import records
 from overrides.figures import whole
@@ -154,11 +154,12 @@ def _catalog_notes(run: RunResult) -> list[str]:
         notes.append(f"{', '.join(cases)} {verb} own statements: {'; '.join(stmts)}")
     baselines: dict[str, list[str]] = {}
     for result in run.results:
-        if (result.baseline != BASELINE_CASE and result.case != result.baseline
+        if (result.ok and result.baseline != BASELINE_CASE and result.case != result.baseline
                 and result.case not in baselines.get(result.baseline, [])):
             baselines.setdefault(result.baseline, []).append(result.case)
     for baseline, cases in baselines.items():
-        like = ("plain tensors of the same shape, dtype and device" if baseline != split_shaped(baseline)[0]
+        like = ("its own operands as plain tensors" if twinned(baseline)
+                else "plain tensors of the same shape, dtype and device" if baseline != split_shaped(baseline)[0]
                 else "the same statements")
         notes.append(f"{', '.join(cases)}: overhead and ratio against {baseline} ({like}), not {BASELINE_CASE}")
     scaled_from = run.settings.get("min_time_scaled_from_s")
@@ -216,7 +217,7 @@ def _matrix_notes(run: RunResult) -> list[str]:
     stmts = {r.op: known.get(r.op, r.stmt) for r in run.results}
     named = {op: stmt for op, stmt in stmts.items() if op != stmt}  # a statement of yours is its own name
     return [f"cells: per call ns ({stats.headline_label()} of per-call samples, the empty-loop cost "
-            f"({_loop_cost(run)} ns/call) removed) and its ratio to plain Tensor for the same op; "
+            f"({_loop_cost(run)} ns/call) removed) and its ratio to its baseline for the same op (plain Tensor unless a note says otherwise); "
             "n/a: the op makes no sense for that case and was not timed; intervals and every "
             "sample are in --json.",
             *(["ops: " + "; ".join(f"{op} = {stmt}" for op, stmt in named.items())] if named else [])] \

@@ -100,3 +100,23 @@ def test_a_comparison_names_the_file_of_yours_each_side_ran(tmp_path):
     settings = json.loads((tmp_path / "out.json").read_text())["settings"]
     assert settings["user_modules"] == {"base": {"units:pair": library}, "branch": {"units:pair": library}}
     assert f"units:pair: both sides ran one file of yours, {library}" in done.stdout
+
+
+def test_your_case_is_judged_against_its_own_operands_as_plain_tensors(tmp_path):
+    """A factory of 64x64 operands: its overhead is against the same operands unwrapped into
+    plain tensors (`units:pair64@plain`, run beside it), not against a 1-element Tensor."""
+    import subprocess
+
+    _library(tmp_path)
+    with open(tmp_path / "units.py", "a", encoding="utf-8") as src:
+        src.write("\n\ndef pair64():\n    return UnitTensor(torch.ones(64, 64)), UnitTensor(torch.ones(64, 64))\n")
+    done = subprocess.run([sys.executable, os.path.join(ROOT, "bench.py"), "--cases", "units:pair64", "--op",
+                           "torch.matmul(x, y)", "--min-time", "0.1", "-q", "--json", "out.json"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    rows = {r["case"]: r for r in json.loads((tmp_path / "out.json").read_text())["results"]}
+    assert list(rows) == ["units:pair64@plain", "units:pair64"]
+    assert rows["units:pair64"]["baseline"] == "units:pair64@plain"
+    # a 64x64 matmul costs microseconds: the twin carries that work, the overhead does not
+    assert rows["units:pair64@plain"]["per_call_ns"] > 2_000
+    assert "against units:pair64@plain (its own operands as plain tensors)" in done.stdout

@@ -99,7 +99,7 @@ def test_shapes_sweep_the_built_in_cases_and_each_is_judged_against_plain_tensor
     # 65,536 additions cost the plain call far more than one: a 1-element baseline would have
     # priced that work as the subclass's overhead
     assert rows["Tensor@256x256"]["per_call_ns"] > rows["Tensor"]["per_call_ns"] + 1000
-    assert "against Tensor@256x256 (plain tensors of the same shape and dtype)" in done.stdout
+    assert "against Tensor@256x256 (plain tensors of the same shape, dtype and device)" in done.stdout
 
 
 @pytest.mark.parametrize("args, said", [

@@ -231,6 +231,22 @@ def shaped_name(name: str, operands: Operands) -> str:
     return name if operands.default else f"{name}{SHAPE_MARK}{operands.suffix()}"
 
 
+# Your own case's plain twin, `units:pair@plain`: its operands unwrapped into plain tensors
+# (same shape, dtype and device), the baseline its overhead is quoted against, run beside it.
+TWIN_SUFFIX = SHAPE_MARK + "plain"
+
+
+def twin_of(spec: str) -> str:
+    return spec + TWIN_SUFFIX
+
+
+def twinned(name: str) -> str | None:
+    """The user case whose plain twin `name` is, or None."""
+    if name.endswith(TWIN_SUFFIX) and is_user_spec(name[:-len(TWIN_SUFFIX)]):
+        return name[:-len(TWIN_SUFFIX)]
+    return None
+
+
 def split_shaped(name: str) -> tuple[str, Operands]:
     """(the built-in case, its Operands) of a case name (see SHAPE_MARK)."""
     base, mark, suffix = name.partition(SHAPE_MARK)
@@ -238,8 +254,13 @@ def split_shaped(name: str) -> tuple[str, Operands]:
 
 
 def described(name: str) -> Case:
-    """The built-in case `name` (or `CASE@SHAPE[/DTYPE][/DEVICE]`), without operands; a UsageError (with
-    the nearest name) if none."""
+    """The built-in case `name` (or `CASE@SHAPE[/DTYPE][/DEVICE]`, or a user case's plain twin),
+    without operands; a UsageError (with the nearest name) if none."""
+    spec = twinned(name)
+    if spec is not None:
+        split_user_spec(spec)
+        return Case(name, f"{spec}'s own operands as plain tensors: its baseline", None,
+                    user_stem(spec) + "-plain", baseline=name)
     base, operands = split_shaped(name)
     if base != name:
         if is_user_spec(base):
@@ -288,7 +309,7 @@ def resolve(names: list[str] | None) -> tuple[Case, ...]:
             found = all_described()
         elif is_user_spec(name) and SHAPE_MARK not in name:
             split_user_spec(name)
-            found = (Case(name, f"your case {name}", None, user_stem(name)),)
+            found = (Case(name, f"your case {name}", None, user_stem(name), baseline=twin_of(name)),)
         else:
             found = (described(name),)
         for case in found:

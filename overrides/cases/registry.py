@@ -42,6 +42,10 @@ def case_names() -> list[str]:
 
 def get_case(name: str) -> Case:
     """The case called `name`, or a user case `pkg.module:factory`; a UsageError if neither."""
+    if casenames.twinned(name):
+        from overrides.cases.usercases import plain_twin
+
+        return plain_twin(casenames.twinned(name))
     if casenames.is_user_spec(name):
         from overrides.cases.usercases import case_from_spec
 

@@ -17,6 +17,7 @@ The spec is checked when it is resolved, by building the operands once, so a bad
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import os
 import sys
@@ -24,7 +25,7 @@ from typing import Any, Callable
 
 import torch
 
-from overrides.cases.casenames import SPEC_FORM, USER_DIR_VARIABLE, Case, split_user_spec, user_stem
+from overrides.cases.casenames import SPEC_FORM, USER_DIR_VARIABLE, Case, split_user_spec, twin_of, user_stem
 from overrides.cases.seedcases import plain_operands
 from overrides.errors import UsageError
 
@@ -170,4 +171,15 @@ def case_from_spec(spec: str) -> Case:
     except Exception as exc:
         raise UsageError(f"case {spec!r}: {what} raised {type(exc).__name__}: {exc}") from None
     _check_operands(spec, what, operands)
-    return Case(spec, description, make, user_stem(spec), construction_hint=hint)
+    return Case(spec, description, make, user_stem(spec), construction_hint=hint, baseline=twin_of(spec))
+
+
+def plain_twin(spec: str) -> Case:
+    """`spec@plain`: the user case's own operands unwrapped into plain tensors, built the way
+    its factory builds them (the same shape, dtype and device), as its overhead's baseline."""
+    from overrides.cases.casenames import described
+    from overrides.cases.seedcases import unwrap
+
+    case = case_from_spec(spec)
+    make = case.make_operands
+    return dataclasses.replace(described(twin_of(spec)), make_operands=lambda: tuple(unwrap(o) for o in make()))
