@@ -106,13 +106,9 @@ def holds_for(environment: dict, valgrind: str) -> dict:
 
 
 def load(path: str) -> Budget:
-    try:
-        with open(path, encoding="utf-8") as src:
-            data = json.load(src)
-    except FileNotFoundError:
-        raise UsageError(f"no budget at {path}; write one with `python bench.py --write-budget {path}`") from None
-    except (OSError, ValueError) as exc:
-        raise UsageError(f"{path} is not a budget file ({exc}); write one with --write-budget") from None
+    from overrides.files import read_json
+
+    data = read_json(path, "budget", f"write one with `python bench.py --write-budget {path}`")
     if not isinstance(data, dict) or data.get("schema") != SCHEMA:
         raise UsageError(f"{path} is not a budget file (schema {data.get('schema') if isinstance(data, dict) else None!r}, "
                          f"not {SCHEMA}); write one with --write-budget")

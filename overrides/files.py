@@ -53,5 +53,20 @@ def write_text_atomic(path: str, text: str) -> None:
             out.write(text)
 
 
+def read_json(path: str, what: str, make: str):
+    """The JSON in `path`, `what` it should be (a results file, a budget); a UsageError of one
+    line, naming the path, the cause and `make` (how to make one), where it is missing or is
+    not JSON."""
+    from overrides.errors import UsageError
+
+    try:
+        with open(path, encoding="utf-8") as src:
+            return json.load(src)
+    except FileNotFoundError:
+        raise UsageError(f"no {what} at {path}; {make}") from None
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"cannot read {path} as a {what} ({exc}); {make}") from None
+
+
 def write_json_atomic(path: str, payload) -> None:
     write_text_atomic(path, json.dumps(payload, indent=1) + "\n")

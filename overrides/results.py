@@ -13,14 +13,13 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
-import json
 import math
 
 from overrides.cases.casenames import BASELINE_CASE
 from overrides.clock import stats
 from overrides.counts import records
 from overrides.errors import UsageError
-from overrides.files import write_json_atomic
+from overrides.files import read_json, write_json_atomic
 
 SCHEMA = "torch-function-overhead/results/1"
 
@@ -209,13 +208,7 @@ def save(run: RunResult, path: str) -> None:
 
 
 def load(path: str) -> RunResult:
-    try:
-        with open(path, encoding="utf-8") as src:
-            data = json.load(src)
-    except FileNotFoundError:
-        raise UsageError(f"no results file at {path}; write one with `python bench.py --json {path}`") from None
-    except (OSError, json.JSONDecodeError) as exc:
-        raise UsageError(f"cannot read {path} as JSON ({exc}); pass a file written by --json") from None
+    data = read_json(path, "results file", f"write one with `python bench.py --json {path}`")
     return from_dict(data, source=path)
 
 
