@@ -126,3 +126,18 @@ def test_a_budget_passes_where_it_was_written_and_names_the_shim_where_it_is_add
     assert "_shim (_overrides_shim.py)" in shimmed.stdout  # the Python call it added, by name
     assert "python bench.py --write-budget budget.json" in shimmed.stdout
     assert summary.read_text().startswith("**Overhead budget: 2 of 3 rows off**")
+
+
+def test_a_budget_of_another_torch_is_refused_in_one_line_before_anything_is_counted(tmp_path):
+    import subprocess
+
+    other = budget.Budget({"torch_version": "2.12.1+cu130", "torch_git_hash": "abc", "python": "3.11.7",
+                           "machine": "x86_64", "valgrind": "valgrind-3.19.0"}, (1, 2), tuple(budget.rows_from(
+                               _runs({1: {"Tensor": 9_000.0}, 2: {"Tensor": 9_000.0}}), (1, 2))))
+    (tmp_path / "b.json").write_text(budget.dumps(other))
+    started = __import__("time").monotonic()
+    done = subprocess.run([sys.executable, os.path.join(ROOT, "bench.py"), "--check-budget", "b.json"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert "torch_version '2.12.1+cu130' -> " in done.stderr and not done.stdout
+    assert __import__("time").monotonic() - started < 60  # refused before valgrind ran (counting takes ~a minute)
