@@ -124,8 +124,10 @@ class Comparison:
     def clock_sized(self) -> bool:
         """Whether the clock's delta is the change's size. Not when the counts found a change
         the clock's own verdict did not: its interval was then too wide to size it (the bare
-        shim's +50 ns read -24..+47 over five pairs), and the counts' exact instructions at the
-        case's ns per instruction (`instructions_as_ns`: +42..+56 there) are the better figure."""
+        shim's interval over five pairs reached from below zero to about its whole size), and
+        the counts' exact instructions at the case's ns per instruction (`instructions_as_ns`,
+        within a few ns of the shim's size there) are the better figure (figures:
+        benchmarks/README.md, 'Docstring figures')."""
         return not (self.verdict in MOVED and self.counts_verdict == self.verdict
                     and self.clock_verdict != self.verdict and self.instructions_as_ns is not None)
 
@@ -168,9 +170,10 @@ def with_counts(comparisons, count_comparisons, sure_clock: dict | None = None) 
     counts beyond the threshold is a regression whatever the wall-clock noise said.
     `sure_clock` maps (case, op) to the clock's verdict at NO_CHANGE_CONFIDENCE, where the
     caller has it: a clock that goes against the counts' "no change" must be as sure as that
-    claim (a 95% "regression" after five pairs flagged an untouched case as "clock only" once in
-    46 comparisons of kept copies). Without it, the clock's own verdict is used. Where the counts
-    cannot decide, the clock's own verdict is the verdict."""
+    claim (a 95% "regression" after five pairs flagged an untouched case as "clock only" in
+    comparisons of kept copies; figures: benchmarks/README.md, 'Docstring figures'). Without
+    it, the clock's own verdict is used. Where the counts cannot decide, the clock's own verdict
+    is the verdict."""
     by_key = {(c.case, c.op): c for c in count_comparisons}
     out = []
     for c in comparisons:

@@ -1,8 +1,9 @@
 """Child processes that Ctrl-C stops at once: valgrind (`callgrind.py`) and py-spy (`flamegraph.py`).
 
-Why it exists. report.sh went on for ~100 s after Ctrl-C to its own process: the valgrind
-workers were waited for by threads, and a thread pool's exit waits for its threads, which
-waited for valgrind to finish counting (and the pool then started the seeds still queued).
+Why it exists. report.sh went on for a long while after Ctrl-C to its own process (figures:
+benchmarks/README.md, 'Docstring figures'): the valgrind workers were waited for by threads,
+and a thread pool's exit waits for its threads, which waited for valgrind to finish counting
+(and the pool then started the seeds still queued).
 With Ctrl-C sent to the whole process group, py-spy wrote a partial recording and its traced
 loop ran on. So every such child is started here, in a process group of its own (py-spy's
 loop, forked from the process that becomes py-spy, is in the same group), and registered;

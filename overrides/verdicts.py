@@ -18,17 +18,19 @@ Verdict rules, with threshold T = max(threshold_ns, threshold_pct% of base):
   where the code sits in memory, not what it does; not a regression. In the paired A/B the
   clock must be 99% sure to say so (`case_comparison.with_counts`), as sure as the counts' `no change`;
 - `disagree` (with instruction counts): the clock and the counts each found a change, in
-  opposite directions (torch 2.14.1 against 2.12.1 here: Tensor +84 ns on the clock, -185
-  instructions): fewer instructions that cost more cycles (memory, atomics, branches), or the
-  reverse; a reviewer must look, but neither view alone is the verdict;
+  opposite directions (as torch 2.14.1 against 2.12.1 did on plain Tensor here; figures:
+  benchmarks/README.md, 'Docstring figures'): fewer instructions that cost more cycles
+  (memory, atomics, branches), or the reverse; a reviewer must look, but neither view alone is
+  the verdict;
 - where the counts are `inconclusive` (their seeds' layouts spread too far, or the change sits
   near the threshold), the clock's verdict;
 - a regression or improvement whose clock change is more than case_comparison.UNEXPLAINED_FACTOR times what the
   instruction change costs at the case's own nanoseconds per instruction keeps its verdict and is
   named (`clock_unexplained`): the same work got faster or slower (memory, caches, atomics or
-  threads), not only the code. torch 2.12.1 -> 2.14.1 read SubTensor -544 ns on the clock with
-  -162 instructions (~-19 ns at 0.12 ns an instruction): the verdict "improvement" is right, and
-  the instructions account for a thirtieth of it;
+  threads), not only the code. torch 2.12.1 -> 2.14.1 read SubTensor faster on the clock by far
+  more than its fewer instructions cost at its ns per instruction (figures:
+  benchmarks/README.md, 'Docstring figures'): the verdict "improvement" is right, and the
+  instructions account for a small part of it;
 - `inconclusive`: anything else (the data cannot carry a claim either way), and, unpaired,
   whenever one side's run was contended (`stats.contended`: busy for most of the run).
 `clock_unexplained` is a property of `case_comparison.Comparison` (it needs the case's ns per
@@ -108,10 +110,11 @@ def clock_and_counts(clock_verdict: str, counts_verdict: str | None, sure_clock:
     """One verdict from both views. The counts see no machine noise, so they judge; but a clock
     that moved where the counts rule out a change is said so, not called a regression. Counts
     that cannot decide (their seeds' layouts spread too far) leave the verdict to the clock:
-    the bare shim's three seeds once read +517 [-262..+1,297] instructions while the clock read
-    a regression, 99% sure. `sure_clock`, the clock's verdict at NO_CHANGE_CONFIDENCE where
-    known, is what may go against the counts (see case_comparison.with_counts). Without counts
-    (`counts_verdict` None), the clock's verdict."""
+    the bare shim's three seeds once read an interval of instructions reaching below zero while
+    the clock read a regression, 99% sure (figures: benchmarks/README.md, 'Docstring figures').
+    `sure_clock`, the clock's verdict at NO_CHANGE_CONFIDENCE where known, is what may go
+    against the counts (see case_comparison.with_counts). Without counts (`counts_verdict`
+    None), the clock's verdict."""
     against = sure_clock or clock_verdict
     if counts_verdict is None or counts_verdict == INCONCLUSIVE:
         return clock_verdict

@@ -1,10 +1,10 @@
 """Every case by name and what it is, without importing torch.
 
-`import torch` takes seconds (7-13 s on a busy machine), and not every process needs it:
-`bench.py` checks `--cases` here before torch is imported, so a typo is refused at once;
-`--list` prints these names and descriptions; and the parent of `--compare` never imports torch
-at all (each side's worker does, in its own interpreter), so it works from a Python without
-torch. A case here is a `Case` without operands: `overrides/cases/seedcases.py` (the seed cases)
+`import torch` takes seconds (figures: benchmarks/README.md, 'Docstring figures'), and not
+every process needs it: `bench.py` checks `--cases` here before torch is imported, so a typo is
+refused at once; `--list` prints these names and descriptions; and the parent of `--compare`
+never imports torch at all (each side's worker does, in its own interpreter), so it works from
+a Python without torch. A case here is a `Case` without operands: `overrides/cases/seedcases.py` (the seed cases)
 and `overrides/cases/catalog.py` (the rest) give each its operands, by name, and tests check that
 both lists name the same cases. A user's own case, `pkg.module:factory`, can only be built where
 torch is (`overrides/cases/usercases.py`); here only its form is checked.

@@ -25,8 +25,9 @@ def _changes(comparisons) -> str:
 
 
 def _headline(comparisons) -> str:
-    """What changed, first: the regressions, else the improvements (a -31.7% improvement under
-    "No regression." read as nothing happened), else that nothing moved."""
+    """What changed, first: the regressions, else the improvements (a large improvement under
+    "No regression." read as nothing happened; figures: benchmarks/README.md, 'Docstring
+    figures'), else that nothing moved."""
     regressed = [c for c in comparisons if c.verdict == REGRESSION]
     improved = [c for c in comparisons if c.verdict == IMPROVEMENT]
     if regressed:

@@ -222,8 +222,9 @@ def _instructions_by_frame(own: dict | None, frames: Sequence[str]) -> dict[str,
     it: Python code, an unresolved `?`, a function only one tool saw); empty where there are no
     call paths to set py-spy against.
     The hot loop's frame is the counted loop (`calltree.LOOP_ROOT`): the same statement on both
-    sides, whose own time py-spy moved by +210 +- 61 ns in one report of a +100 ns helper (the
-    interpreter's samples it could not place deeper) while its instructions moved by none."""
+    sides, whose own time py-spy moved by more than the whole change in one report of an added
+    helper (the interpreter's samples it could not place deeper) while its instructions moved by
+    none (figures: benchmarks/README.md, 'Docstring figures')."""
     from overrides.counts import calltree
     from overrides.flame import stacks
 
