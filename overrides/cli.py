@@ -51,8 +51,8 @@ def build_parser() -> argparse.ArgumentParser:
                              f"{casenames.DEFAULT_DTYPE}; one of {', '.join(casenames.DTYPES)})")
     parser.add_argument("--device", metavar="DEVICE",
                         help="operands on this device for the built-in cases: cpu (default) or meta "
-                             "(shapes, no data: dispatch with no kernel, on any machine); cuda is not "
-                             "timed yet and says so")
+                             "(shapes, no data, on any machine: dispatch alone for ops whose meta function "
+                             "is C++, such as x.view(-1)); cuda is not timed yet and says so")
     parser.add_argument("--list", action="store_true", help="list the cases, one per line: name and description")
     parser.add_argument("--list-ops", action="store_true", help="list the ops for --op, one per line")
     parser.add_argument("-n", "--nreps", type=positive_int, metavar="N",

@@ -105,7 +105,7 @@ def _notes(run: RunResult, matrix: bool = False) -> list[str]:
             notes.append(f"{result.case} [{result.op}] failed: {result.error}")
         elif result.ok and result.too_spread:
             notes.append(f"! {result.case} [{result.op}]: {_spread_reason(result)}")
-    notes += _catalog_notes(run)
+    notes += _catalog_notes(run) + _meta_notes(run)
     if run.interrupted:
         notes.append("interrupted: figures cover only the rounds finished before Ctrl-C")
     return notes
@@ -136,6 +136,22 @@ def _loop_cost(run: RunResult) -> str:
     if not costs:
         return "-"
     return f"{min(costs):.1f}" if max(costs) - min(costs) < 0.05 else f"{min(costs):.1f}-{max(costs):.1f}"
+
+
+# A plain meta tensor's op that takes longer than this runs more than dispatch: its meta function
+# is Python (torch._refs: torch 2.13's torch.add on meta runs ~360 Python calls, ~50 us a call),
+# where a C++ one (x.view(-1), x.t(), x.detach()) takes ~1 us.
+META_PYTHON_NS = 10_000.0
+
+
+def _meta_notes(run: RunResult) -> list[str]:
+    """Where a plain meta case's op is far from dispatch alone: say so, and what to time instead."""
+    slow = [r for r in run.results if r.ok and r.case == r.baseline and not twinned(r.case)
+            and split_shaped(r.case)[1].device == "meta" and r.per_call_ns > META_PYTHON_NS]
+    return [f"{r.case} [{r.op}] takes {r.per_call_ns / 1000:,.0f} us a call: on meta this op runs its meta "
+            "function in Python (torch._refs), not dispatch alone, and a subclass's overhead is measured on top "
+            "of that; for dispatch alone time an op whose meta function is C++, such as x.view(-1), x.t() "
+            "or x.detach()" for r in slow]
 
 
 def _catalog_notes(run: RunResult) -> list[str]:

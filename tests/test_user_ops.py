@@ -121,12 +121,16 @@ def test_meta_tensors_time_dispatch_without_a_kernel_against_plain_meta_tensors(
     sub = rows[("SubTensor@1/meta", "torch.add")]
     assert sub["baseline"] == "Tensor@1/meta" and sub["per_call_ns"] > rows[("Tensor@1/meta", "torch.add")]["per_call_ns"]
     assert "cannot run on meta tensors" in rows[("Tensor@1/meta", "x.item()")]["not_applicable"]
+    # torch.add's meta function is Python in this torch (torch._refs): said, with what to time instead
+    assert "Tensor@1/meta [torch.add] takes" in done.stdout and "x.view(-1)" in done.stdout
 
 
 @pytest.mark.slow
 def test_meta_tensors_are_counted_and_compared(tmp_path):
+    # x.view(-1): a C++ meta function, so the count is dispatch, not torch._refs' Python (torch.add
+    # on meta counted ~577,000 instructions a call, and the shim's +450 was 0.08% of it: no change)
     counted = run_tool("bench.py", "--instructions", "--device", "meta", "--cases", "Tensor", "SubTensor",
-                       "--json", str(tmp_path / "counted.json"), timeout=600)
+                       "--op", "x.view(-1)", "--json", str(tmp_path / "counted.json"), timeout=600)
     assert counted.returncode == 0, counted.stderr[-2000:]
     assert {r["case"] for r in json.loads((tmp_path / "counted.json").read_text())["results"]} == {
         "Tensor@1/meta", "SubTensor@1/meta"}
@@ -134,7 +138,8 @@ def test_meta_tensors_are_counted_and_compared(tmp_path):
 
     bare = shimenv.make_shim_env(sys.executable, str(tmp_path / "bare"), "bare")
     compared = run_tool("bench.py", "--compare", sys.executable, bare.python, "--device", "meta", "--cases",
-                        "Tensor", "SubTensor", "--json", str(tmp_path / "compared.json"), timeout=900)
+                        "Tensor", "SubTensor", "--op", "x.view(-1)", "--json", str(tmp_path / "compared.json"),
+                        timeout=900)
     verdicts = {r["case"]: r["verdict"] for r in json.loads((tmp_path / "compared.json").read_text())["comparisons"]}
     assert verdicts == {"Tensor@1/meta": "no change", "SubTensor@1/meta": "regression"}, compared.stdout
     assert compared.returncode == 1
