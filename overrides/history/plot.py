@@ -25,7 +25,8 @@ LEGEND = (REGRESSION, IMPROVEMENT, NO_CHANGE, INCONCLUSIVE)
 POINT = "#1f4e79"
 WIDTH_IN = 16.0  # at DPI, 1600 pixels: a PR page shows it without scaling the labels away
 PANEL_IN = 2.6
-HEADER_IN = 1.3  # title, subtitle, legend and how to read a step's label
+HEADER_IN = 1.9  # title, subtitle, legend and how to read a step's label
+FOOTER_IN = 0.7  # the last panel's build names, two lines each
 DPI = 100
 INSTALL = "pip install matplotlib"
 
@@ -63,21 +64,21 @@ def render(builds: Sequence, figures: dict, steps: Sequence, title: str, subtitl
     import matplotlib.pyplot as plt
 
     targets = list(figures) or [("no case", "")]
-    height = HEADER_IN + PANEL_IN * len(targets)
+    height = HEADER_IN + PANEL_IN * len(targets) + FOOTER_IN
     figure, axes = plt.subplots(len(targets), 1, figsize=(WIDTH_IN, height), squeeze=False)
-    figure.subplots_adjust(left=0.08, right=0.97, top=1 - HEADER_IN / height, bottom=0.35 / height,
-                           hspace=0.75)
-    figure.suptitle(title, x=0.08, y=1 - 0.25 / height, ha="left", fontsize=18, fontweight="bold")
-    figure.text(0.08, 1 - 0.5 / height, subtitle, fontsize=11, color="#444")
-    figure.text(0.08, 1 - 0.95 / height, "a step's label is the verdict's figure: the mean of its per-seed "
-                "deltas over the seeds both builds were counted under (layout matched), so it can "
-                "differ from the rise between two points when one build has more seeds",
+    figure.subplots_adjust(left=0.08, right=0.97, top=1 - HEADER_IN / height, bottom=FOOTER_IN / height,
+                           hspace=0.9)
+    figure.text(0.08, 1 - 0.35 / height, title, ha="left", va="center", fontsize=18, fontweight="bold")
+    figure.text(0.08, 1 - 0.7 / height, subtitle, va="center", fontsize=11, color="#444")
+    figure.text(0.08, 1 - 1.35 / height, "a step's label is the verdict's figure: the mean of its per-seed "
+                "deltas over the seeds both builds were counted under (layout matched), so it can differ "
+                "from the rise\nbetween two points when one build has more seeds", va="center",
                 fontsize=10, color="#555")
     handles = [plt.Line2D([], [], color=COLOURS[v], lw=3, ls="--" if v == INCONCLUSIVE else "-", label=v)
                for v in LEGEND]
     handles.append(plt.Line2D([], [], color=POINT, marker="o", ls="", label="a build's count (mean over "
                               "its seeds), bar: their range"))
-    figure.legend(handles=handles, loc="upper left", bbox_to_anchor=(0.075, 1 - 0.55 / height),
+    figure.legend(handles=handles, loc="center left", bbox_to_anchor=(0.075, 1 - 1.0 / height),
                   ncol=len(handles), frameon=False, fontsize=10)
     by_step = {(s.case, s.op, s.before, s.after): s for s in steps}
     for axis, target in zip(axes[:, 0], targets):
