@@ -35,7 +35,7 @@ def test_a_bad_statement_is_one_line_and_exit_2_before_anything_runs(text, said)
 def test_statements_are_timed_with_each_case_and_n_a_where_they_make_no_sense(tmp_path):
     out = tmp_path / "run.json"
     done = run_tool("bench.py", "--op", *STATEMENTS, "--cases", "Tensor", "SubTensor", "WithTorchFunction",
-                    "--min-time", "0.1", "-q", "--json", str(out), timeout=300)
+                    "-n", "200", "-m", "20", "-q", "--json", str(out), timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     results = {(r["case"], r["op"]): r for r in json.loads(out.read_text())["results"]}
     for text in STATEMENTS:
@@ -115,7 +115,7 @@ def test_a_device_this_machine_cannot_time_on_is_one_line_and_exit_2(args, said)
 def test_meta_tensors_time_dispatch_without_a_kernel_against_plain_meta_tensors(tmp_path):
     out = tmp_path / "run.json"
     done = run_tool("bench.py", "--device", "meta", "--cases", "Tensor", "SubTensor", "--op", "torch.add",
-                    "x.item()", "--min-time", "0.1", "-q", "--json", str(out), timeout=300)
+                    "x.item()", "-n", "20", "-m", "10", "-q", "--json", str(out), timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     rows = {(r["case"], r["op"]): r for r in json.loads(out.read_text())["results"]}
     sub = rows[("SubTensor@1/meta", "torch.add")]
