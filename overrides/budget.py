@@ -175,8 +175,7 @@ def python_call_rows(row: Row, now) -> list[list[str]]:
 def rewritten(old: Budget | None, new: Budget) -> tuple[Budget, list[str]]:
     """`new`, keeping each of `old`'s rows (same environment) that moved by less than
     KEEP_SHARE of its margin; and the (case, op)s whose row changed."""
-    if old is None or {k: old.environment.get(k) for k in HOLDS_FOR} != {k: new.environment.get(k) for k in HOLDS_FOR} \
-            or tuple(old.seeds) != tuple(new.seeds):
+    if old is None or refusal(old, new.environment) or tuple(old.seeds) != tuple(new.seeds):
         return new, [f"{r.case} [{r.op}]" for r in new.rows]
     rows, changed = [], []
     for row in new.rows:
@@ -236,12 +235,8 @@ def check(budget: Budget, measured: Sequence[Row], asked: Sequence[tuple[str, st
         seeds = [s for s in row.per_seed if s in now.per_seed]
         delta = sum(now.per_seed[s] - row.per_seed[s] for s in seeds) / len(seeds)
         verdict = OVER if delta > row.margin else UNDER if delta < -row.margin else WITHIN
-        functions = ()
-        if verdict != WITHIN:
-            names = set(row.functions) | set(now.functions)
-            moved = sorted(((n, row.functions.get(n, 0.0), now.functions.get(n, 0.0)) for n in names),
-                           key=lambda t: -abs(t[2] - t[1]))
-            functions = tuple(t for t in moved[:8] if abs(t[2] - t[1]) >= 1.0)
+        functions = () if verdict == WITHIN else tuple(
+            judge.largest_changes(row.functions, now.functions, 8, FUNCTION_FLOOR))
         out.append(Checked(row.case, row.op, row.instructions, row.instructions + delta, row.margin,
                            verdict, functions))
     budgeted = {(r.case, r.op) for r in budget.rows}
@@ -256,7 +251,7 @@ def failed(checked: Sequence[Checked]) -> bool:
     return any(c.verdict != WITHIN for c in checked)
 
 
-def rewrite_command(path: str, budget: Budget) -> str:
+def rewrite_command(path: str) -> str:
     return f"python bench.py --write-budget {path}"
 
 
@@ -291,14 +286,11 @@ def github_summary_path() -> str | None:
 def text(checked: Sequence[Checked], path: str, budget: Budget) -> str:
     """The check for people: the aligned table, where each failing row's instructions went,
     and the command that rewrites the budget."""
-    from overrides.run_report import align
+    from overrides.run_report import ruled
 
-    lines = align(rows_table(checked), left_columns=2)
-    lines.insert(1, "-" * len(lines[0]))
+    lines = ruled(rows_table(checked), left_columns=2)
     for heading, rows in where_lines(checked):
-        table = align(rows, left_columns=2 if rows[0][0] == "" else 1)
-        table.insert(1, "-" * len(table[0]))
-        lines += ["", heading, *table]
+        lines += ["", heading, *ruled(rows, left_columns=2 if rows[0][0] == "" else 1)]
     lines += [""] + _notes(checked, path, budget)
     return "\n".join(lines)
 
@@ -324,13 +316,13 @@ def _notes(checked: Sequence[Checked], path: str, budget: Budget) -> list[str]:
              f"{MARGIN_CEILING_PCT:g}% of the count)"]
     if any(c.verdict == OVER for c in checked):
         notes.append("over budget: the code does more per call than the budget allows; if that is "
-                      f"intended, rewrite the budget (`{rewrite_command(path, budget)}`) in this change")
+                      f"intended, rewrite the budget (`{rewrite_command(path)}`) in this change")
     if any(c.verdict == UNDER for c in checked):
-        notes.append(f"under budget: cheaper than the budget says; tighten it (`{rewrite_command(path, budget)}`) "
+        notes.append(f"under budget: cheaper than the budget says; tighten it (`{rewrite_command(path)}`) "
                      "so the gain is kept")
     if any(c.verdict not in (WITHIN, OVER, UNDER) for c in checked):
         notes.append(f"rows not measured, or measured with no row: rewrite the budget "
-                     f"(`{rewrite_command(path, budget)}`) to match the cases checked")
+                     f"(`{rewrite_command(path)}`) to match the cases checked")
     return notes
 
 
@@ -342,13 +334,12 @@ def payload(checked: Sequence[Checked], path: str, budget: Budget) -> dict:
 
 def written(budget: Budget) -> str:
     """A budget as written, for people: each row's instructions, margin and per-seed counts."""
-    from overrides.run_report import align
+    from overrides.run_report import ruled
 
     rows = [["case", "op", "instructions", "margin", "per seed"]] + [
         [r.case, r.op, whole(r.instructions), f"±{r.margin:,.0f}",
          " ".join(whole(v) for v in r.per_seed.values())] for r in budget.rows]
-    lines = align(rows, left_columns=2)
-    lines.insert(1, "-" * len(lines[0]))
+    lines = ruled(rows, left_columns=2)
     env = budget.environment
     return "\n".join(lines + ["", f"seeds {', '.join(map(str, budget.seeds))}; holds for torch "
                               f"{env.get('torch_version')} ({str(env.get('torch_git_hash'))[:10]}), Python "

@@ -290,7 +290,7 @@ def _loaded_counted_or_timed(args) -> results.RunResult:
 def run_budget(args) -> int:
     """`--write-budget FILE` and `--check-budget FILE` (overrides/budget.py)."""
     from overrides import budget, environment as env_mod
-    from overrides.counts import callgrind, records
+    from overrides.counts import callgrind, pycalls, records
     from overrides.single_run import count_benchmark
 
     path = args.write_budget or args.check_budget
@@ -315,11 +315,8 @@ def run_budget(args) -> int:
             raise UsageError(f"{path}: {why}")
     run_result = count_benchmark(selected, selected_ops, seeds, progress=stderr_progress(args.quiet))
     rows = budget.rows_from(records.from_dict(run_result.instructions), seeds)
-    from overrides.counts import pycalls
-
-    targets = [(row.case, row.op) for row in rows]
     if args.write_budget:
-        rows = budget.with_python_calls(rows, pycalls.count_build(sys.executable, targets))
+        rows = budget.with_python_calls(rows, pycalls.count_build(sys.executable, [(r.case, r.op) for r in rows]))
         final, changed = budget.rewritten(old, budget.Budget(here, seeds, tuple(rows)))
         write_text_atomic(path, budget.dumps(final))
         print(budget.written(final))
@@ -333,11 +330,12 @@ def run_budget(args) -> int:
         now = pycalls.count_build(sys.executable, [(c.case, c.op) for c in off])
         checked = [dataclasses.replace(c, python_calls=tuple(map(tuple, budget.python_call_rows(
             old.get(c.case, c.op), pycalls.find(now, c.case, c.op))))) if c in off else c for c in checked]
-    print(budget.markdown(checked, path, old) if args.format == "markdown" else budget.text(checked, path, old))
+    markdown = budget.markdown(checked, path, old)
+    print(markdown if args.format == "markdown" else budget.text(checked, path, old))
     summary = budget.github_summary_path()
     if summary:
         with open(summary, "a", encoding="utf-8") as out:
-            out.write(budget.markdown(checked, path, old))
+            out.write(markdown)
     if args.json:
         write_json_atomic(args.json, budget.payload(checked, path, old))
     return 1 if budget.failed(checked) else 0

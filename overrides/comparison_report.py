@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 
-from overrides.run_report import align, fmt_ns
+from overrides.run_report import fmt_ns, ruled
 from overrides.tables import pipe_table
 from overrides.verdicts import CLOCK_ONLY, DISAGREE, INCONCLUSIVE
 
@@ -196,8 +196,7 @@ def _placement_note(record: dict) -> str:
 
 def comparison_table(comparisons, settings: dict) -> str:
     multi = len({c.op for c in comparisons}) > 1
-    lines = align(_comparison_rows(comparisons, multi))
-    lines.insert(1, "-" * len(lines[0]))
+    lines = ruled(_comparison_rows(comparisons, multi))
     return "\n".join(lines + [""] + comparison_notes(comparisons, settings))
 
 

@@ -37,6 +37,12 @@ def align(rows: Sequence[Sequence[str]], left_columns: int = 1) -> list[str]:
     return lines
 
 
+def ruled(rows: Sequence[Sequence[str]], left_columns: int = 1) -> list[str]:
+    """`align`ed rows with a rule under the header row: every text table here."""
+    lines = align(rows, left_columns)
+    return [lines[0], "-" * len(lines[0]), *lines[1:]]
+
+
 # An n/a reason longer than this shows its first clause in the table and whole in the notes
 # below it, so one long reason (a user class's construction hint) does not widen every row.
 NA_CELL_CHARS = 60
@@ -242,8 +248,7 @@ def _matrix_notes(run: RunResult) -> list[str]:
 
 def matrix(run: RunResult) -> str:
     """Several ops: cases by ops, one aligned cell per case and op."""
-    lines = align(_matrix_rows(run))
-    lines.insert(1, "-" * len(lines[0]))
+    lines = ruled(_matrix_rows(run))
     lines += [""] + _matrix_notes(run) + [environment.one_line(run.environment)]
     return "\n".join(lines)
 
@@ -261,8 +266,7 @@ def table(run: RunResult) -> str:
     if multi:
         return matrix(run)
     rows = [list(HEADER)] + [_row(run, r, multi) for r in run.results]
-    lines = align(rows)
-    lines.insert(1, "-" * len(lines[0]))
+    lines = ruled(rows)
     lines += [""] + _notes(run) + [environment.one_line(run.environment)]
     return "\n".join(lines)
 
@@ -346,8 +350,7 @@ def _long_na_notes(run: RunResult) -> list[str]:
 
 
 def instruction_table(run: RunResult) -> str:
-    lines = align(_instruction_rows(run))
-    lines.insert(1, "-" * len(lines[0]))
+    lines = ruled(_instruction_rows(run))
     return "\n".join(lines + [""] + _instruction_notes(run) + [environment.one_line(run.environment)])
 
 

@@ -13,6 +13,7 @@ torch is (`overrides/cases/usercases.py`); here only its form is checked.
 from __future__ import annotations
 
 import dataclasses
+import math
 import re
 from typing import Callable, ContextManager
 
@@ -178,9 +179,7 @@ def parse_shape(text: str) -> tuple[int, ...]:
         shape = ()
     if not shape or any(n < 1 for n in shape):
         raise UsageError(f"shape {text!r} is not sizes joined by x; write it like 64x64 or 1000")
-    elements = 1
-    for n in shape:
-        elements *= n
+    elements = math.prod(shape)
     if elements > MAX_ELEMENTS:
         raise UsageError(f"shape {text!r} is {elements:,} elements an operand, more than {MAX_ELEMENTS:,}; "
                          "use a smaller one")

@@ -129,6 +129,13 @@ def resolve_ops(names: list[str] | None) -> tuple[Op, ...]:
     return tuple(resolved)
 
 
+def _meta_reason(exc: Exception) -> str | None:
+    """n/a for an op a meta tensor cannot run (shapes without data: no value to read), else None."""
+    if "meta" in str(exc).lower():
+        return f"cannot run on meta tensors ({str(exc).splitlines()[0]})"
+    return None
+
+
 def not_applicable_reason(case: Case, op: Op) -> str | None:
     """Why `op` makes no sense for `case` (shown as n/a, not a failure), or None if it does.
 
@@ -153,11 +160,9 @@ def not_applicable_reason(case: Case, op: Op) -> str | None:
             return f"no operator: {exc}"
         if any(str(exc).endswith(f"object is not {what}") for what in ("subscriptable", "callable", "iterable")):
             return str(exc).replace("'", "")  # "WithTorchFunction object is not subscriptable"
-        if "meta" in str(exc):
-            return f"cannot run on meta tensors ({str(exc).splitlines()[0]})"
+        return _meta_reason(exc)
     except (RuntimeError, NotImplementedError) as exc:
-        if "meta" in str(exc).lower():  # shapes without data: nothing to read a value from
-            return f"cannot run on meta tensors ({str(exc).splitlines()[0]})"
+        return _meta_reason(exc)
     except Exception:  # a real failure: the Timer core records it with the others
         pass
     return None

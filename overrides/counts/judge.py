@@ -168,8 +168,13 @@ def function_deltas(base_runs: Sequence[CountRun], branch_runs: Sequence[CountRu
     for run, other in same_seeds(base_runs, branch_runs):
         a, b = run.get(case, op), other.get(case, op)
         if a and b:
-            names = set(a.functions) | set(b.functions)
-            rows = [(n, a.functions.get(n, 0.0), b.functions.get(n, 0.0)) for n in names]
-            rows.sort(key=lambda r: -abs(r[2] - r[1]))
-            return [r for r in rows[:count_] if abs(r[2] - r[1]) >= 0.5]
+            return largest_changes(a.functions, b.functions, count_, 0.5)
     return []
+
+
+def largest_changes(before: dict, after: dict, count_: int, floor: float) -> list[tuple[str, float, float]]:
+    """(function, before, after) of the `count_` functions whose own count changed most (one
+    missing from a side counts 0 there), those that changed by less than `floor` left out."""
+    rows = [(n, before.get(n, 0.0), after.get(n, 0.0)) for n in set(before) | set(after)]
+    rows.sort(key=lambda r: -abs(r[2] - r[1]))
+    return [r for r in rows[:count_] if abs(r[2] - r[1]) >= floor]
