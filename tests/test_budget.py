@@ -105,15 +105,13 @@ def written(tmp_path_factory):
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(sys.version_info >= (3, 12), reason=(
-    "open (issue 38, stop 41): on 3.12 a budget with a case of yours, checked in the interpreter it "
-    "was written in, read SubTensor -125 and units:pair -299 instructions a call in two of three runs "
-    "(here and on the H100 machine); not yet explained (a first run compiling units.py where the "
-    "second loads its bytecode is the lead). Exact on 3.11 in every run."))
 def test_a_budget_passes_where_it_was_written_and_names_the_shim_where_it_is_added(written, tmp_path):
     folder, bench = written
     data = json.loads((folder / "budget.json").read_text())
     assert [r["case"] for r in data["rows"]] == ["Tensor", "SubTensor", "units:pair"]
+    # A file that was not there when it was written (as in a CI checkout): the folder's listing
+    # moved these counts by up to 119 instructions a call before counts/statfinder.py.
+    (folder / "a-file-written-after-the-budget-was.json").write_text("{}")
     same = bench(sys.executable, "--check-budget", "budget.json", "--json", "check.json", "-q")
     assert same.returncode == 0, same.stdout + same.stderr[-2000:]
     assert json.loads((folder / "check.json").read_text())["passed"] is True

@@ -63,7 +63,9 @@ from typing import Callable, Sequence
 
 from overrides import ROOT, children
 from overrides.builds import samepath
+from overrides.cases.casenames import USER_DIR_VARIABLE
 from overrides.clock.allocator import MALLOC_ENV
+from overrides.counts import statfinder
 from overrides.counts.dumps import read_dump, read_total
 from overrides.counts.records import CaseCounts, CountRun
 from overrides.errors import UsageError
@@ -127,7 +129,18 @@ def valgrind_version(valgrind: str) -> str:
 # bimodal (+500 instructions a call in some of them), spreading the bare shim's per-seed deltas
 # over 142..924 where argv gave 515..714. So a head start must guess the whole spec instead.
 
-_WORKER_CODE = "import sys; from overrides.counts.callgrind import _worker_main; _worker_main(sys.argv[1])"
+#
+# Before anything else it sets up its imports (statfinder.enter, loaded by its file path): this
+# checkout, the caller's own path entries and the user's folder are found by stat, never listed,
+# so files that come and go there do not move the counts.
+_WORKER_CODE = (
+    "import os, sys, importlib.util as u; e = os.environ; "
+    f"t = e['{statfinder.TOOL_VARIABLE}']; "
+    "s = u.spec_from_file_location('overrides_statfinder', os.path.join(t, 'overrides', 'counts', 'statfinder.py')); "
+    "m = u.module_from_spec(s); s.loader.exec_module(m); "
+    f"m.enter(t, e.get('{statfinder.VIEW_VARIABLE}'), e.get('{statfinder.OWN_PATH_VARIABLE}', ''), "
+    f"e.get('{USER_DIR_VARIABLE}')); "
+    "from overrides.counts.callgrind import _worker_main; _worker_main(sys.argv[1])")
 
 
 def _worker_main(spec_json: str) -> None:
@@ -186,14 +199,15 @@ def _environment(seed: int, pad: int, where: samepath.Placement) -> dict:
     The side's import path (its view or kept copy of torch) comes first after this checkout,
     both as `where` says the process sees them; the caller's own PYTHONPATH follows (a develop
     build is often found only through it)."""
-    own = _own_python_path()
     env = {
         "PATH": "/usr/local/bin:/usr/bin:/bin",
         "HOME": os.environ.get("HOME", "/"),
         "LC_ALL": "C.UTF-8",
         "PYTHONHASHSEED": str(seed),
-        "PYTHONPATH": os.pathsep.join([where.tool] + ([where.import_path] if where.import_path else [])
-                                      + own),
+        # No PYTHONPATH: the worker puts these on its path itself (statfinder.enter).
+        statfinder.TOOL_VARIABLE: where.tool,
+        **({statfinder.VIEW_VARIABLE: where.import_path} if where.import_path else {}),
+        statfinder.OWN_PATH_VARIABLE: os.pathsep.join(_own_python_path()),
         "PYTHONDONTWRITEBYTECODE": "1",  # no __pycache__ appearing between two runs
         # Each side's bytecode compiled at the fixed path (samepath.prime), not pip's at its own.
         **({"PYTHONPYCACHEPREFIX": where.pycache} if where.pycache else {}),
@@ -204,8 +218,6 @@ def _environment(seed: int, pad: int, where: samepath.Placement) -> dict:
         PAD_VARIABLE: "p" * pad,
     }
     if where.user_dir:
-        from overrides.cases.casenames import USER_DIR_VARIABLE
-
         env[USER_DIR_VARIABLE] = where.user_dir
     return env
 

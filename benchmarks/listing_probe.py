@@ -1,0 +1,92 @@
+"""Do files that come and go beside the code move the counts? Python's own finder (which lists
+each folder on the path) against counts/statfinder.py (which stats the names imported), in one run.
+
+A budget is written in one checkout and checked in another (a CI clone), and the user's folder
+gains files between two runs (`--json` outputs, budgets, flamegraphs). For each finder this
+counts seed 1 of `Tensor`, `SubTensor` and a user case (`probe_units:pair`, written into a fresh
+folder) three times: as it is, with files added to the user's folder, and with one file added
+to this checkout's root (removed afterwards); and prints each count's change from the first.
+"exact" means every change is +0.
+
+    python benchmarks/listing_probe.py [--files 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import textwrap
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+from overrides.counts import callgrind  # noqa: E402
+
+TARGETS = (("Tensor", "torch.add"), ("SubTensor", "torch.add"), ("probe_units:pair", "torch.add"))
+UNITS = textwrap.dedent('''
+    import torch
+
+    class UnitTensor(torch.Tensor):
+        @classmethod
+        def __torch_function__(cls, func, types, args=(), kwargs=None):
+            return super().__torch_function__(func, types, args, kwargs or {})
+
+    def pair():
+        return torch.ones(1).as_subclass(UnitTensor), torch.ones(1).as_subclass(UnitTensor)
+''')
+# The method beaten: the same start, with the folders put on the path and left to Python's
+# finder, which lists each one the first time it is searched.
+LISTING_CODE = callgrind._WORKER_CODE.replace(
+    "m.enter(", "m.install = lambda *a, **k: None; m.enter(")
+
+
+def _count() -> dict:
+    run = callgrind.count_once(sys.executable, TARGETS, 1)
+    return {c.case: c.per_call for c in run.cases}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--files", type=int, default=5, help="files added to the user's folder")
+    args = parser.parse_args()
+    stat_code = callgrind._WORKER_CODE
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="listing-probe-") as folder:
+        with open(os.path.join(folder, "probe_units.py"), "w") as out:
+            out.write(UNITS)
+        os.chdir(folder)
+        for name, code in (("Python's finder (lists)", LISTING_CODE), ("statfinder (stats)", stat_code)):
+            callgrind._WORKER_CODE = code
+            print(f"{name}: counting as it is", file=sys.stderr, flush=True)
+            first = _count()
+            added = [os.path.join(folder, f"output-{i}-of-a-run.json") for i in range(args.files)]
+            for path in added:
+                with open(path, "w") as out:
+                    out.write("{}")
+            print(f"{name}: counting with {args.files} files added to the user's folder", file=sys.stderr, flush=True)
+            user = _count()
+            for path in added:
+                os.remove(path)
+            untracked = os.path.join(ROOT, "listing-probe-untracked.svg")
+            with open(untracked, "w") as out:
+                out.write("<svg/>")
+            try:
+                print(f"{name}: counting with a file added to the checkout", file=sys.stderr, flush=True)
+                tool = _count()
+            finally:
+                os.remove(untracked)
+            rows.append((name, first, user, tool))
+    print(f"{'finder':<26}{'case':<18}{'as it is':>10}{'user folder':>13}{'checkout':>10}")
+    for name, first, user, tool in rows:
+        for case, _ in TARGETS:
+            print(f"{name:<26}{case:<18}{first[case]:>10,.1f}{user[case] - first[case]:>+13,.1f}"
+                  f"{tool[case] - first[case]:>+10,.1f}")
+    for name, first, user, tool in rows:
+        exact = all(user[c] == first[c] and tool[c] == first[c] for c, _ in TARGETS)
+        print(f"{name}: {'exact' if exact else 'moved'}")
+
+
+if __name__ == "__main__":
+    main()
