@@ -1,4 +1,5 @@
-"""Child processes that Ctrl-C stops at once: valgrind (`callgrind.py`) and py-spy (`flamegraph.py`).
+"""Child processes that Ctrl-C stops at once: valgrind (`callgrind.py`) and py-spy (`flamegraph.py`);
+and how any child ended, in words (`ended`).
 
 Why it exists. report.sh went on for a long while after Ctrl-C to its own process (figures:
 benchmarks/README.md, 'Docstring figures'): the valgrind workers were waited for by threads,
@@ -28,6 +29,16 @@ _LOCK = threading.Lock()
 _LIVE: set[subprocess.Popen] = set()
 _stopping = False  # set while parallel() kills: a thread must not start another child then
 
+# How a child ended, said as a user would look it up; the out-of-memory killer sends SIGKILL,
+# so that is the likely cause when nobody here killed it.
+_SIGNAL_WORDS = {signal.SIGKILL: "was killed by SIGKILL (out of memory?)",
+                 signal.SIGSEGV: "crashed with a segmentation fault (SIGSEGV)",
+                 signal.SIGABRT: "aborted (SIGABRT)",
+                 signal.SIGBUS: "crashed with a bus error (SIGBUS: a file it mapped shrank, or no space?)",
+                 signal.SIGILL: "crashed on an illegal instruction (SIGILL: built for another CPU?)",
+                 signal.SIGFPE: "crashed with an arithmetic fault (SIGFPE)",
+                 signal.SIGTERM: "was terminated (SIGTERM)"}
+
 Item = TypeVar("Item")
 Result = TypeVar("Result")
 
@@ -54,12 +65,37 @@ def kill(process: subprocess.Popen) -> None:
             process.kill()
 
 
+def kill_group(process: subprocess.Popen) -> None:
+    """Kill whatever is left of the child's group, the child ended or not: a helper it started
+    (callgrind_control's `vgdb`) outlives it when what it waits for never answers."""
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
 def reap(process: subprocess.Popen) -> None:
     """Kill the child's group if it still runs, wait for it, and forget it."""
     kill(process)
     process.wait()
     with _LOCK:
         _LIVE.discard(process)
+
+
+def ended(returncode: int | None) -> str:
+    """How a child with this return code ended, in words: "was killed by SIGKILL (out of
+    memory?)", "crashed with a segmentation fault (SIGSEGV)", "exited with status 3"."""
+    if returncode is None:
+        return "stopped answering"
+    if returncode < 0:
+        try:
+            number = signal.Signals(-returncode)
+        except ValueError:
+            return f"was killed by signal {-returncode}"
+        return _SIGNAL_WORDS.get(number, f"was killed by {number.name}")
+    if returncode > 128 and returncode - 128 in {s.value for s in _SIGNAL_WORDS}:
+        return ended(128 - returncode)  # a shell or launcher between us and it reports 128 + N
+    return f"exited with status {returncode}"
 
 
 def parallel(function: Callable[[Item], Result], items: Iterable[Item], max_workers: int) -> list[Result]:

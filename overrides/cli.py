@@ -22,8 +22,9 @@ from overrides.argtypes import OneLineParser, positive_float, positive_int
 from overrides.cases import casenames
 from overrides.cases import ops as ops_mod
 from overrides.clock.layout import RANDOM_LAYOUT_FLAG  # bench.py's re-exec reads it from argv first
+from overrides.counts import records
 from overrides.clock.timer import DEFAULT_MAX_TIME_S, DEFAULT_PRECISION, STOP_FLOOR_S, TimerConfig
-from overrides.errors import INTERRUPTED_EXIT_STATUS, UsageError, run_command
+from overrides.errors import INCOMPLETE_EXIT_STATUS, INTERRUPTED_EXIT_STATUS, UsageError, run_command
 from overrides.files import write_json_atomic, write_text_atomic
 from overrides.single_run import DEFAULT_RUN_BUDGET_S
 from overrides.progress import stderr_progress
@@ -226,11 +227,17 @@ def run(argv: list[str]) -> int:
     run_result = _loaded_counted_or_timed(args)
     for warning in run_report.spread_warnings(run_result):
         print(warning, file=sys.stderr)
-    print(run_report.render(run_result, args.format))
+    print(run_report.render(run_result, args.format), flush=True)  # shown even if --json cannot be written
     if args.json and not args.load:
+        results.save(run_result, args.json, what="--json")
         print(f"results written to {args.json}", file=sys.stderr)
     if run_result.interrupted:
         return INTERRUPTED_EXIT_STATUS  # what was measured is printed (and saved) above
+    died = records.deaths(records.from_dict(run_result.instructions)) if run_result.instructions else []
+    if died:
+        kept = f"; what finished is in {args.json}" if args.json and not args.load else ""
+        print(f"bench.py: incomplete: {'; '.join(died)}{kept}", file=sys.stderr)
+        return INCOMPLETE_EXIT_STATUS
     failed = [r for r in run_result.results if r.error and not r.ok]
     ran_nowhere = ran_on_no_op(run_result.results)
     for name in ran_nowhere:
@@ -252,8 +259,7 @@ def ran_on_no_op(results_) -> list[str]:
 
 
 def _loaded_counted_or_timed(args) -> results.RunResult:
-    """One run's results: read back with --load, counted with --instructions, else timed; saved
-    to --json when measured here."""
+    """One run's results: read back with --load, counted with --instructions, else timed."""
     if args.load:
         if args.cases or args.op or args.nreps or args.nrepreps or args.json:
             raise UsageError("--load prints a saved file; drop --cases/--op/-n/-m/--json, or drop --load to measure")
@@ -282,15 +288,13 @@ def _loaded_counted_or_timed(args) -> results.RunResult:
         budget = None if args.min_time else DEFAULT_RUN_BUDGET_S
         run_result = run_benchmark(selected, selected_ops, config, stderr_progress(args.quiet),
                                    run_budget_s=budget)
-    if args.json:
-        results.save(run_result, args.json)
     return run_result
 
 
 def run_budget(args) -> int:
     """`--write-budget FILE` and `--check-budget FILE` (overrides/budget.py)."""
     from overrides import budget, environment as env_mod
-    from overrides.counts import callgrind, pycalls, records
+    from overrides.counts import callgrind, pycalls
     from overrides.single_run import count_benchmark
 
     path = args.write_budget or args.check_budget
@@ -314,6 +318,11 @@ def run_budget(args) -> int:
         if why:
             raise UsageError(f"{path}: {why}")
     run_result = count_benchmark(selected, selected_ops, seeds, progress=stderr_progress(args.quiet))
+    died = records.deaths(records.from_dict(run_result.instructions))
+    if died:  # a budget is judged seed by seed: without one of its seeds there is nothing to judge
+        print(f"bench.py: incomplete: {'; '.join(died)}; "
+              + (f"{path} was not written" if args.write_budget else "nothing was checked"), file=sys.stderr)
+        return INCOMPLETE_EXIT_STATUS
     rows = budget.rows_from(records.from_dict(run_result.instructions), seeds)
     if args.write_budget:
         rows = budget.with_python_calls(rows, pycalls.count_build(sys.executable, [(r.case, r.op) for r in rows]))
@@ -337,7 +346,7 @@ def run_budget(args) -> int:
         with open(summary, "a", encoding="utf-8") as out:
             out.write(markdown)
     if args.json:
-        write_json_atomic(args.json, budget.payload(checked, path, old))
+        write_json_atomic(args.json, budget.payload(checked, path, old), what="--json")
     return 1 if budget.failed(checked) else 0
 
 
@@ -359,15 +368,21 @@ def run_compare(args) -> int:
     if skipped:
         outcome.settings["instructions_skipped"] = skipped
     environments = {"base": outcome.base_run.environment, "branch": outcome.branch_run.environment}
-    if args.json:
-        write_json_atomic(args.json, case_comparison.comparison_payload(
-            outcome.comparisons, outcome.settings, environments))
     render = comparison_report.comparison_markdown if args.format == "markdown" else comparison_report.comparison_table
     print(render(outcome.comparisons, outcome.settings))
     for side in ("base", "branch"):
         print(f"{side}: {args.compare[0 if side == 'base' else 1]}: "
               f"{environment.one_line(environments[side])}")
-    print(f"wall time {outcome.wall_s:.0f} s" + (" (interrupted)" if outcome.interrupted else ""))
+    print(f"wall time {outcome.wall_s:.0f} s" + (" (incomplete)" if outcome.failure
+                                                  else " (interrupted)" if outcome.interrupted else ""),
+          flush=True)  # shown even if --json cannot be written
+    if args.json:
+        write_json_atomic(args.json, case_comparison.comparison_payload(
+            outcome.comparisons, outcome.settings, environments), what="--json")
+    if outcome.failure:
+        kept = f"; what finished is in {args.json}" if args.json else ""
+        print(f"bench.py: incomplete: {outcome.failure}{kept}", file=sys.stderr)
+        return INCOMPLETE_EXIT_STATUS  # nor does a verdict on the pairs before a death
     if outcome.interrupted:
         return INTERRUPTED_EXIT_STATUS  # a verdict on part of the pairs gates nothing
     return 1 if case_comparison.any_regression(outcome.comparisons) else 0

@@ -126,6 +126,14 @@ def comparison_notes(comparisons, settings: dict) -> list[str]:
     if settings.get("same_path"):
         notes.append(f"start-up paths: {settings['same_path']['summary']}.")
     notes += user_module_notes(settings.get("user_modules"))
+    if settings.get("incomplete"):
+        notes.append(f"incomplete: {settings['incomplete']}; the verdicts rest on the {settings.get('pairs', 0)} "
+                     "pairs finished before it, and gate nothing.")
+    elif settings.get("workers_died"):
+        died = settings["workers_died"]
+        notes.append(f"retried: {len(died)} worker{'s' if len(died) > 1 else ''} died and "
+                     f"{'their pairs were' if len(died) > 1 else 'its pair was'} run again with fresh workers "
+                     f"({'; '.join(died)}).")
     if settings.get("instructions_skipped"):
         notes.append(f"instruction counts skipped: {settings['instructions_skipped']}; the verdicts "
                      "are the wall clock's alone.")

@@ -15,6 +15,9 @@ import threading
 from typing import Iterable
 
 USAGE_EXIT_STATUS = 2  # the Unix convention for "you called me wrong", as argparse uses
+# A child process died past its retries (a worker, a valgrind process): what finished is kept
+# and written, marked incomplete; neither a usage error (2) nor a verdict (1).
+INCOMPLETE_EXIT_STATUS = 3
 INTERRUPTED_EXIT_STATUS = 130  # 128 + SIGINT: what a shell reports for a command Ctrl-C stopped
 TERMINATED_EXIT_STATUS = 143  # 128 + SIGTERM: `kill`, a CI job's timeout, a closed session
 # How alike a mistyped name must be to a real one to be suggested (difflib's ratio, its own

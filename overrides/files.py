@@ -7,8 +7,10 @@ Everything this project writes for a user goes through here.
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
+import shutil
 import tempfile
 from typing import Iterator
 
@@ -18,19 +20,52 @@ os.umask(_UMASK)
 _DEFAULT_MODE = 0o666 & ~_UMASK  # what open(path, "w") would have given
 
 
+# Errors of the place written to, not of the program: said in one line with the fix.
+_PLACE_ERRORS = {errno.ENOSPC: "no space left on the device", errno.EDQUOT: "the disk quota is used up",
+                 errno.EACCES: "no permission to write there", errno.EPERM: "no permission to write there",
+                 errno.EROFS: "the file system is read-only"}
+
+
+def place_error(path: str, exc: OSError, what: str = ""):
+    """A UsageError naming `path`, what was being written, the cause and the fix, for an
+    OSError of the place itself (full, read-only, not ours); None for any other OSError."""
+    from overrides.errors import UsageError
+
+    cause = _PLACE_ERRORS.get(exc.errno)
+    if cause is None:
+        return None
+    folder = os.path.dirname(os.path.abspath(path)) or "."
+    room = ""
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        with contextlib.suppress(OSError):
+            room = f" ({shutil.disk_usage(folder).free / 1e6:,.1f} MB free in {folder})"
+        fix = "free some space there or write it to another path"
+    else:
+        fix = "write it to a folder you can write"
+    return UsageError(f"cannot write {what + ' ' if what else ''}{path}: {cause}{room}; {fix}; "
+                      "nothing was left half-written")
+
+
 @contextlib.contextmanager
-def atomic_path(path: str, suffix: str = "") -> Iterator[str]:
-    """A temporary path beside `path`; renamed onto `path` if the block succeeds, else removed."""
+def atomic_path(path: str, suffix: str = "", what: str = "") -> Iterator[str]:
+    """A temporary path beside `path`; renamed onto `path` if the block succeeds, else removed.
+    A full or unwritable place is a UsageError saying so (`place_error`)."""
     directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=TEMP_PREFIX, suffix=suffix, dir=directory)
-    os.close(fd)
+    tmp = None
     try:
+        os.makedirs(directory, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=TEMP_PREFIX, suffix=suffix, dir=directory)
+        os.close(fd)
         yield tmp
         os.chmod(tmp, _DEFAULT_MODE)  # mkstemp makes it private; the result is an ordinary file
         os.replace(tmp, path)
+    except OSError as exc:
+        said = place_error(path, exc, what)
+        if said is None:
+            raise
+        raise said from None
     finally:
-        if os.path.exists(tmp):
+        if tmp is not None and os.path.exists(tmp):
             os.unlink(tmp)
 
 
@@ -47,8 +82,8 @@ def make_folder(path: str, what: str) -> str:
     return path
 
 
-def write_text_atomic(path: str, text: str) -> None:
-    with atomic_path(path) as tmp:
+def write_text_atomic(path: str, text: str, what: str = "") -> None:
+    with atomic_path(path, what=what) as tmp:
         with open(tmp, "w", encoding="utf-8") as out:
             out.write(text)
 
@@ -68,5 +103,5 @@ def read_json(path: str, what: str, make: str):
         raise UsageError(f"cannot read {path} as a {what} ({exc}); {make}") from None
 
 
-def write_json_atomic(path: str, payload) -> None:
-    write_text_atomic(path, json.dumps(payload, indent=1) + "\n")
+def write_json_atomic(path: str, payload, what: str = "") -> None:
+    write_text_atomic(path, json.dumps(payload, indent=1) + "\n", what)

@@ -203,8 +203,8 @@ def from_dict(data: dict, source: str = "results") -> RunResult:
     )
 
 
-def save(run: RunResult, path: str) -> None:
-    write_json_atomic(path, to_dict(run))
+def save(run: RunResult, path: str, what: str = "") -> None:
+    write_json_atomic(path, to_dict(run), what)
 
 
 def load(path: str) -> RunResult:

@@ -337,7 +337,9 @@ def _instruction_notes(run: RunResult) -> list[str]:
             "(extra work only ever adds instructions), the loop and the toggles removed; "
             "repeat spread = (max - min) / that minimum.",
             "Counts move with memory layout (up to ~1% between hash seeds): compare builds over "
-            "several seeds (--seeds 1 2 3), never across one layout each."] + _op_note(run) + _long_na_notes(run)
+            "several seeds (--seeds 1 2 3), never across one layout each."] + _op_note(run) + _long_na_notes(run) \
+        + [f"incomplete: {died}; the figures rest on the other seeds" for died in records.deaths(
+            records.from_dict(run.instructions))]
 
 
 def _long_na_notes(run: RunResult) -> list[str]:

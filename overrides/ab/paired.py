@@ -66,17 +66,23 @@ from overrides.ab.config import MAX_PAIRS, MIN_PAIRS, ABConfig
 from overrides.ab.countfirst import Counted, count_first
 from overrides.ab.estimates import (PairEstimate, Pooled, compare_pooled, pair_estimates, waiting_for,
                                     why_stop)
-from overrides.ab.pairs import Pair, WorkerError, pin, timing_cpu
+from overrides.ab.pairs import Pair, WorkerDied, WorkerError, pin, timing_cpu
 from overrides.builds import placement, samepath
 from overrides.builds.interpreters import Build, Interpreter, probe_interpreter
 from overrides.cases.casenames import Case
 from overrides.cases.ops import Op
+from overrides.counts import records
 from overrides.case_comparison import Comparison
 from overrides.errors import UsageError
 from overrides.results import CaseResult, RunResult
 from overrides.verdicts import NO_CHANGE_CONFIDENCE
 
 HASH_SEED_LIMIT = 2**32 - 1  # PYTHONHASHSEED's largest value
+# Workers that may die (killed, crashed) in one comparison before it ends with the pairs it
+# finished: each death costs its own pair, started again with the same layout. Two: an
+# out-of-memory kill or a rare crash is met once or twice; a case that crashes every time
+# ends the comparison after three pairs' start-ups, not thirty.
+WORKER_RETRIES = 2
 PROGRESS_EVERY_S = 1.0
 
 
@@ -89,6 +95,7 @@ class ABResult:
     settings: dict
     wall_s: float
     interrupted: bool = False
+    failure: str = ""  # a worker that died past its retries ended it: the pairs finished are kept
 
 
 def _live_targets(pair: Pair, pooled: Pooled) -> list[int]:
@@ -171,6 +178,7 @@ def _sample_pair(pair: Pair, live: list[int], pooled: Pooled, config: ABConfig,
             for position, i in enumerate(live):
                 order = (base, branch) if (rounds + position) % 2 == 0 else (branch, base)
                 for worker in order:
+                    worker.doing = f"timing {pooled.targets[i][0].name} [{pooled.targets[i][1].name}]"
                     reply = worker.ask({"cmd": "sample", "target": i})
                     if "error" in reply:
                         pooled.errors[i] = f"{worker.label}: {reply['error']}"
@@ -186,6 +194,8 @@ def _sample_pair(pair: Pair, live: list[int], pooled: Pooled, config: ABConfig,
 
 def _collect(pair: Pair, pooled: Pooled) -> None:
     """The pair's samples into the pool, and its per-case estimates."""
+    for worker in pair.workers.values():
+        worker.doing = "handing over its samples"
     outputs = {label: pair.workers[label].ask({"cmd": "result"})["targets"] for label in ("base", "branch")}
     for side, out in outputs.items():
         for i, target in enumerate(out):
@@ -227,7 +237,9 @@ def run_ab(
     interrupted = False
     pairs_done = 0
     stopped = "interrupted"
-    current = upcoming = None
+    current = None
+    deaths: list[str] = []  # each worker that died, in words, in order
+    failure = ""  # what ended the comparison early, after its retries
     if config.match_placement:
         say("matching the two builds' shared libraries (placement)")
         # A kept copy's folder holds torch alone: then both views do (placement.plan).
@@ -255,17 +267,44 @@ def run_ab(
                                        [import_paths["base"], import_paths["branch"]],
                                        [sources["base"], sources["branch"]])
             settled = counted.settled if counted else {}
+            counts_died = [f"{side} {died}" for side, runs in zip(("base", "branch"), counted.runs if counted else ())
+                           for died in records.deaths(runs)]
+            if counts_died:  # the clock goes on; the counts judge on the seeds that stand
+                failure = "; ".join(counts_died)
             say(f"pair 1{of}: starting workers and calibrating")
             # The time cap is the clock's: counting first does not shorten it.
             pairs_started = pair_started = time.monotonic()
-            current = _first_pair(base_py, branch_py, pooled, config, views, import_paths, sources)
             while True:
-                # what each side ran of yours (its user cases' files) goes with its environment
-                pooled.environments = {label: dict(w.environment, **_user_modules(current, label))
-                                       for label, w in current.workers.items()}
-                live = _live_targets(current, pooled)
-                _sample_pair(current, live, pooled, config, say, of)
-                _collect(current, pooled)
+                try:
+                    if pairs_done == 0:
+                        current = _first_pair(base_py, branch_py, pooled, config, views, import_paths, sources)
+                    else:
+                        # Started only now, on an idle machine: see the module docstring.
+                        views.for_pair(pairs_done)
+                        current = Pair(base_py, branch_py, pairs_done, config, import_paths, sources)
+                        current.start_prepare(pooled.wire_targets(), pooled.calls)
+                        current.finish_prepare()
+                    # what each side ran of yours (its user cases' files) goes with its environment
+                    pooled.environments = {label: dict(w.environment, **_user_modules(current, label))
+                                           for label, w in current.workers.items()}
+                    live = _live_targets(current, pooled)
+                    _sample_pair(current, live, pooled, config, say, of)
+                    _collect(current, pooled)  # the pair's samples count only once all are read
+                except WorkerDied as exc:
+                    if current is not None:
+                        current.close()
+                    current = None
+                    deaths.append(str(exc))
+                    if len(deaths) > WORKER_RETRIES:
+                        failure = "; ".join(filter(None, [failure, f"{exc}; {len(deaths)} workers died in this "
+                                                          f"comparison, {WORKER_RETRIES} were retried"]))
+                        stopped = f"a worker died: {exc}"
+                        say(f"pair {pairs_done + 1}{of}: {exc}; not retried again, keeping the {pairs_done} "
+                            "pairs finished")
+                        break
+                    say(f"pair {pairs_done + 1}{of}: {exc}; its samples dropped, starting it again with "
+                        f"fresh workers (retry {len(deaths)} of {WORKER_RETRIES})")
+                    continue
                 current.close()
                 current = None
                 pairs_done += 1
@@ -275,35 +314,29 @@ def run_ab(
                 if why:
                     stopped = why
                     break
-                # Started only now, on an idle machine: see the module docstring.
                 say(f"pair {pairs_done + 1}{of}: starting workers; "
                     f"{waiting_for(pooled, config, pairs_done, now - pairs_started, settled)}")
                 pair_started = now
-                views.for_pair(pairs_done)
-                upcoming = Pair(base_py, branch_py, pairs_done, config, import_paths, sources)
-                upcoming.start_prepare(pooled.wire_targets(), pooled.calls)
-                upcoming.finish_prepare()
-                current, upcoming = upcoming, None
         except KeyboardInterrupt:
             if not keep_interrupted:
                 raise
             interrupted = True
             say(f"interrupted after {pairs_done} pairs; keeping what was measured")
-        except WorkerError as exc:
+        except WorkerError as exc:  # a worker that said it cannot go on: the user's to fix
             raise UsageError(str(exc)) from None
         finally:
-            for pair in (current, upcoming):
-                if pair is not None:
-                    pair.close()
+            if current is not None:
+                current.close()
         return _finish(base, branch, pooled, config, views, pairs_done, stopped, interrupted,
-                       started, counted, same_path)
+                       started, counted, same_path, deaths, failure)
     finally:
         views.close()
 
 
 def _finish(base: Interpreter, branch: Interpreter, pooled: Pooled, config: ABConfig,
             views: placement.Views, pairs_done: int, stopped: str, interrupted: bool,
-            started: float, counted: "Counted | None", same_path: dict) -> ABResult:
+            started: float, counted: "Counted | None", same_path: dict, deaths: Sequence[str] = (),
+            failure: str = "") -> ABResult:
     """The timed pairs' results, judged with the instruction counts where they were counted."""
     settings = {"mode": "paired A/B", "pairs": pairs_done, "pairs_asked": config.pairs,
                 "max_seconds": config.max_seconds if config.pairs is None else None,
@@ -315,6 +348,10 @@ def _finish(base: Interpreter, branch: Interpreter, pooled: Pooled, config: ABCo
                 "calls_per_sample": pooled.calls, "placement": views.record(), "same_path": same_path,
                 "torch_roots": {"base": base.torch_root, "branch": branch.torch_root},
                 "estimator": "mean over pairs of the median log ratio of neighbouring samples"}
+    if deaths:
+        settings["workers_died"] = list(deaths)  # each cost its pair, retried up to WORKER_RETRIES
+    if failure:
+        settings["incomplete"] = failure
     user_modules = {side: pooled.environments.get(side, {}).get("user_modules") for side in ("base", "branch")}
     if any(user_modules.values()):
         settings["user_modules"] = user_modules  # which file of yours each side's clock ran
@@ -328,14 +365,13 @@ def _finish(base: Interpreter, branch: Interpreter, pooled: Pooled, config: ABCo
                        baseline=case.baseline)
             for i, (case, op) in enumerate(pooled.targets))
         runs[side] = RunResult(pooled.environments.get(side, {}), dict(settings, side=side),
-                               case_results, interrupted=interrupted,
+                               case_results, interrupted=interrupted or bool(failure),
                                wall_s=time.monotonic() - started)
     comparisons = compare_pooled(pooled, config)
     if counted is not None and counted.skipped:
         settings["instructions_skipped"] = counted.skipped
     elif counted is not None:
         from overrides import case_comparison
-        from overrides.counts import records
         from overrides.counts.judge import DEFAULT_THRESHOLD_INSTRUCTIONS
 
         settings["instructions"] = {"seeds": list(counted.seeds),
@@ -350,6 +386,6 @@ def _finish(base: Interpreter, branch: Interpreter, pooled: Pooled, config: ABCo
                       for c in compare_pooled(pooled, config, NO_CHANGE_CONFIDENCE)}
         comparisons = case_comparison.with_counts(comparisons, counted.comparisons, sure_clock)
     return ABResult(tuple(comparisons), runs["base"], runs["branch"], tuple(pooled.estimates),
-                    settings, time.monotonic() - started, interrupted)
+                    settings, time.monotonic() - started, interrupted, failure)
 
 

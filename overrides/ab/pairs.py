@@ -30,12 +30,19 @@ class WorkerError(Exception):
     """A worker died or said it cannot go on."""
 
 
-class Worker:
-    """The parent's handle on one worker process."""
+class WorkerDied(WorkerError):
+    """A worker ended with no answer (a signal, a crash, an exit): a fault of the machine or of
+    the code it ran, which a fresh pair may not meet again (overrides/ab/paired.py retries)."""
 
-    def __init__(self, label: str, where: samepath.Placement, env: dict, config: ABConfig):
+
+class Worker:
+    """The parent's handle on one worker process. `shown`: the interpreter as the user named
+    it, for messages (the process itself may run it at samepath's fixed path)."""
+
+    def __init__(self, label: str, where: samepath.Placement, env: dict, config: ABConfig, shown: str = ""):
         self.label = label
-        self.python = where.python
+        self.python = shown or where.python
+        self.doing = "starting"  # what it was last asked to do, for a message if it dies
         command = [where.python, "-m", "overrides.ab.worker"]
         setarch = shutil.which("setarch")
         if config.fix_layout and setarch:
@@ -50,19 +57,38 @@ class Worker:
         self.environment: dict = {}
 
     def send(self, request: dict) -> None:
-        self.process.stdin.write(json.dumps(request) + "\n")
-        self.process.stdin.flush()
+        try:
+            self.process.stdin.write(json.dumps(request) + "\n")
+            self.process.stdin.flush()
+        except (BrokenPipeError, OSError):
+            self._died()
 
     def read(self) -> dict:
         line = self.process.stdout.readline()
-        if not line:
-            err = self.process.stderr.read().strip().splitlines()
-            raise WorkerError(f"{self.label} worker ({self.python}) exited: "
-                              f"{err[-1] if err else 'no message'}")
-        reply = json.loads(line)
+        if not line.endswith("\n"):  # nothing, or half a line: the process is gone
+            self._died()
+        try:
+            reply = json.loads(line)
+        except ValueError:
+            raise WorkerError(f"the {self.label} worker ({self.python}) said something unreadable "
+                              f"while {self.doing}: {line.strip()[:200]}") from None
         if "fatal" in reply:
             raise WorkerError(f"{self.label} worker ({self.python}): {reply['fatal']}")
         return reply
+
+    def _died(self) -> None:
+        """Raise WorkerDied saying how the process ended and what it was doing; a worker that
+        exited with a message of its own (no torch, a bad case) says it, as a WorkerError."""
+        try:
+            code = self.process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            code = None
+        err = self.process.stderr.read().strip().splitlines() if code is not None else []
+        said = err[-1] if err else ""
+        if code is not None and code > 0 and said:
+            raise WorkerError(f"{self.label} worker ({self.python}) exited: {said}")
+        raise WorkerDied(f"the {self.label} worker ({self.python}) {children.ended(code)} while {self.doing}"
+                         + (f" ({said})" if said else ""))
 
     def ask(self, request: dict) -> dict:
         self.send(request)
@@ -78,7 +104,10 @@ class Worker:
             self.process.kill()
         self.process.wait()
         for stream in (self.process.stdin, self.process.stdout, self.process.stderr):
-            stream.close()
+            try:
+                stream.close()
+            except OSError:  # a request still buffered for a worker that died
+                pass
 
 
 def worker_env(config: ABConfig, pair: int, extra_pad: int, where: samepath.Placement) -> dict:
@@ -124,8 +153,8 @@ class Pair:
                                        worker_env(config, index,
                                                    2 * (longest - len(where[label].python))
                                                    + longest_path - len(where[label].import_path or ""),
-                                                   where[label]), config)
-                        for label, _ in self.order}
+                                                   where[label]), config, shown=python)
+                        for label, python in self.order}
         self.prepared: dict[str, dict] = {}
 
     def in_order(self) -> list[Worker]:
@@ -135,14 +164,22 @@ class Pair:
         """Queue the prepare request: a worker reads it once it has imported torch."""
         for worker in self.in_order():
             if worker.label in only:
+                worker.doing = "preparing the cases"
                 worker.send({"cmd": "prepare", "targets": wire_targets, "calls": calls})
 
     def wait_ready(self) -> None:
+        """Both workers' environments once they have imported torch. One that exits with a
+        message (no torch, a broken build) is the user's to fix: a UsageError; one killed or
+        crashed is a WorkerDied, for the caller to retry."""
         try:
             for worker in self.in_order():
                 if not worker.environment:
+                    worker.doing = "importing torch"
                     worker.environment = worker.read()["environment"]
-        except (WorkerError, json.JSONDecodeError) as exc:
+        except WorkerDied:
+            self.close()
+            raise
+        except WorkerError as exc:
             self.close()
             raise UsageError(f"a worker could not start: {exc}") from None
 

@@ -83,6 +83,10 @@ CALLS_PER_REPEAT = 1000  # ~10M instructions for plain tensors: the toggles' cos
 # exponential back-off; after 500 calls the second and third repeats still paid ~15
 # instructions a call in _Py_Specialize_* that later repeats did not.
 WARMUP_CALLS = 5000
+# A seed's valgrind process may die (the out-of-memory killer, a crash) and be counted again
+# this many times before its seed is given up (the other seeds stand): a rerun under the same
+# seed makes the same layout, so it costs only its time.
+COUNT_RETRIES = 2
 # Valgrind processes at once: one per CPU this process may use (counts do not care what else
 # runs, and each is single-threaded). `taskset -c 0` gives one.
 def count_jobs() -> int:
@@ -90,6 +94,7 @@ def count_jobs() -> int:
 
 
 RUN_TIMEOUT_S = 600
+CONTROL_TIMEOUT_S = 60  # callgrind_control answers in well under a second when the worker lives
 FUNCTIONS_KEPT = 400  # per case, by self cost: enough to diff, small enough for a JSON file
 # Call paths are kept when asked for (`tree=True`: the report and comparisons, where "where did
 # it go" is the question): `--separate-callers=CONTEXT_DEPTH` names every function by its chain
@@ -314,14 +319,13 @@ def count_once(python: str, targets: Sequence[tuple[str, str]], seed: int, *, pa
     launch = ahead or _launch(python, seed, pad, user_dir, spec, tree, import_path, source)
     process, out_dir, started = launch.process, launch.out_dir, launch.started
     try:
-        ready = _read_json(process, "ready")
+        ready = _read_json(process, "ready", f"seed {seed} ({python})", "importing torch")
         say(f"callgrind seed {seed}: imports done in {time.monotonic() - started:.0f} s"
             f"{' (started ahead)' if ahead else ''}; counting")
-        check_switched(subprocess.run([control, "-i", "on", str(ready["ready"])],
-                                      capture_output=True, text=True, timeout=60))
+        _switch_on(control, process, ready["ready"], f"seed {seed} ({python})")
         process.stdin.write("go\n")
         process.stdin.flush()
-        order = _read_json(process, "dumps")["dumps"]
+        order = _read_json(process, "dumps", f"seed {seed} ({python})", "counting")["dumps"]
         process.wait(timeout=RUN_TIMEOUT_S)
         dumps = main_thread_dumps(out_dir, ready["ready"])
         if len(dumps) < len(order):
@@ -368,6 +372,28 @@ def count_once(python: str, targets: Sequence[tuple[str, str]], seed: int, *, pa
     return CountRun(seed, tuple(results), settings, time.monotonic() - started)
 
 
+def _switch_on(control: str, process: subprocess.Popen, pid: int, who: str) -> None:
+    """callgrind_control switches the worker's instrumentation on; it waits for an answer
+    that a worker killed meanwhile never gives, so the worker is watched while it runs."""
+    with tempfile.TemporaryFile("w+") as said:
+        # Its output goes to a file, and its process group is killed once it is done: the
+        # `vgdb` it starts waits forever for a worker that died, holding any pipe open.
+        switching = children.start([control, "-i", "on", str(pid)], stdout=said, stderr=subprocess.STDOUT,
+                                   text=True)
+        deadline = time.monotonic() + CONTROL_TIMEOUT_S
+        while switching.poll() is None and process.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        children.kill_group(switching)
+        children.reap(switching)
+        said.seek(0)
+        out, err = said.read(), ""
+    if process.poll() is not None:
+        _died(process, who, "its instrumentation was being switched on")
+    if switching.returncode is None or switching.returncode < 0:
+        raise UsageError(f"callgrind_control did not answer in {CONTROL_TIMEOUT_S} s for {who}")
+    check_switched(subprocess.CompletedProcess(switching.args, switching.returncode, out, err))
+
+
 def check_switched(done: subprocess.CompletedProcess) -> None:
     """A UsageError unless callgrind_control switched instrumentation on. It exits 0 when it
     cannot find the process ("Error: Callgrind task with PID/name ... not detected", valgrind
@@ -379,15 +405,33 @@ def check_switched(done: subprocess.CompletedProcess) -> None:
                          f"{(errors or lines or ['no message'])[0]}")
 
 
-def _read_json(process: subprocess.Popen, key: str) -> dict:
+class CountingDied(Exception):
+    """A valgrind process ended with no answer (killed, crashed): its seed is counted again in
+    a fresh process (count_builds), which under the same seed makes the same layout."""
+
+
+def _read_json(process: subprocess.Popen, key: str, who: str, doing: str) -> dict:
     for line in process.stdout:
         line = line.strip()
         if line.startswith("{"):
-            message = json.loads(line)
+            try:
+                message = json.loads(line)
+            except ValueError:
+                break  # half a line: it died writing it
             if key in message:
                 return message
+    _died(process, who, doing)
+
+
+def _died(process: subprocess.Popen, who: str, doing: str) -> None:
+    """Raise how the worker ended: a UsageError where it said why, else CountingDied."""
+    code = process.wait()
     err = process.stderr.read().strip().splitlines()
-    raise UsageError(f"the counting process ended early: {err[-1] if err else 'no message'}")
+    said = next((line for line in reversed(err) if line.strip() and not line.startswith("==")), "")
+    if code > 0 and said:  # it said why: a Python error in a case, a torch that does not import
+        raise UsageError(f"the counting process for {who} ended early: {said}")
+    raise CountingDied(f"the counting process for {who} {children.ended(code)} while {doing}"
+                       + (f" ({said})" if said else ""))
 
 
 def count(python: str, targets: Sequence[tuple[str, str]], seeds: Sequence[int] = DEFAULT_SEEDS,
@@ -417,13 +461,29 @@ def count_builds(pythons: Sequence[str], targets: Sequence[tuple[str, str]],
 
     def run(job: tuple) -> CountRun:
         python, pad, path, origin, seed = job
-        return count_once(python, targets, seed, pad=pad, repeats=repeats, say=say, tree=tree,
-                          import_path=path, source=origin)
+        for attempt in range(COUNT_RETRIES + 1):
+            try:
+                return count_once(python, targets, seed, pad=pad, repeats=repeats, say=say, tree=tree,
+                                  import_path=path, source=origin)
+            except CountingDied as exc:
+                died = str(exc)
+                (say or (lambda message: None))(
+                    f"callgrind seed {seed}: {died}; " + (f"counting it again (retry {attempt + 1} of {COUNT_RETRIES})"
+                                                          if attempt < COUNT_RETRIES else
+                                                          "given up; the other seeds stand"))
+        return died_run(seed, targets, f"{died}, {COUNT_RETRIES + 1} times")
 
     # Ctrl-C kills the valgrind processes at once (overrides/children.py), not after counting.
     runs = children.parallel(run, jobs, count_jobs())
     per_build = len(seeds)
     return [runs[i * per_build:(i + 1) * per_build] for i in range(len(pythons))]
+
+
+def died_run(seed: int, targets: Sequence[tuple[str, str]], why: str) -> CountRun:
+    """The record of a seed whose process died past its retries: every case counted nothing,
+    with the reason, so the other seeds stand (`CountRun.died` says so)."""
+    return CountRun(seed, tuple(CaseCounts(case, op, math.nan, (), {}, why) for case, op in targets),
+                    {"seed": seed, "died": why}, 0.0)
 
 
 def pads_for(pythons: Sequence[str], import_paths: Sequence[str | None] | None = None) -> list[int]:

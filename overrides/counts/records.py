@@ -52,13 +52,18 @@ class CountRun:
     def get(self, case: str, op: str) -> CaseCounts | None:
         return next((c for c in self.cases if c.case == case and c.op == op), None)
 
+    @property
+    def died(self) -> str:
+        """How its process died past its retries (callgrind.died_run), or ""."""
+        return self.settings.get("died", "")
+
 
 def to_dict(runs: Sequence[CountRun]) -> dict:
     return {
         "schema": SCHEMA,
         "seeds": [run.seed for run in runs],
-        "settings": runs[0].settings if runs else {},
-        "runs": [{"seed": run.seed, "wall_s": round(run.wall_s, 1),
+        "settings": next((run.settings for run in runs if not run.died), runs[0].settings if runs else {}),
+        "runs": [{"seed": run.seed, "wall_s": round(run.wall_s, 1), **({"died": run.died} if run.died else {}),
                   "cases": [{"case": c.case, "op": c.op, "instructions_per_call": round(c.per_call, 1),
                              "repeats": [round(r, 1) for r in c.repeats],
                              "spread_pct": round(c.spread_pct, 4), "error": c.error,
@@ -95,7 +100,8 @@ def from_dict(data: dict, source: str = "instructions") -> list[CountRun]:
             CaseCounts(c["case"], c["op"], c["instructions_per_call"], tuple(c["repeats"]),
                        c.get("functions", {}), c.get("error"), _unpack_stacks(c.get("stacks")))
             for c in run["cases"]),
-            data.get("settings", {}), run.get("wall_s", math.nan)) for run in data["runs"]]
+            dict(data.get("settings", {}), **({"died": run["died"]} if run.get("died") else {})),
+            run.get("wall_s", math.nan)) for run in data["runs"]]
     except (KeyError, IndexError, TypeError, ValueError) as exc:
         raise UsageError(f"{source} is damaged or was written by another version of this tool "
                          f"({type(exc).__name__}: {exc}); count or record it again") from None
@@ -107,6 +113,11 @@ def same_seeds(base_runs: Sequence[CountRun], branch_runs: Sequence[CountRun]
     counts are compared layout by layout, never across seeds."""
     branch_by_seed = {run.seed: run for run in branch_runs}
     return [(run, branch_by_seed[run.seed]) for run in base_runs if run.seed in branch_by_seed]
+
+
+def deaths(runs: Sequence[CountRun]) -> list[str]:
+    """Each seed whose process died past its retries, in words, in seed order."""
+    return [f"seed {run.seed}: {run.died}" for run in runs if run.died]
 
 
 def per_call_by_case(runs: Sequence[CountRun]) -> dict[tuple[str, str], list[float]]:
