@@ -7,7 +7,7 @@ ARGS ?=
 # The Python versions make test-matrix runs the suite on; empty: every supported one but PYTHON's.
 MATRIX ?=
 
-.PHONY: bench test test-fast test-matrix deps test-deps
+.PHONY: bench test test-fast test-busy test-matrix deps test-deps
 
 deps:
 	@bash scripts/install_deps.sh $(PYTHON) >/dev/null
@@ -32,6 +32,10 @@ test-fast:
 	@py=$$(bash scripts/install_deps.sh --test $(PYTHON)) && \
 	  echo "$$py -m pytest -q -n 2 -m 'not slow' tests $(ARGS)" >&2 && \
 	  "$$py" -m pytest -q -n 2 -m "not slow" tests $(ARGS)
+
+# The suite beside one CPU-bound process per core: every test must hold on a busy machine.
+test-busy:
+	@bash scripts/busy.sh $(MAKE) --no-print-directory test PYTHON=$(PYTHON) ARGS="$(ARGS)"
 
 # The suite on every other supported Python this machine has (README, "Which Python").
 test-matrix:

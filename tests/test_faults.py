@@ -155,3 +155,62 @@ def test_a_valgrind_process_killed_mid_count_is_counted_again_and_past_its_retri
     assert by_seed[1]["died"] and by_seed[1]["cases"][0]["error"]
     assert by_seed[2]["cases"][0]["instructions_per_call"] > 1000  # the seed that stood
     assert "incomplete: seed 1:" in run.stdout
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """A 1 MB tmpfs, full but for what is asked (`fill`): a disk with no room, made for real."""
+    folder = tmp_path / "small"
+    folder.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(folder)],
+                             capture_output=True, text=True)
+    if mounted.returncode != 0:
+        pytest.skip(f"a tmpfs cannot be mounted here ({mounted.stderr.strip()}); run as root to test a full disk")
+    try:
+        yield folder
+    finally:
+        subprocess.run(["umount", "-l", str(folder)], capture_output=True)
+
+
+def _fill(folder) -> None:
+    with open(folder / "filler", "wb") as out:
+        try:
+            while True:
+                out.write(b"\0" * 65536)
+                out.flush()
+        except OSError:
+            pass
+
+
+def test_no_room_for_json_is_one_line_after_the_table_and_nothing_half_written(small_disk, tmp_path):
+    _fill(small_disk)
+    done = subprocess.run([sys.executable, BENCH, "--cases", "Tensor", "-n", "50", "-m", "3",
+                           "--json", str(small_disk / "results.json")], cwd=str(tmp_path),
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2, done.stderr
+    assert "Tensor" in done.stdout  # what was measured is shown before the file is tried
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith(f"bench.py: error: cannot write --json {small_disk / 'results.json'}: no space left "
+                           "on the device (0.0 MB free in") and "write it to another path" in last
+    assert "Traceback" not in done.stderr and sorted(p.name for p in small_disk.iterdir()) == ["filler"]
+
+
+def test_no_room_in_tmpdir_for_callgrinds_profiles_is_said_before_counting(small_disk, tmp_path):
+    done = subprocess.run([sys.executable, BENCH, "--instructions", "--cases", "Tensor", "SubTensor"],
+                          cwd=str(tmp_path), capture_output=True, text=True, timeout=300,
+                          env=dict(os.environ, TMPDIR=str(small_disk)))
+    assert done.returncode == 2, done.stderr
+    assert f"bench.py: error: TMPDIR {small_disk} has 1.0 MB free; Callgrind's profiles of this run need about" \
+           in done.stderr and "set TMPDIR to a folder with room" in done.stderr
+
+
+@pytest.mark.slow
+def test_counting_works_with_a_tmpdir_of_the_users(tmp_path):
+    """valgrind and callgrind_control meet in the caller's TMPDIR; the worker's own environment
+    has none, and callgrind_control used to find no process to switch on."""
+    (tmp_path / "tmp").mkdir()
+    done = subprocess.run([sys.executable, BENCH, "--instructions", "--cases", "Tensor", "-q"], cwd=str(tmp_path),
+                          capture_output=True, text=True, timeout=600,
+                          env=dict(os.environ, TMPDIR=str(tmp_path / "tmp")))
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "Tensor" in done.stdout

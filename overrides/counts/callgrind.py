@@ -69,6 +69,7 @@ from overrides.counts import statfinder
 from overrides.counts.dumps import read_dump, read_total
 from overrides.counts.records import CaseCounts, CountRun
 from overrides.errors import UsageError
+from overrides.files import place_error
 
 # No torch at module level: bench.py imports this before torch to give valgrind a head start.
 
@@ -94,6 +95,10 @@ def count_jobs() -> int:
 
 
 RUN_TIMEOUT_S = 600
+# Megabytes a profile takes in TMPDIR (one per target and repeat): measured 0.16 for the four
+# seed cases, 1.8 with call paths (--separate-callers); with room to spare for bigger cases.
+DUMP_MB = 0.25
+TREE_DUMP_MB = 2.5
 CONTROL_TIMEOUT_S = 60  # callgrind_control answers in well under a second when the worker lives
 FUNCTIONS_KEPT = 400  # per case, by self cost: enough to diff, small enough for a JSON file
 # Call paths are kept when asked for (`tree=True`: the report and comparisons, where "where did
@@ -268,10 +273,15 @@ def _launch(python: str, seed: int, pad: int, user_dir: str | None, spec: str,
     valgrind, _ = find_valgrind()
     where = samepath.place(python, import_path, user_dir, source=source)
     samepath.prime(where, os.pathsep.join(_own_python_path()))
-    out_dir = tempfile.mkdtemp(prefix="overrides-callgrind-")
+    try:
+        out_dir = tempfile.mkdtemp(prefix="overrides-callgrind-")
+    except OSError as exc:
+        raise place_error(os.path.join(tempfile.gettempdir(), "overrides-callgrind-*"), exc,
+                          "Callgrind's profiles (TMPDIR)") or exc from None
     contexts = [f"--separate-callers={CONTEXT_DEPTH}"] if tree else []
     command = [valgrind, "--tool=callgrind", "--instr-atstart=no", "--collect-atstart=no",
                "--compress-strings=no", "--compress-pos=no", "--separate-threads=yes", "-q", *contexts,
+               _vgdb_prefix(),
                f"--callgrind-out-file={out_dir}/callgrind.out.%p", where.python, "-c", _WORKER_CODE,
                spec]
     process = children.start(where.wrap(command), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
@@ -329,6 +339,11 @@ def count_once(python: str, targets: Sequence[tuple[str, str]], seed: int, *, pa
         process.wait(timeout=RUN_TIMEOUT_S)
         dumps = main_thread_dumps(out_dir, ready["ready"])
         if len(dumps) < len(order):
+            free = shutil.disk_usage(out_dir).free / 1e6
+            if free < (TREE_DUMP_MB if tree else DUMP_MB):
+                raise UsageError(f"callgrind wrote {len(dumps)} profiles, {len(order)} expected: TMPDIR "
+                                 f"{tempfile.gettempdir()} filled up ({free:,.1f} MB free); free some space or "
+                                 "set TMPDIR to a folder with room")
             raise UsageError(f"callgrind wrote {len(dumps)} profiles, {len(order)} expected; "
                              "is this torch built with valgrind support (torch._C._valgrind_toggle)?")
         per_target: dict[int, list[tuple[int, str]]] = {}  # index -> (total, dump) per repeat
@@ -372,14 +387,41 @@ def count_once(python: str, targets: Sequence[tuple[str, str]], seed: int, *, pa
     return CountRun(seed, tuple(results), settings, time.monotonic() - started)
 
 
+def _vgdb_prefix() -> str:
+    """Where valgrind and callgrind_control meet (vgdb's pipes), given to both: the worker
+    runs with an environment of its own, without the caller's TMPDIR, where callgrind_control
+    looked for it and found no process to switch on."""
+    return f"--vgdb-prefix={os.path.join(tempfile.gettempdir(), 'vgdb-pipe')}"
+
+
+def room_needed_mb(targets: int, repeats: int, tree: bool, jobs: int) -> float:
+    """What Callgrind's profiles take in TMPDIR at once: a dump per target and repeat (and an
+    empty loop's per repeat) for every process counting at the same time."""
+    return (targets + 1) * repeats * (TREE_DUMP_MB if tree else DUMP_MB) * jobs
+
+
+def check_room(targets: int, repeats: int, tree: bool, jobs: int) -> None:
+    """A UsageError before anything starts when TMPDIR has no room for the profiles: a full
+    TMPDIR otherwise showed as callgrind_control finding no process, or as missing profiles."""
+    folder = tempfile.gettempdir()
+    need = room_needed_mb(targets, repeats, tree, jobs)
+    try:
+        free = shutil.disk_usage(folder).free / 1e6
+    except OSError:
+        return
+    if free < need:
+        raise UsageError(f"TMPDIR {folder} has {free:,.1f} MB free; Callgrind's profiles of this run need about "
+                         f"{need:,.0f} MB there; free some space or set TMPDIR to a folder with room")
+
+
 def _switch_on(control: str, process: subprocess.Popen, pid: int, who: str) -> None:
     """callgrind_control switches the worker's instrumentation on; it waits for an answer
     that a worker killed meanwhile never gives, so the worker is watched while it runs."""
     with tempfile.TemporaryFile("w+") as said:
         # Its output goes to a file, and its process group is killed once it is done: the
         # `vgdb` it starts waits forever for a worker that died, holding any pipe open.
-        switching = children.start([control, "-i", "on", str(pid)], stdout=said, stderr=subprocess.STDOUT,
-                                   text=True)
+        switching = children.start([control, _vgdb_prefix(), "-i", "on", str(pid)], stdout=said,
+                                   stderr=subprocess.STDOUT, text=True)
         deadline = time.monotonic() + CONTROL_TIMEOUT_S
         while switching.poll() is None and process.poll() is None and time.monotonic() < deadline:
             time.sleep(0.05)
@@ -453,6 +495,7 @@ def count_builds(pythons: Sequence[str], targets: Sequence[tuple[str, str]],
     `import_paths`: per build, a folder to import torch from first (a view or a kept copy);
     `sources`: per build, the folder a view stands for (names its bytecode cache, samepath)."""
     find_valgrind()
+    check_room(len(targets), repeats, tree, min(count_jobs(), len(pythons) * len(seeds)))
     paths = list(import_paths) if import_paths is not None else [None] * len(pythons)
     origins = list(sources) if sources is not None else paths
     pads = list(pads) if pads is not None else pads_for(pythons, paths)
