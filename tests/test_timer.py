@@ -25,6 +25,9 @@ def test_twice_the_work_costs_about_twice_as_much():
     assert 1.5 < two / one < 2.5, (one, two)
 
 
+ATTEMPTS = 5  # ~3 s each quiet
+
+
 @pytest.mark.slow
 def test_loop_cost_removal_makes_the_figure_independent_of_calls_per_sample():
     # The loop turn and the two clock reads cost ~2.5 ns a call at 50 calls a sample here (~39 ns
@@ -37,10 +40,11 @@ def test_loop_cost_removal_makes_the_figure_independent_of_calls_per_sample():
     # version compared medians of two runs taken one after the other against a fixed 2 ns: the
     # medians moved with the load (up to a third of the loop cost, 1.3 ns here) and the statement
     # itself runs up to 65% slower in a slow spell, so it failed beside a CPU-heavy process.
-    # Up to three attempts, each measured afresh: a slow spell on a shared machine (a busy loop,
-    # the other xdist worker and another tenant: residual 65% once) passes on a later attempt,
-    # while a loop cost not removed leaves all of it on every attempt.
-    for attempt in range(3):
+    # Up to ATTEMPTS attempts, each measured afresh: a slow spell on a shared machine (a busy
+    # loop, the other xdist worker and another tenant: residual 65% once; five CPU-bound
+    # processes on 2 cores: 70% on each of three) passes on a later attempt, while a loop cost
+    # not removed leaves all of it on every attempt.
+    for attempt in range(ATTEMPTS):
         samples = {50: [], 500: []}
         removed = {50: [], 500: []}
         for _ in range(6):
@@ -50,14 +54,18 @@ def test_loop_cost_removal_makes_the_figure_independent_of_calls_per_sample():
                 samples[calls] += timed.samples_ns
                 removed[calls].append(timed.loop_overhead_ns)
         short_loop, long_loop = (statistics.median(removed[calls]) for calls in (50, 500))
-        assert short_loop > 3 * long_loop, (short_loop, long_loop)  # the removal had work to do
+        # The removal had work to do: the loop costs several times more a call at 50 than at
+        # 500. Measured afresh on each attempt too: with five CPU-bound processes on 2 cores
+        # the empty loop's own floor at 500 calls was once lifted past a third of the other.
+        work_to_do = short_loop > 3 * long_loop
         residual = stats.headline(samples[50]) - stats.headline(samples[500])
         # Half the difference: not removed, the residual is all of it. Beside a busy loop *and*
         # the suite's other xdist worker (three CPU-heavy processes on 2 cores) it reached 37%.
-        if abs(residual) < (short_loop - long_loop) / 2:
+        if work_to_do and abs(residual) < (short_loop - long_loop) / 2:
             return
-    pytest.fail(f"residual {residual:.2f} ns of a {short_loop - long_loop:.2f} ns loop-cost "
-                "difference on three attempts: the loop cost is not removed")
+    pytest.fail(f"residual {residual:.2f} ns of a {short_loop - long_loop:.2f} ns loop-cost difference "
+                f"(loop {short_loop:.2f} ns a call at 50, {long_loop:.2f} at 500) on {ATTEMPTS} attempts: "
+                "the loop cost is not removed")
 
 
 def test_an_empty_statement_costs_nothing_after_removal():
@@ -192,7 +200,9 @@ def test_the_stopping_rule_stops_when_precise_and_at_the_cap_otherwise():
     assert loose.stopped == "precision" and loose.wall_s < 3.0, (loose.stopped, loose.wall_s)
     # A precision no run reaches: sampling goes on to the cap, and says so.
     strict = time_targets([target], TimerConfig(min_time_s=0.3, precision=1e-9, max_time_s=0.8))
-    assert strict.stopped == "time cap" and len(strict.targets[0].samples_ns) > len(loose.targets[0].samples_ns)
+    # It sampled for the whole cap (by the clock, not by how many samples fit: beside five
+    # CPU-bound processes on 2 cores it took fewer samples in 0.8 s than the loose run in 0.3).
+    assert strict.stopped == "time cap" and strict.wall_s >= 0.8, (strict.stopped, strict.wall_s)
     # Without a precision, min_time_s is the time to sample for; with fixed samples, that count.
     assert time_targets([target], TimerConfig(min_time_s=0.2)).stopped == "time"
     assert time_targets([target], TimerConfig(calls_per_sample=50, samples=20)).stopped == "samples given"
