@@ -82,6 +82,12 @@ def reap(process: subprocess.Popen) -> None:
         _LIVE.discard(process)
 
 
+def stopping() -> bool:
+    """True while an interrupted `parallel` kills the children: a child found dead then was
+    killed here, not by a fault, and is not to be retried."""
+    return _stopping
+
+
 def ended(returncode: int | None) -> str:
     """How a child with this return code ended, in words: "was killed by SIGKILL (out of
     memory?)", "crashed with a segmentation fault (SIGSEGV)", "exited with status 3"."""

@@ -39,6 +39,8 @@ def place_error(path: str, exc: OSError, what: str = ""):
     if exc.errno in (errno.ENOSPC, errno.EDQUOT):
         with contextlib.suppress(OSError):
             room = f" ({shutil.disk_usage(folder).free / 1e6:,.1f} MB free in {folder})"
+            if os.statvfs(folder).f_favail == 0:  # room in bytes, but no file can be made
+                room = f" (no inodes left in {folder}: too many files, whatever the free bytes)"
         fix = "free some space there or write it to another path"
     else:
         fix = "write it to a folder you can write"

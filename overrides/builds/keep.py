@@ -10,7 +10,9 @@ What is kept: the `torch` package folder the interpreter imports (site-packages 
 on `sys.path`), with `functorch` and `torchgen` when they sit beside it. The copy is made of new
 files, never hard links, and symlinks are copied as the files they point to: a rebuild that
 rewrites a file in place, or a library symlinked into a build tree, must not change the copy.
-The copy is written under a temporary name and renamed when whole. A side then runs the
+The copy is written under a temporary name and renamed when whole; it stops at the first file
+that cannot be written (a full disk: shutil.copytree tried every other file first, thousands of
+errors, then raised them all as one), and what it wrote is removed. A side then runs the
 recorded interpreter with the copy's folder first on its import path (`interpreters.Build`); the views of
 `overrides/builds/placement.py` load its libraries from the same pages as the other side's wherever
 the two are byte-identical, so a copy carries no placement offset of its own.
@@ -89,12 +91,10 @@ def keep(torch_dir: str, label_dir: str) -> KeptCopy:
     final = os.path.join(label_dir, KEPT_DIR)
     partial = final + ".partial"
     shutil.rmtree(partial, ignore_errors=True)
-    os.makedirs(partial)
     try:
+        os.makedirs(partial)
         for source in sources:
-            shutil.copytree(source, os.path.join(partial, os.path.basename(source)),
-                            symlinks=False, ignore_dangling_symlinks=True,
-                            copy_function=shutil.copy2)
+            copy_tree(source, os.path.join(partial, os.path.basename(source)))
     except BaseException:
         shutil.rmtree(partial, ignore_errors=True)
         raise
@@ -103,6 +103,22 @@ def keep(torch_dir: str, label_dir: str) -> KeptCopy:
     os.replace(partial, final)
     return KeptCopy(final, tuple(os.path.basename(s) for s in sources), needed,
                     time.monotonic() - started, os.path.realpath(torch_dir))
+
+
+def copy_tree(source: str, target: str) -> None:
+    """`source` copied into `target` as new files, symlinks followed (a dangling one skipped,
+    as tree_bytes skips it), metadata kept as shutil.copy2 keeps it; the first OSError (a full
+    disk, a file gone mid-rebuild) goes up at once, naming its file."""
+    def fail(exc: OSError) -> None:
+        raise exc
+
+    for folder, _, files in os.walk(source, onerror=fail, followlinks=True):
+        into = os.path.join(target, os.path.relpath(folder, source))
+        os.makedirs(into, exist_ok=True)
+        for name in files:
+            path = os.path.join(folder, name)
+            if os.path.exists(path):
+                shutil.copy2(path, os.path.join(into, name))
 
 
 def kept_root(label_dir: str, manifest: dict) -> str | None:
@@ -121,6 +137,8 @@ def why_not_kept(label_dir: str, manifest: dict) -> str:
         return f"no copy was kept ({entry['skipped']})"
     if entry.get("deleted"):
         return f"its copy was deleted (`record.sh --clean`, {entry['deleted']})"
+    if entry.get("failed"):
+        return f"its copy failed ({entry['failed']}) and was removed"
     return f"its copy is gone from {os.path.join(label_dir, entry.get('root', KEPT_DIR))}"
 
 
@@ -135,6 +153,8 @@ def status_word(label_dir: str, manifest: dict) -> str:
         return "none (not kept)"
     if entry.get("deleted"):
         return "deleted"
+    if entry.get("failed"):
+        return "none (copy failed)"
     if not os.path.isdir(os.path.join(label_dir, entry.get("root", KEPT_DIR))):
         return "gone"
     return human(int(entry.get("bytes", 0)))

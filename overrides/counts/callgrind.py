@@ -509,6 +509,8 @@ def count_builds(pythons: Sequence[str], targets: Sequence[tuple[str, str]],
                 return count_once(python, targets, seed, pad=pad, repeats=repeats, say=say, tree=tree,
                                   import_path=path, source=origin)
             except CountingDied as exc:
+                if children.stopping():  # Ctrl-C or SIGTERM killed it: no fault to retry
+                    raise KeyboardInterrupt from None
                 died = str(exc)
                 (say or (lambda message: None))(
                     f"callgrind seed {seed}: {died}; " + (f"counting it again (retry {attempt + 1} of {COUNT_RETRIES})"

@@ -13,14 +13,17 @@ read back) and `differential.py` (base against branch, function by function).
 from __future__ import annotations
 
 import dataclasses
+import errno
 import functools
 import os
+import re
 import subprocess
+import tempfile
 from typing import Callable, Mapping, Sequence
 
 from overrides import ROOT, children
 from overrides.errors import UsageError
-from overrides.files import write_text_atomic
+from overrides.files import place_error, write_text_atomic
 from overrides.flame import flamesvg
 from overrides.flame.hotloop import DEFAULT_SECONDS, frame_name
 from overrides.flame.pyspy import PYSPY_RATE_HZ, find_pyspy
@@ -28,6 +31,17 @@ from overrides.flame.stacks import hot_loop_stacks, hot_loop_total, merged, read
 
 PYSPYBENCH = os.path.join(ROOT, "pyspybench.py")
 START_TIMEOUT_S = 120  # importing torch under py-spy, on a cold disk
+# py-spy's own errors end "(os error N)"; these N are the place it writes to, full or read-only
+# (EACCES and EPERM are left out: py-spy says those when ptrace refuses it, see _failure).
+_OS_ERROR = re.compile(r"\(os error (\d+)\)")
+_FULL_OR_READ_ONLY = (errno.ENOSPC, errno.EDQUOT, errno.EROFS)
+
+
+class RecorderDied(Exception):
+    """py-spy, or the process that runs it, was killed or crashed (the out-of-memory killer, a
+    signal): no fault of the case, so not a reason to try the cases one by one; the message
+    says what died and how, in words (`children.ended`). record.py raises it too for a
+    seed's valgrind process that died past its retries: the recording stops, incomplete."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -57,19 +71,37 @@ def _torch_version(python: str, import_path: str | None = None) -> str:
     return probe_interpreter(Build(python, import_path)).torch_version
 
 
-def _explain_failure(stderr: str, case: str) -> str:
-    """One line saying why a py-spy run failed, and what to do about it."""
+def _failure(stderr: str, case: str, output: str) -> UsageError:
+    """Why a py-spy run failed, and what to do about it, in one line; a full or read-only
+    place for its `output` is said as every such place is (`files.place_error`)."""
     for line in stderr.splitlines():
         if "pyspybench.py: error:" in line:
-            return line.split("pyspybench.py: error:", 1)[1].strip()
+            return UsageError(line.split("pyspybench.py: error:", 1)[1].strip())
+    code = _OS_ERROR.search(stderr)
+    if code and int(code.group(1)) in _FULL_OR_READ_ONLY:
+        number = int(code.group(1))
+        return place_error(output, OSError(number, os.strerror(number), output),
+                           f"py-spy's recording of {case}")
     lowered = stderr.lower()
     if any(word in lowered for word in ("permission denied", "operation not permitted", "ptrace")):
-        return ("py-spy was refused access to the benchmark process it started (ptrace): allow "
-                "it with /proc/sys/kernel/yama/ptrace_scope at 0 or 1 (`sysctl "
-                "kernel.yama.ptrace_scope=1`), and in a container add CAP_SYS_PTRACE "
-                "(`docker run --cap-add SYS_PTRACE`)")
-    last = [line for line in stderr.strip().splitlines() if line.strip()]
-    return f"py-spy failed on {case}: {last[-1] if last else 'no message'}"
+        return UsageError(
+            "py-spy was refused access to the benchmark process it started (ptrace): allow "
+            "it with /proc/sys/kernel/yama/ptrace_scope at 0 or 1 (`sysctl "
+            "kernel.yama.ptrace_scope=1`), and in a container add CAP_SYS_PTRACE "
+            "(`docker run --cap-add SYS_PTRACE`)")
+    lines = [line.strip() for line in stderr.strip().splitlines() if line.strip()]
+    said = next((line for line in lines if line.startswith("Error:")), lines[-1] if lines else "no message")
+    return UsageError(f"py-spy failed on {case}: {said}")  # its error, not the backtrace after it
+
+
+def _died(returncode: int, case: str) -> str | None:
+    """What died and how, in words, where the py-spy run ended by a signal; else None.
+    pyspybench.py's process passes the signal N that ended py-spy on as status 128 + N."""
+    if returncode < 0:
+        return f"the process running py-spy on {case} (pyspybench.py) {children.ended(returncode)}"
+    if returncode > 128:
+        return f"py-spy (recording {case}) {children.ended(returncode)}"
+    return None
 
 
 def recording_paths(folded_path: str, recordings: int) -> tuple[str, ...]:
@@ -110,7 +142,8 @@ def record_cases(python: str, targets: Sequence[Target], *, op: str | None = Non
     `import_path`: a folder to import torch from first (a kept copy of a build).
 
     Every file is written whole or not at all; a failure raises UsageError with the reason
-    (for any case: record the cases one by one to keep the others)."""
+    (for any case: record the cases one by one to keep the others), and py-spy killed or
+    crashed raises RecorderDied, saying so."""
     pyspy = pyspy or find_pyspy(python)
     paths = [recording_paths(target.folded_path, recordings) for target in targets]
     # All recordings at once: py-spy samples at its rate in wall time whether or not the loop
@@ -140,7 +173,8 @@ def record_together_or_alone(python: str, targets: Sequence[Target], *,
     what was recorded; `on_recorded` hears of each success as it lands, `on_alone` of each lone
     attempt before it starts, `on_failed` of each case that failed alone. With `stop_at_first`,
     the first target failing alone (or the only one failing) raises: py-spy cannot record here
-    at all, or the case is bad. `options` go to record_cases."""
+    at all, or the case is bad. RecorderDied (py-spy killed) is no case's failure: it goes up at
+    once, the recordings made before it already heard of. `options` go to record_cases."""
     try:
         made = record_cases(python, targets, **options)
     except UsageError as exc:
@@ -190,27 +224,37 @@ def _record_folded(python: str, cases: Sequence[str], folded_paths: Sequence[str
     if op:
         command += ["--op", op]
     timeout = seconds * len(cases) + START_TIMEOUT_S
-    # In a process group of its own (overrides/children.py): Ctrl-C kills py-spy and the loop
-    # it traces at once, and py-spy never sees the Ctrl-C (it would write half a profile).
-    process = children.start(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                             env=env)  # cwd: the user's, for their cases
-    failure = None
-    try:
-        _, stderr = process.communicate(timeout=timeout)
-        if process.returncode != 0 or not os.path.exists(partial):
-            failure = _explain_failure(stderr, what)
-    except subprocess.TimeoutExpired:
-        failure = f"py-spy on {what} did not finish within {timeout:.0f} s"
-    except BaseException:  # Ctrl-C: nothing half-recorded stays behind
-        children.reap(process)
-        if os.path.exists(partial):
-            os.unlink(partial)
-        raise
-    finally:
-        children.reap(process)
+    # stderr into a file, not a pipe: the loop py-spy traces holds it too, and a pipe would be
+    # read until that loop ends, long after a py-spy that died. Once pyspybench.py's process
+    # ends, whatever is left of its group (the loop, or py-spy if that process was killed) is
+    # killed. In a process group of its own (overrides/children.py): Ctrl-C kills py-spy and the
+    # loop it traces at once, and py-spy never sees the Ctrl-C (it would write half a profile).
+    with tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace") as said:
+        process = children.start(command, stdout=subprocess.DEVNULL, stderr=said,
+                                 env=env)  # cwd: the user's, for their cases
+        failure: Exception | None = None
+        try:
+            process.wait(timeout=timeout)
+            died = _died(process.returncode, what)
+            if died:
+                failure = RecorderDied(died)
+            elif process.returncode != 0 or not os.path.exists(partial):
+                said.seek(0)
+                failure = _failure(said.read(), what, folded_paths[0])
+        except subprocess.TimeoutExpired:
+            failure = UsageError(f"py-spy on {what} did not finish within {timeout:.0f} s")
+        except BaseException:  # Ctrl-C: nothing half-recorded stays behind
+            children.kill_group(process)
+            children.reap(process)
+            if os.path.exists(partial):
+                os.unlink(partial)
+            raise
+        finally:
+            children.kill_group(process)
+            children.reap(process)
     try:
         if failure:
-            raise UsageError(failure)
+            raise failure
         if len(cases) == 1:
             split = {cases[0]: None}
         else:

@@ -31,6 +31,9 @@ class Evidence:
     counts: list | None = None  # [base runs, branch runs] of Callgrind, when both counted
     python_calls: list | None = None  # [base, branch] pycalls.CaseCalls lists
     notes: list[str] = dataclasses.field(default_factory=list)
+    # What died on the way (py-spy killed), in words: the report is written without what it
+    # would have made, and report.sh ends with exit 3 (errors.INCOMPLETE_EXIT_STATUS) saying so.
+    incomplete: list[str] = dataclasses.field(default_factory=list)
 
     def calls_of(self, case: str, op: str) -> tuple | None:
         """(base, branch) Python-call counts (`pycalls.CaseCalls`) of one case, or None where
@@ -67,6 +70,8 @@ def measure(sides: Sequence[Side], case_names: Sequence[str] | None, op: str | N
                          ops_mod.resolve_ops([op] if op else None), ab_config, say,
                          keep_interrupted=False)  # Ctrl-C: no ZIP, so nothing to keep
         runs = {"base": outcome.base_run, "branch": outcome.branch_run}
+        if outcome.failure:  # a process died past its retries: the report says so, exit 3
+            evidence.incomplete.append(outcome.failure)
         if all(run.instructions for run in runs.values()):
             from overrides.counts import records
 
@@ -181,9 +186,10 @@ def record_flamegraphs(evidence: Evidence, side: Side, cases: Sequence[str], op:
     """case -> (svg, the recordings' collapsed stacks) of one side, or None with a note saying
     why not. Recorded now wherever the side's build can run: every case in one process per
     recording (one torch import for all), RECORDINGS processes at once, `seconds` a case; a
-    case that fails that way is tried alone, so it costs only itself. A label's own single
-    recording is used only when its build cannot run (its spread between processes then
-    unknown)."""
+    case that fails that way is tried alone, so it costs only itself; py-spy killed is not
+    tried again: the cases it lost get a note, and `evidence.incomplete` the death. A label's
+    own single recording is used only when its build cannot run (its spread between processes
+    then unknown)."""
     from overrides.flame import flamegraph
     from overrides.flame.differential import RECORDINGS
     from overrides.review import runs as recorded_runs
@@ -218,10 +224,18 @@ def record_flamegraphs(evidence: Evidence, side: Side, cases: Sequence[str], op:
     say(f"report: py-spy on {', '.join(t.case for t in targets)} for {side.role} "
         f"({RECORDINGS} processes at once, {seconds:g} s a case)")
 
-    made = flamegraph.record_together_or_alone(
-        side.python, targets, op=op, seconds=seconds, import_path=side.torch_root(),
-        recordings=RECORDINGS, on_failed=lambda target, why: evidence.notes.append(
-            f"No {side.role} flamegraph for {target.case}: {why}"))
+    made: list = []
+    try:
+        flamegraph.record_together_or_alone(
+            side.python, targets, op=op, seconds=seconds, import_path=side.torch_root(),
+            recordings=RECORDINGS, on_recorded=made.extend,
+            on_failed=lambda target, why: evidence.notes.append(
+                f"No {side.role} flamegraph for {target.case}: {why}"))
+    except flamegraph.RecorderDied as exc:  # no retry: what finished stays, the rest is said
+        done = {rec.case for rec in made}
+        lost = [target.case for target in targets if target.case not in done]
+        evidence.notes.append(f"No {side.role} flamegraph for {', '.join(lost)}: {exc}.")
+        evidence.incomplete.append(f"{side.role}: {exc}")
     for rec in made:
         found[rec.case] = rec.svg_path, list(rec.folded_paths)
         if not side.label:

@@ -115,7 +115,7 @@ class Pack:
             "schema": DIFFERENTIAL_SCHEMA, "cases": list(self.differentials.values())})
         for figure in self.files:
             members[figure.name] = figure.path
-        with atomic_path(output, suffix=".zip") as tmp:
+        with atomic_path(output, suffix=".zip", what="the report") as tmp:
             with zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as bundle:
                 for name, path in members.items():
                     bundle.write(path, name)

@@ -14,7 +14,10 @@ flamegraphs, their screenshots, and a differential view of where the branch's ex
 The ZIP holds report.md (ready to paste into a PR), comparison.json, base/branch .txt and .json
 (the bench outputs), base-NAME.svg / branch-NAME.svg with their PNGs, and diff-NAME.svg/.png.
 It is written whole or not at all; the runs/ folders keep every file finished before an
-interruption.
+interruption. A place that cannot take it is said before anything is measured; a disk that
+fills meanwhile is said in one line naming the path and the fix (exit 2). py-spy killed (the
+out-of-memory killer) costs the flamegraphs it was recording: the ZIP is written without
+them, its notes say which and why, and report.sh ends with exit 3 saying so in one line.
 
 `build` runs the pieces in order, each a module of its own that can be read and tested alone:
 what BASE and BRANCH are (`sides.py`); measuring and judging, into one `Evidence`
@@ -31,7 +34,8 @@ import time
 from typing import Callable, Sequence
 
 from overrides import children, case_comparison, comparison_report
-from overrides.errors import UsageError
+from overrides.errors import INCOMPLETE_EXIT_STATUS, UsageError
+from overrides.files import place_error
 from overrides.review import measuring, runs as recorded_runs, sections
 from overrides.review.time_sections import flamegraph_sections, record_sections
 from overrides.review.markdown import report_markdown
@@ -47,10 +51,11 @@ def build(base_spec: str, branch_spec: str, *, output: str = DEFAULT_OUTPUT,
           op: str | None = None, seconds: float | None = None, ab_config=None,
           runs_dir: str | None = None, skipped_counts: str | None = None, force: bool = False,
           allow_incomplete: bool = False,
-          progress: Callable[[str], None] | None = None) -> tuple[str, list, dict]:
-    """Write the report ZIP; returns (its path, the comparisons, the comparison's settings).
-    An existing ZIP is refused before anything is measured unless `force`, an incomplete
-    label unless `allow_incomplete`."""
+          progress: Callable[[str], None] | None = None) -> tuple[str, list, dict, list]:
+    """Write the report ZIP; returns (its path, the comparisons, the comparison's settings,
+    what died on the way in words: `Evidence.incomplete`). An existing ZIP is refused before
+    anything is measured unless `force`, an incomplete label unless `allow_incomplete`, and a
+    place that cannot take the ZIP (read-only, not yours)."""
     from overrides.ab.config import ABConfig
     from overrides.flame.pyspy import find_pyspy
 
@@ -60,14 +65,19 @@ def build(base_spec: str, branch_spec: str, *, output: str = DEFAULT_OUTPUT,
         raise UsageError(f"-o {output}: the report is a ZIP; name it FILE.zip")
     if os.path.exists(output) and not force:
         raise UsageError(f"{output} exists; pass --force to overwrite it, or -o another FILE.zip")
+    check_writable(output, "the report")
     runs = recorded_runs.runs_dir(runs_dir)
     sides = [classify(spec, role, runs, allow_incomplete)
              for spec, role in ((base_spec, "base"), (branch_spec, "branch"))]
+    live = [side for side in sides if not side.label]  # an interpreter's run is kept in runs/
+    if live:
+        check_writable(os.path.join(runs, live[0].role), f"{live[0].role}'s measured run",
+                       f" (pass --runs-dir, or set ${recorded_runs.RUNS_DIR_VARIABLE}, for another place)")
     if flamegraphs:
         find_pyspy(sides[0].python)  # say now, before minutes of measuring
     ab_config = ab_config or ABConfig()
     with tempfile.TemporaryDirectory(prefix="overrides-report-") as workdir:
-        notes = [f"Label `{side.label}` is an incomplete recording (interrupted; missing "
+        notes = [f"Label `{side.label}` is an incomplete recording ({side.ended}; missing "
                  f"{recorded_runs.words(side.missing)}), compared as it is (--allow-incomplete)."
                  for side in sides if side.missing]
         pack = Pack(workdir, say, notes)
@@ -118,7 +128,23 @@ def build(base_spec: str, branch_spec: str, *, output: str = DEFAULT_OUTPUT,
             pack.write_zip(output, text, evidence)
         finally:
             pack.stop_screenshots()
-    return output, comparisons, evidence.settings
+    return output, comparisons, evidence.settings, evidence.incomplete
+
+
+def check_writable(path: str, what: str, hint: str = "") -> None:
+    """A UsageError now, before minutes of measuring, where `path`'s folder cannot take a file
+    (`files.place_error`: read-only, not yours, not even an empty file's room), `hint` after
+    it; an empty file is made there and removed. A disk that fills later is said then."""
+    folder = os.path.dirname(os.path.abspath(path))
+    try:
+        os.makedirs(folder, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=folder, prefix=".tmp-"):
+            pass
+    except OSError as exc:
+        said = place_error(path, exc, what)
+        if said is None:
+            raise
+        raise UsageError(f"{said}{hint}") from None
 
 
 def build_parser():
@@ -167,22 +193,27 @@ def main(argv: list[str] | None = None) -> int:
     from overrides.ab.config import config_from_arguments
     from overrides.errors import run_command
     from overrides.progress import stderr_progress
+    from overrides.review.record import one_line_places
 
     def body() -> int:
         args = build_parser().parse_args(sys.argv[1:] if argv is None else argv)
         config, skipped = config_from_arguments(args, call_paths=True)
         if skipped:
             skipped = f"Instruction counts were skipped: {skipped}, then run the report again."
-        path, comparisons, settings = build(
+        path, comparisons, settings, incomplete = build(
             args.base, args.branch, output=args.output, all_cases=args.all,
             flamegraphs=not args.no_flamegraphs, cases=args.cases, op=args.op, seconds=args.seconds,
             ab_config=config, runs_dir=args.runs_dir, skipped_counts=skipped, force=args.force,
             allow_incomplete=args.allow_incomplete, progress=stderr_progress(args.quiet))
         print(comparison_report.comparison_table(comparisons, settings))
         print(f"report written to {path}")
+        if incomplete:
+            print(f"report.sh: incomplete: {'; '.join(incomplete)}; {path} was written without what "
+                  "that cost (its notes say which); run the report again for it", file=sys.stderr)
+            return INCOMPLETE_EXIT_STATUS
         return 1 if case_comparison.any_regression(comparisons) else 0
 
-    return run_command("report.sh", body, "no ZIP written (runs/ keeps what was recorded)")
+    return run_command("report.sh", one_line_places(body), "no ZIP written (runs/ keeps what was recorded)")
 
 
 if __name__ == "__main__":

@@ -6,10 +6,17 @@ recorded run's folder holds, and how it is read back, listed and cleaned, is `ru
 `record.json` is rewritten (whole) after every step, so an interrupted recording keeps, and
 lists, what it finished. A label already recorded is not recorded over without --force:
 forgetting to change the label after a rebuild would otherwise lose the base.
+
+Faults end a recording with what finished kept, said in one line: py-spy killed or crashed
+(the out-of-memory killer) stops it at that step, exit 3 (`errors.INCOMPLETE_EXIT_STATUS`); a
+full or unwritable place, the copy of the build included, is a usage error naming the path,
+what was being written and the fix, exit 2. Either way record.json says why it stopped
+("stopped"), and the label stays incomplete: `--list` says so, report.sh refuses it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import os
 import shutil
@@ -20,8 +27,8 @@ import time
 from typing import Callable, Sequence
 
 from overrides import ROOT
-from overrides.errors import UsageError
-from overrides.files import write_json_atomic, write_text_atomic
+from overrides.errors import INCOMPLETE_EXIT_STATUS, UsageError
+from overrides.files import place_error, write_json_atomic, write_text_atomic
 from overrides.progress import counted
 from overrides.review.runs import (MANIFEST, RUNS_DIR_VARIABLE, SCHEMA, STOPPED_BEFORE_KEEP, RecordedRun,
                                    check_label, clean, file_stem, kept_line, listing, load_label,
@@ -38,7 +45,10 @@ class Recorder:
         self.directory = os.path.join(directory, label)
         self.label = label
         self.say = say
-        os.makedirs(self.directory, exist_ok=True)
+        try:
+            os.makedirs(self.directory, exist_ok=True)
+        except OSError as exc:
+            raise place_said(self.directory, exc, f"the folder of label {label!r}") from None
         self.manifest = {
             "schema": SCHEMA, "label": label, "python": python,
             "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
@@ -50,7 +60,15 @@ class Recorder:
         self.save()
 
     def save(self) -> None:
-        write_json_atomic(os.path.join(self.directory, MANIFEST), self.manifest)
+        write_json_atomic(os.path.join(self.directory, MANIFEST), self.manifest, "the recording's manifest")
+
+    def stop(self, why: str) -> RecordedRun:
+        """End the recording here, incomplete, with record.json saying why (where it still
+        can be written: on a full disk it may not, and it says incomplete already)."""
+        self.manifest["stopped"] = why
+        with contextlib.suppress(UsageError):
+            self.save()
+        return RecordedRun(self.label, self.directory, self.manifest)
 
     def path(self, name: str) -> str:
         return os.path.join(self.directory, name)
@@ -68,7 +86,7 @@ class Recorder:
         if done.returncode == 2 or not os.path.exists(self.path(results)):
             lines = done.stderr.strip().splitlines()
             raise UsageError(f"bench.py under {python} failed: {lines[-1] if lines else 'no message'}")
-        write_text_atomic(self.path(text), done.stdout)
+        write_text_atomic(self.path(text), done.stdout, "bench.py's table")
         self.manifest.update(results=results, text=text)
         self.save()
 
@@ -120,13 +138,21 @@ class Recorder:
         self.say(f"record {self.label}: counting instructions with Callgrind")
         runs = callgrind.count(python, targets, seeds or callgrind.DEFAULT_SEEDS, say=self.say)
         name = f"{self.label}-instructions.json"
-        write_json_atomic(self.path(name), records.to_dict(runs))
+        write_json_atomic(self.path(name), records.to_dict(runs), "the instruction counts")
         self.manifest["instructions"] = name
         self.save()
+        died = records.deaths(runs)
+        if died:  # the other seeds are written; the label is not complete without this one
+            from overrides.flame.flamegraph import RecorderDied
+
+            raise RecorderDied(f"callgrind {'; '.join(died)}")
 
     def keep(self, torch_dir: str | None) -> None:
         """A copy of the build just measured, for report.sh's paired comparison; a disk too
-        full for it costs a warning, not the recording."""
+        full for it, seen before it starts, costs a warning, not the recording. A copy that
+        fails midway (the disk filled meanwhile, a file gone) is removed and stops the
+        recording, incomplete, with a UsageError naming the path, why and the fix: a label
+        is never left looking as if it had a copy."""
         from overrides.builds import keep
 
         if not torch_dir:
@@ -134,6 +160,7 @@ class Recorder:
             self.save()
             return
         self.say(f"record {self.label}: keeping a copy of the build ({torch_dir})")
+        target = os.path.join(self.directory, keep.KEPT_DIR)
         try:
             kept = keep.keep(torch_dir, self.directory)
         except keep.DiskShort as exc:
@@ -141,14 +168,52 @@ class Recorder:
             self.say(f"record {self.label}: warning: {exc}; no copy kept, so report.sh will compare "
                      "this label unpaired (free disk, or delete copies with `scripts/record.sh "
                      "--clean LABEL`)")
+        except OSError as exc:
+            self.manifest["kept"] = {"failed": exc.strerror or str(exc)}
+            self.stop(f"the copy of the build failed ({exc.strerror or exc})")
+            said = place_error(target, exc, "the copy of the build")
+            raise UsageError(
+                f"{said or f'cannot copy the build into {target}: {exc}'}; the label {self.label!r} "
+                f"is incomplete: record it again with `scripts/record.sh --label {self.label} "
+                "--force` (`--no-keep` keeps no copy; `scripts/record.sh --list` shows the copies "
+                "`--clean LABEL` deletes)") from None
         else:
             self.manifest["kept"] = kept.to_dict(self.directory)
-        self.save()
+        try:
+            self.save()
+        except UsageError:  # record.json cannot say the copy is there: none must be
+            keep.remove(self.directory)
+            raise
 
     def finish(self) -> RecordedRun:
         self.manifest["complete"] = True
         self.save()
         return RecordedRun(self.label, self.directory, self.manifest)
+
+
+def place_said(path: str, exc: OSError, what: str) -> Exception:
+    """`files.place_error` for a place under the runs folder, which the user chooses; any
+    other OSError as it is."""
+    said = place_error(path, exc, what)
+    if said is None:
+        return exc
+    return UsageError(f"{said} (pass --runs-dir, or set ${RUNS_DIR_VARIABLE}, for another place)")
+
+
+def one_line_places(body: Callable[[], int]) -> Callable[[], int]:
+    """`body`, with an OSError of a full or unwritable place that no step said (deleting an
+    earlier recording for --force, --list removing leftovers) said as every such place is
+    (`files.place_error`) instead of a traceback: the command edges of record.sh and report.sh."""
+    def guarded() -> int:
+        try:
+            return body()
+        except OSError as exc:
+            said = place_error(exc.filename or os.getcwd(), exc)
+            if said is None:
+                raise
+            raise said from None
+
+    return guarded
 
 
 def _env_with_root() -> dict:
@@ -188,16 +253,25 @@ def record(label: str, python_spec: str, cases: Sequence[str] | None = None, *,
         shutil.rmtree(earlier)
     steps = ["bench"] + ["instructions"] * instructions + ["flamegraphs"] * flamegraphs + ["keep"] * keep_build
     recorder = Recorder(runs_dir(directory), label, python, names, op, say, steps)
-    recorder.bench(python, ["--min-time", f"{min_time:g}"] if min_time else [])
-    if instructions:
-        recorder.instructions(python, seeds)
-    if flamegraphs:
-        recorder.flamegraphs(python, seconds or hotloop.DEFAULT_SECONDS)
-    if keep_build:  # last: copying a build's files while it is timed would disturb the timing
-        recorder.keep(interpreter.torch_dir)
-    else:
-        recorder.manifest["kept"] = {"skipped": "recorded with --no-keep"}
-        recorder.save()
+    from overrides.flame.flamegraph import RecorderDied
+
+    try:
+        recorder.bench(python, ["--min-time", f"{min_time:g}"] if min_time else [])
+        if instructions:
+            recorder.instructions(python, seeds)
+        if flamegraphs:
+            recorder.flamegraphs(python, seconds or hotloop.DEFAULT_SECONDS)
+        if keep_build:  # last: copying a build's files while it is timed would disturb the timing
+            recorder.keep(interpreter.torch_dir)
+        else:
+            recorder.manifest["kept"] = {"skipped": "recorded with --no-keep"}
+            recorder.save()
+    except RecorderDied as exc:  # not the case's fault: no retry, and what finished stays
+        return recorder.stop(str(exc))
+    except UsageError as exc:  # said at the edge in one line; record.json and --list say it too
+        if "stopped" not in recorder.manifest:
+            recorder.stop(str(exc))
+        raise
     return recorder.finish()
 
 
@@ -304,6 +378,11 @@ def main(argv: list[str] | None = None) -> int:
                      directory=args.runs_dir, flamegraphs=not args.no_flamegraphs,
                      instructions=args.instructions, seeds=args.seeds, min_time=args.min_time,
                      keep_build=not args.no_keep, force=args.force, progress=stderr_progress())
+        if not run.complete:
+            print(f"record.sh: incomplete: {run.manifest['stopped']}; what finished is kept in "
+                  f"{run.directory} (`scripts/record.sh --list` says what it misses); record it "
+                  f"again with `scripts/record.sh --label {run.label} --force`", file=sys.stderr)
+            return INCOMPLETE_EXIT_STATUS
         failed = {case: e["error"] for case, e in run.manifest["flamegraphs"].items() if e.get("error")}
         print(f"recorded {run.label} in {run.directory} ({time.monotonic() - started:.0f} s)")
         print("  " + kept_line(run, runs_dir(args.runs_dir)))
@@ -311,7 +390,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  {case}: no flamegraph: {error}")
         return 1 if failed else 0
 
-    return run_command("record.sh", body, "what finished is kept and listed in record.json")
+    return run_command("record.sh", one_line_places(body), "what finished is kept and listed in record.json")
 
 
 if __name__ == "__main__":

@@ -99,9 +99,16 @@ class RecordedRun:
             cases = [case for case in self.manifest.get("cases", []) if case not in flamegraphs]
             if cases:
                 lacking.append(f"flamegraphs ({', '.join(cases)})")
-        if asked("keep", True) and (self.manifest.get("kept") or {}).get("skipped") == STOPPED_BEFORE_KEEP:
-            lacking.append("the kept copy")
+        kept = self.manifest.get("kept") or {}
+        if (asked("keep", True) and kept.get("skipped") == STOPPED_BEFORE_KEEP) or kept.get("failed"):
+            lacking.append("the kept copy")  # a failed copy: "stopped" says how
         return lacking or ["its last step"]
+
+    def stopped(self) -> str:
+        """How an incomplete recording ended, in words: what stopped it (record.json's "stopped":
+        py-spy killed, a full disk), or "interrupted" (Ctrl-C, the recorder killed)."""
+        why = self.manifest.get("stopped")
+        return f"stopped: {why}" if why else "interrupted"
 
     def still_recording(self) -> bool:
         """An incomplete recording whose record.sh still runs (on this host), not an interrupted one."""
@@ -121,7 +128,7 @@ class RecordedRun:
         if self.still_recording():
             return (f"label {self.label!r} is being recorded now (record.sh, pid "
                     f"{self.manifest['recorder']['pid']}); wait for it to finish")
-        return (f"label {self.label!r} is an incomplete recording (interrupted; missing "
+        return (f"label {self.label!r} is an incomplete recording ({self.stopped()}; missing "
                 f"{words(self.missing())}); record it again with "
                 f"`scripts/record.sh --label {self.label} --force`")
 
@@ -278,7 +285,7 @@ def listing(directory: str) -> str:
         elif not run.complete:
             kept = f"incomplete, {kept}" if run.kept_root else "incomplete"
             removed = remove_leftovers(run.directory)
-            notes.append(f"{label}: incomplete (interrupted): missing {words(run.missing())}"
+            notes.append(f"{label}: incomplete ({run.stopped()}): missing {words(run.missing())}"
                          + (f"; removed its half-written {words(removed)}" if removed else "")
                          + f"; record it again with `scripts/record.sh --label {label} --force`")
         rows.append((label, run.manifest.get("created", "?")[:16].replace("T", " "),

@@ -24,6 +24,7 @@ class Side:
     build: "object | None" = None  # interpreters.Build to run live; None: only the label's recorded run
     unpaired_reason: str = ""  # why a label cannot run live (no kept copy, ...)
     missing: tuple[str, ...] = ()  # what an incomplete label lacks (--allow-incomplete)
+    ended: str = ""  # how an incomplete label's recording ended: "interrupted", "stopped: ..."
 
     def torch_root(self) -> str | None:
         return getattr(self.build, "torch_root", None)
@@ -48,16 +49,18 @@ def classify(spec: str, role: str, runs: str, allow_incomplete: bool = False) ->
                              f"`scripts/record.sh --label {spec} --force`")
         root = recorded.kept_root
         missing = tuple(recorded.missing())
+        ended = "" if recorded.complete else recorded.stopped()
         if root is None:
-            return Side(role, spec, label=spec, python=recorded.python, missing=missing,
+            return Side(role, spec, label=spec, python=recorded.python, missing=missing, ended=ended,
                         unpaired_reason=f"label `{spec}`: {recorded.why_not_kept()}")
         build = interpreters.Build(recorded.python, root)
         try:
             interpreters.probe_interpreter(build)
         except UsageError as exc:
-            return Side(role, spec, label=spec, python=recorded.python, missing=missing,
+            return Side(role, spec, label=spec, python=recorded.python, missing=missing, ended=ended,
                         unpaired_reason=f"label `{spec}`'s kept copy does not run: {exc}")
-        return Side(role, spec, label=spec, python=recorded.python, build=build, missing=missing)
+        return Side(role, spec, label=spec, python=recorded.python, build=build, missing=missing,
+                    ended=ended)
     results_file = _results_file_label(spec, runs)
     if results_file is not None:
         raise UsageError(

@@ -52,7 +52,7 @@ def flamegraph_sections(evidence, sides: Sequence[Side], comparisons, seconds: f
         pack.notes.append(f"Screenshots were skipped: no Chromium on this machine; {screenshot.INSTALL_HINT}.")
     if recorded is None:
         recorded = record_sections(evidence, sides, comparisons, seconds, op, pack, runs_dir)
-    more = _one_more_recording(sides, op, seconds or hotloop.DEFAULT_SECONDS, pack)
+    more = _one_more_recording(evidence, sides, op, seconds or hotloop.DEFAULT_SECONDS, pack)
     sections = []
     for comparison in comparisons:
         stem = file_stem(comparison.case, op)
@@ -285,10 +285,11 @@ def _change_said(comparison) -> str:
             "ns at 95%")
 
 
-def _one_more_recording(sides: Sequence[Side], op: str | None, seconds: float, pack: Pack):
+def _one_more_recording(evidence, sides: Sequence[Side], op: str | None, seconds: float, pack: Pack):
     """`more(case)` for differential_section: one more py-spy recording of the case on each side,
     both at once, into the report's folder; {role: collapsed stacks}, or None (with a note)
-    where a side cannot run (a label kept no copy, its interpreter is gone) or py-spy fails."""
+    where a side cannot run (a label kept no copy, its interpreter is gone) or py-spy fails
+    (killed: the report is incomplete too, `Evidence.incomplete`)."""
     from overrides.errors import UsageError
     from overrides.flame import flamegraph
     from overrides.review.runs import file_stem
@@ -307,8 +308,10 @@ def _one_more_recording(sides: Sequence[Side], op: str | None, seconds: float, p
                                           seconds=seconds, import_path=side.torch_root()).folded_path
         try:
             paths = children.parallel(record, sides, len(sides))
-        except UsageError as exc:
+        except (UsageError, flamegraph.RecorderDied) as exc:
             pack.notes.append(f"No third recording of {case} where its two disagreed: {exc}")
+            if isinstance(exc, flamegraph.RecorderDied):
+                evidence.incomplete.append(str(exc))
             return None
         return {side.role: path for side, path in zip(sides, paths)}
 
