@@ -49,6 +49,18 @@ def tmpfs(path, options: str):
         subprocess.run(["umount", "-l", str(path)], capture_output=True, timeout=60)
 
 
+def room_for_a_copy() -> str:
+    """A tmpfs size with room for this interpreter's torch copy and keep.py's margin, so that
+    the copy starts (the CPU wheel is ~0.3 GB, a CUDA wheel's torch ~1.1 GB)."""
+    import importlib.util
+
+    from overrides.builds import keep
+
+    torch_dir = importlib.util.find_spec("torch").submodule_search_locations[0]
+    needed = sum(keep.tree_bytes(path) for path in keep.packages_of(torch_dir))
+    return f"size={(needed + keep.DISK_MARGIN_BYTES) // 2**20 + 512}m"
+
+
 def _descendants(root: int) -> list[int]:
     """Every living descendant of `root`, from /proc."""
     parents = {}
@@ -182,7 +194,7 @@ def test_a_copy_of_the_build_that_meets_a_full_disk_is_removed_and_the_label_is_
     """The disk has room for the copy and the 2 GB margin when it starts, and fills during it:
     here it runs out of inodes (a few dozen), as a disk full of small files does; a disk filled
     by another writer during the copy goes the same way (an ENOSPC from the copy)."""
-    with tmpfs(tmp_path / "disk", "size=3g,nr_inodes=40") as disk:
+    with tmpfs(tmp_path / "disk", room_for_a_copy() + ",nr_inodes=40") as disk:
         runs = disk / "runs"
         out = script("record.sh", "--label", "full", "--python", sys.executable, "--no-flamegraphs",
                      "--min-time", "0.1", "--runs-dir", str(runs), "Tensor")
@@ -208,7 +220,7 @@ def test_a_copy_of_the_build_that_meets_a_full_disk_is_removed_and_the_label_is_
 
 @pytest.mark.slow
 def test_record_sh_killed_during_the_copy_leaves_a_label_listed_incomplete_and_no_half_copy(tmp_path):
-    with tmpfs(tmp_path / "disk", "size=3g") as disk:  # room for the copy and its margin
+    with tmpfs(tmp_path / "disk", room_for_a_copy()) as disk:  # room for the copy and its margin
         runs = disk / "runs"
         run = Running("record.sh", "--label", "cut", "--python", sys.executable, "--no-flamegraphs",
                       "--min-time", "0.1", "--runs-dir", str(runs), "Tensor")
