@@ -24,6 +24,7 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
+from overrides import children  # noqa: E402
 from overrides.ab import shimenv  # noqa: E402
 
 BENCH = os.path.join(ROOT, "bench.py")
@@ -31,24 +32,8 @@ CASES = ("Tensor", "SubTensor")
 EXPECTED = {"Tensor": {"no change"}, "SubTensor": {"regression"}}
 
 
-def _descendants(root: int) -> list[int]:
-    parents = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat") as stat:
-                    parents[int(entry)] = int(stat.read().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                pass
-    found, frontier = [], [root]
-    while frontier:
-        frontier = [pid for pid, parent in parents.items() if parent in frontier]
-        found += frontier
-    return found
-
-
 def _kill_a_worker(process: subprocess.Popen) -> bool:
-    for pid in _descendants(process.pid):
+    for pid in children.descendants(process.pid):
         try:
             with open(f"/proc/{pid}/cmdline", "rb") as src:
                 if b"overrides.ab.worker" in src.read():

@@ -17,7 +17,6 @@ import argparse
 import os
 import sys
 import tempfile
-import textwrap
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
@@ -25,17 +24,7 @@ sys.path.insert(0, ROOT)
 from overrides.counts import callgrind  # noqa: E402
 
 TARGETS = (("Tensor", "torch.add"), ("SubTensor", "torch.add"), ("probe_units:pair", "torch.add"))
-UNITS = textwrap.dedent('''
-    import torch
-
-    class UnitTensor(torch.Tensor):
-        @classmethod
-        def __torch_function__(cls, func, types, args=(), kwargs=None):
-            return super().__torch_function__(func, types, args, kwargs or {})
-
-    def pair():
-        return torch.ones(1).as_subclass(UnitTensor), torch.ones(1).as_subclass(UnitTensor)
-''')
+from budget_validation import USER_MODULE as UNITS  # noqa: E402  (beside this script)
 # The method beaten: the same start, with the folders put on the path and left to Python's
 # finder, which lists each one the first time it is searched.
 LISTING_CODE = callgrind._WORKER_CODE.replace(

@@ -82,6 +82,24 @@ def reap(process: subprocess.Popen) -> None:
         _LIVE.discard(process)
 
 
+def descendants(root: int) -> list[int]:
+    """Every living descendant of process `root`, from /proc (Linux): what a fault check kills
+    for real, and what must not be left running."""
+    parents = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as stat:
+                    parents[int(entry)] = int(stat.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                pass
+    found, frontier = [], [root]
+    while frontier:
+        frontier = [pid for pid, parent in parents.items() if parent in frontier]
+        found += frontier
+    return found
+
+
 def stopping() -> bool:
     """True while an interrupted `parallel` kills the children: a child found dead then was
     killed here, not by a fault, and is not to be retried."""

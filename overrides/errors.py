@@ -1,14 +1,20 @@
-"""The one exception type for user mistakes.
+"""The one exception type for user mistakes, and the one wording of a full or unwritable place.
 
 Everything a user can get wrong (an unknown case, a bad flag value, a file that is not a
 results file) raises `UsageError` with a one-line message that names the problem and the fix.
 The command-line edges turn it into that line on stderr and exit status 2; nothing else
-should ever print a traceback for a user mistake.
+should ever print a traceback for a user mistake. A place that cannot take a file (a full
+disk, no inodes, read-only, not yours) is the user's to fix too, and is worded once, here
+(`place_error`): the path, what was being written, the cause and the fix.
 """
 
 from __future__ import annotations
 
+import contextlib
 import difflib
+import errno
+import os
+import shutil
 import signal
 import sys
 import threading
@@ -29,6 +35,32 @@ class UsageError(Exception):
     """A mistake in what the user asked for; the message says what and how to fix it."""
 
 
+# Errors of the place written to, not of the program: said in one line with the fix.
+_PLACE_ERRORS = {errno.ENOSPC: "no space left on the device", errno.EDQUOT: "the disk quota is used up",
+                 errno.EACCES: "no permission to write there", errno.EPERM: "no permission to write there",
+                 errno.EROFS: "the file system is read-only"}
+
+
+def place_error(path: str, exc: OSError, what: str = ""):
+    """A UsageError naming `path`, what was being written, the cause and the fix, for an
+    OSError of the place itself (full, read-only, not ours); None for any other OSError."""
+    cause = _PLACE_ERRORS.get(exc.errno)
+    if cause is None:
+        return None
+    folder = os.path.dirname(os.path.abspath(path)) or "."
+    room = ""
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        with contextlib.suppress(OSError):
+            room = f" ({shutil.disk_usage(folder).free / 1e6:,.1f} MB free in {folder})"
+            if os.statvfs(folder).f_favail == 0:  # room in bytes, but no file can be made
+                room = f" (no inodes left in {folder}: too many files, whatever the free bytes)"
+        fix = "free some space there or write it to another path"
+    else:
+        fix = "write it to a folder you can write"
+    return UsageError(f"cannot write {what + ' ' if what else ''}{path}: {cause}{room}; {fix}; "
+                      "nothing was left half-written")
+
+
 class Terminated(KeyboardInterrupt):
     """SIGTERM, raised where Ctrl-C would be: the same clean-up runs (overrides/children.py kills
     every valgrind, py-spy and worker process at once), where before the command died at once
@@ -40,8 +72,9 @@ def _raise_terminated(signum, frame):
 
 
 def run_command(prog: str, body, interrupted: str | None = None) -> int:
-    """A command line's edge: run `body()` for its exit status; a UsageError becomes one line
-    on stderr and status 2, Ctrl-C (when `interrupted` says what was kept) status 130. SIGTERM
+    """A command line's edge: run `body()` for its exit status; a UsageError (or an OSError of
+    a full or unwritable place, `place_error`) becomes one line on stderr and status 2, Ctrl-C
+    (when `interrupted` says what was kept) status 130. SIGTERM
     raises `Terminated` where Ctrl-C would raise KeyboardInterrupt: the same clean-up, and with
     `interrupted` the same line, status 143 (bench.py keeps what it measured as on Ctrl-C)."""
     previous = None
@@ -52,6 +85,12 @@ def run_command(prog: str, body, interrupted: str | None = None) -> int:
         return body()
     except UsageError as exc:
         print(f"{prog}: error: {exc}", file=sys.stderr)
+        return USAGE_EXIT_STATUS
+    except OSError as exc:  # a full or unwritable place no step said: one line, not a traceback
+        said = place_error(exc.filename or ".", exc)
+        if said is None:
+            raise
+        print(f"{prog}: error: {said}", file=sys.stderr)
         return USAGE_EXIT_STATUS
     except ImportError as exc:
         if not _raised_inside_torch(exc):

@@ -7,45 +7,17 @@ Everything this project writes for a user goes through here.
 from __future__ import annotations
 
 import contextlib
-import errno
 import json
 import os
-import shutil
 import tempfile
 from typing import Iterator
+
+from overrides.errors import place_error
 
 TEMP_PREFIX = ".tmp-"  # a file being written, beside its target until renamed onto it
 _UMASK = os.umask(0)
 os.umask(_UMASK)
 _DEFAULT_MODE = 0o666 & ~_UMASK  # what open(path, "w") would have given
-
-
-# Errors of the place written to, not of the program: said in one line with the fix.
-_PLACE_ERRORS = {errno.ENOSPC: "no space left on the device", errno.EDQUOT: "the disk quota is used up",
-                 errno.EACCES: "no permission to write there", errno.EPERM: "no permission to write there",
-                 errno.EROFS: "the file system is read-only"}
-
-
-def place_error(path: str, exc: OSError, what: str = ""):
-    """A UsageError naming `path`, what was being written, the cause and the fix, for an
-    OSError of the place itself (full, read-only, not ours); None for any other OSError."""
-    from overrides.errors import UsageError
-
-    cause = _PLACE_ERRORS.get(exc.errno)
-    if cause is None:
-        return None
-    folder = os.path.dirname(os.path.abspath(path)) or "."
-    room = ""
-    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
-        with contextlib.suppress(OSError):
-            room = f" ({shutil.disk_usage(folder).free / 1e6:,.1f} MB free in {folder})"
-            if os.statvfs(folder).f_favail == 0:  # room in bytes, but no file can be made
-                room = f" (no inodes left in {folder}: too many files, whatever the free bytes)"
-        fix = "free some space there or write it to another path"
-    else:
-        fix = "write it to a folder you can write"
-    return UsageError(f"cannot write {what + ' ' if what else ''}{path}: {cause}{room}; {fix}; "
-                      "nothing was left half-written")
 
 
 @contextlib.contextmanager

@@ -14,25 +14,9 @@ import time
 import pytest
 
 from conftest import ROOT
+from overrides import children
 
 BENCH = os.path.join(ROOT, "bench.py")
-
-
-def _children_of(root: int) -> list[int]:
-    """Every living descendant of `root`."""
-    parents = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat") as stat:
-                    parents[int(entry)] = int(stat.read().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                pass
-    found, frontier = [], [root]
-    while frontier:
-        frontier = [pid for pid, parent in parents.items() if parent in frontier]
-        found += frontier
-    return found
 
 
 def _read(pid: int, what: str) -> str:
@@ -76,7 +60,7 @@ class Watched:
         environment) hold these."""
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
-            for pid in _children_of(self.process.pid):
+            for pid in children.descendants(self.process.pid):
                 if pid not in self.killed and command_part in _read(pid, "cmdline") \
                         and environment_part in _read(pid, "environ") and ") Z" not in _read(pid, "stat"):
                     os.kill(pid, signal.SIGKILL)

@@ -21,6 +21,7 @@ import zipfile
 import pytest
 
 from conftest import ROOT
+from overrides import children
 from overrides.review.runs import listing
 
 # Generous: the machine is shared with heavy jobs; these bound a hang, they time nothing.
@@ -61,21 +62,6 @@ def room_for_a_copy() -> str:
     return f"size={(needed + keep.DISK_MARGIN_BYTES) // 2**20 + 512}m"
 
 
-def _descendants(root: int) -> list[int]:
-    """Every living descendant of `root`, from /proc."""
-    parents = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            with contextlib.suppress(OSError, IndexError, ValueError):
-                with open(f"/proc/{entry}/stat") as stat:
-                    parents[int(entry)] = int(stat.read().rsplit(")", 1)[1].split()[1])
-    found, frontier = [], [root]
-    while frontier:
-        frontier = [pid for pid, parent in parents.items() if parent in frontier]
-        found += frontier
-    return found
-
-
 def _argv(pid: int) -> list[str]:
     try:
         with open(f"/proc/{pid}/cmdline", "rb") as src:
@@ -103,7 +89,7 @@ class Running:
         records; returns its command line."""
         deadline = time.monotonic() + FIND_TIMEOUT_S
         while time.monotonic() < deadline and self.process.poll() is None:
-            for pid in _descendants(self.process.pid):
+            for pid in children.descendants(self.process.pid):
                 argv = _argv(pid)
                 if argv and os.path.basename(argv[0]) == "py-spy" and "record" in argv:
                     os.kill(pid, signal.SIGKILL)
@@ -151,7 +137,7 @@ def test_record_sh_with_py_spy_killed_says_so_exits_3_and_keeps_the_bench_result
                          "what it misses); record it again with `scripts/record.sh --label oom --force`"), lines
     assert "Traceback" not in "\n".join(lines) and not stdout
     assert not any("alone" in line for line in lines)  # not retried case by case: not the case's fault
-    assert not _descendants(os.getpid()), "py-spy's loop (or py-spy) is left running"
+    assert not children.descendants(os.getpid()), "py-spy's loop (or py-spy) is left running"
     manifest = json.loads((runs / "oom" / "record.json").read_text())
     assert manifest["results"] == "oom.json" and (runs / "oom" / "oom.json").is_file()
     assert not manifest["complete"] and manifest["flamegraphs"] == {} and "stopped" in manifest

@@ -68,8 +68,7 @@ from overrides.clock.allocator import MALLOC_ENV
 from overrides.counts import statfinder
 from overrides.counts.dumps import read_dump, read_total
 from overrides.counts.records import CaseCounts, CountRun
-from overrides.errors import UsageError
-from overrides.files import place_error
+from overrides.errors import UsageError, place_error
 
 # No torch at module level: bench.py imports this before torch to give valgrind a head start.
 
@@ -394,17 +393,12 @@ def _vgdb_prefix() -> str:
     return f"--vgdb-prefix={os.path.join(tempfile.gettempdir(), 'vgdb-pipe')}"
 
 
-def room_needed_mb(targets: int, repeats: int, tree: bool, jobs: int) -> float:
-    """What Callgrind's profiles take in TMPDIR at once: a dump per target and repeat (and an
-    empty loop's per repeat) for every process counting at the same time."""
-    return (targets + 1) * repeats * (TREE_DUMP_MB if tree else DUMP_MB) * jobs
-
-
 def check_room(targets: int, repeats: int, tree: bool, jobs: int) -> None:
     """A UsageError before anything starts when TMPDIR has no room for the profiles: a full
     TMPDIR otherwise showed as callgrind_control finding no process, or as missing profiles."""
     folder = tempfile.gettempdir()
-    need = room_needed_mb(targets, repeats, tree, jobs)
+    # a dump per target and repeat, and the empty loop's, for every process counting at once
+    need = (targets + 1) * repeats * (TREE_DUMP_MB if tree else DUMP_MB) * jobs
     try:
         free = shutil.disk_usage(folder).free / 1e6
     except OSError:

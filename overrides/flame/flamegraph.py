@@ -22,8 +22,8 @@ import tempfile
 from typing import Callable, Mapping, Sequence
 
 from overrides import ROOT, children
-from overrides.errors import UsageError
-from overrides.files import place_error, write_text_atomic
+from overrides.errors import UsageError, place_error
+from overrides.files import write_text_atomic
 from overrides.flame import flamesvg
 from overrides.flame.hotloop import DEFAULT_SECONDS, frame_name
 from overrides.flame.pyspy import PYSPY_RATE_HZ, find_pyspy
@@ -73,7 +73,7 @@ def _torch_version(python: str, import_path: str | None = None) -> str:
 
 def _failure(stderr: str, case: str, output: str) -> UsageError:
     """Why a py-spy run failed, and what to do about it, in one line; a full or read-only
-    place for its `output` is said as every such place is (`files.place_error`)."""
+    place for its `output` is said as every such place is (`errors.place_error`)."""
     for line in stderr.splitlines():
         if "pyspybench.py: error:" in line:
             return UsageError(line.split("pyspybench.py: error:", 1)[1].strip())

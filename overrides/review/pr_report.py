@@ -34,8 +34,7 @@ import time
 from typing import Callable, Sequence
 
 from overrides import children, case_comparison, comparison_report
-from overrides.errors import INCOMPLETE_EXIT_STATUS, UsageError
-from overrides.files import place_error
+from overrides.errors import INCOMPLETE_EXIT_STATUS, UsageError, place_error
 from overrides.review import measuring, runs as recorded_runs, sections
 from overrides.review.time_sections import flamegraph_sections, record_sections
 from overrides.review.markdown import report_markdown
@@ -133,7 +132,7 @@ def build(base_spec: str, branch_spec: str, *, output: str = DEFAULT_OUTPUT,
 
 def check_writable(path: str, what: str, hint: str = "") -> None:
     """A UsageError now, before minutes of measuring, where `path`'s folder cannot take a file
-    (`files.place_error`: read-only, not yours, not even an empty file's room), `hint` after
+    (`errors.place_error`: read-only, not yours, not even an empty file's room), `hint` after
     it; an empty file is made there and removed. A disk that fills later is said then."""
     folder = os.path.dirname(os.path.abspath(path))
     try:
@@ -193,7 +192,6 @@ def main(argv: list[str] | None = None) -> int:
     from overrides.ab.config import config_from_arguments
     from overrides.errors import run_command
     from overrides.progress import stderr_progress
-    from overrides.review.record import one_line_places
 
     def body() -> int:
         args = build_parser().parse_args(sys.argv[1:] if argv is None else argv)
@@ -213,7 +211,7 @@ def main(argv: list[str] | None = None) -> int:
             return INCOMPLETE_EXIT_STATUS
         return 1 if case_comparison.any_regression(comparisons) else 0
 
-    return run_command("report.sh", one_line_places(body), "no ZIP written (runs/ keeps what was recorded)")
+    return run_command("report.sh", body, "no ZIP written (runs/ keeps what was recorded)")
 
 
 if __name__ == "__main__":

@@ -27,8 +27,8 @@ import time
 from typing import Callable, Sequence
 
 from overrides import ROOT
-from overrides.errors import INCOMPLETE_EXIT_STATUS, UsageError
-from overrides.files import place_error, write_json_atomic, write_text_atomic
+from overrides.errors import INCOMPLETE_EXIT_STATUS, UsageError, place_error
+from overrides.files import write_json_atomic, write_text_atomic
 from overrides.progress import counted
 from overrides.review.runs import (MANIFEST, RUNS_DIR_VARIABLE, SCHEMA, STOPPED_BEFORE_KEEP, RecordedRun,
                                    check_label, clean, file_stem, kept_line, listing, load_label,
@@ -192,28 +192,12 @@ class Recorder:
 
 
 def place_said(path: str, exc: OSError, what: str) -> Exception:
-    """`files.place_error` for a place under the runs folder, which the user chooses; any
+    """`errors.place_error` for a place under the runs folder, which the user chooses; any
     other OSError as it is."""
     said = place_error(path, exc, what)
     if said is None:
         return exc
     return UsageError(f"{said} (pass --runs-dir, or set ${RUNS_DIR_VARIABLE}, for another place)")
-
-
-def one_line_places(body: Callable[[], int]) -> Callable[[], int]:
-    """`body`, with an OSError of a full or unwritable place that no step said (deleting an
-    earlier recording for --force, --list removing leftovers) said as every such place is
-    (`files.place_error`) instead of a traceback: the command edges of record.sh and report.sh."""
-    def guarded() -> int:
-        try:
-            return body()
-        except OSError as exc:
-            said = place_error(exc.filename or os.getcwd(), exc)
-            if said is None:
-                raise
-            raise said from None
-
-    return guarded
 
 
 def _env_with_root() -> dict:
@@ -390,7 +374,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  {case}: no flamegraph: {error}")
         return 1 if failed else 0
 
-    return run_command("record.sh", one_line_places(body), "what finished is kept and listed in record.json")
+    return run_command("record.sh", body, "what finished is kept and listed in record.json")
 
 
 if __name__ == "__main__":
