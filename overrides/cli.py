@@ -14,6 +14,7 @@ import dataclasses
 import importlib.util
 import io
 import os
+import shutil
 import sys
 
 from overrides import ROOT, environment, run_report, comparison_report, results
@@ -98,8 +99,10 @@ def build_parser() -> argparse.ArgumentParser:
                              "or under its margin (with the command that rewrites it), 2 where the "
                              "budget holds for another torch, Python or valgrind")
     ab = parser.add_argument_group("paired A/B between two environments")
-    ab.add_argument("--compare", nargs=2, metavar=("BASE_PY", "BRANCH_PY"),
-                    help="measure two interpreters or virtualenvs side by side and judge each case")
+    ab.add_argument("--compare", nargs=2, metavar=("BASE", "BRANCH"),
+                    help="measure two interpreters or virtualenvs side by side and judge each case; "
+                         f"or two versions of your own case ({casenames.SPEC_FORM}), both run in this "
+                         "Python (its row named by BASE; --cases adds cases run alike on both sides)")
     add_ab_arguments(ab)
     from overrides.history import command as history
 
@@ -350,6 +353,29 @@ def run_budget(args) -> int:
     return 1 if budget.failed(checked) else 0
 
 
+def compared_code(compare: list[str]) -> tuple[str, str] | None:
+    """(base spec, branch spec) where `--compare` names two versions of your own code
+    (`units:pair units_fast:pair`), to run in this interpreter; None where it names two
+    interpreters. One of each is refused: a side is an interpreter or your case, not both."""
+    def is_spec(name: str) -> bool:
+        return casenames.is_user_spec(name) and not os.path.exists(name) and shutil.which(name) is None
+
+    specs = [is_spec(name) for name in compare]
+    if not any(specs):
+        return None
+    if not all(specs):
+        interpreter, spec = (compare[1], compare[0]) if specs[0] else compare
+        raise UsageError(f"--compare {' '.join(compare)}: {spec!r} is your case and {interpreter!r} an "
+                         "interpreter; give two interpreters (--compare BASE_PY BRANCH_PY --cases ...) or two "
+                         f"versions of your case ({casenames.SPEC_FORM}), run in this Python")
+    for spec in compare:
+        casenames.split_user_spec(spec)
+        if casenames.SHAPE_MARK in spec:
+            raise UsageError(f"--compare {spec}: your case keeps the operands its factory makes; "
+                             f"compare the factories themselves ({casenames.SPEC_FORM})")
+    return compare[0], compare[1]
+
+
 def run_compare(args) -> int:
     """`--compare BASE_PY BRANCH_PY`: paired A/B, table on stdout, exit 1 on a regression.
     This process never imports torch: the cases are passed on by name, and each side's worker
@@ -360,18 +386,25 @@ def run_compare(args) -> int:
 
     if args.load or args.nreps or args.nrepreps:
         raise UsageError("--compare calibrates its own samples; drop --load/-n/-m")
+    your_code = compared_code(args.compare)
+    if your_code:
+        require_torch("--compare of two versions of your case")
     selected = casenames.resolve(args.cases)
+    if your_code:  # your case, named by the base's spec, and any other cases asked beside it
+        selected = casenames.resolve([your_code[0]]) + tuple(c for c in (selected if args.cases else ())
+                                                             if c.name != your_code[0])
     selected_ops = ops_mod.resolve_ops(args.op)
     config, skipped = config_from_arguments(args, threads=args.threads)
-    outcome = run_ab(args.compare[0], args.compare[1], selected, selected_ops,
-                        config, stderr_progress(args.quiet))
+    config = dataclasses.replace(config, your_code=your_code)
+    sides = (sys.executable, sys.executable) if your_code else args.compare
+    outcome = run_ab(sides[0], sides[1], selected, selected_ops, config, stderr_progress(args.quiet))
     if skipped:
         outcome.settings["instructions_skipped"] = skipped
     environments = {"base": outcome.base_run.environment, "branch": outcome.branch_run.environment}
     render = comparison_report.comparison_markdown if args.format == "markdown" else comparison_report.comparison_table
     print(render(outcome.comparisons, outcome.settings))
-    for side in ("base", "branch"):
-        print(f"{side}: {args.compare[0 if side == 'base' else 1]}: "
+    for side, named in zip(("base", "branch"), args.compare):
+        print(f"{side}: {named}{' in ' + sys.executable if your_code else ''}: "
               f"{environment.one_line(environments[side])}")
     print(f"wall time {outcome.wall_s:.0f} s" + (" (incomplete)" if outcome.failure
                                                   else " (interrupted)" if outcome.interrupted else ""),

@@ -125,6 +125,10 @@ def comparison_notes(comparisons, settings: dict) -> list[str]:
             notes.append(unexplained_note(c))
     if settings.get("same_path"):
         notes.append(f"start-up paths: {settings['same_path']['summary']}.")
+    if settings.get("your_code"):
+        base, branch = settings["your_code"]["base"], settings["your_code"]["branch"]
+        notes.append(f"your code: one interpreter on both sides; base built {base}, branch {branch}, "
+                     f"timed and counted alike under the name {base}.")
     notes += user_module_notes(settings.get("user_modules"))
     if settings.get("incomplete"):
         notes.append(f"incomplete: {settings['incomplete']}; the verdicts rest on the {settings.get('pairs', 0)} "

@@ -120,3 +120,69 @@ def test_your_case_is_judged_against_its_own_operands_as_plain_tensors(tmp_path)
     # a 64x64 matmul costs microseconds: the twin carries that work, the overhead does not
     assert rows["units:pair64@plain"]["per_call_ns"] > 2_000
     assert "against units:pair64@plain (its own operands as plain tensors)" in done.stdout
+
+
+def _two_versions(folder, extra: str, names=("units", "units_slow")) -> tuple[str, str]:
+    """Two versions of the library side by side in one folder, as a user keeps them while
+    optimising: the original and one with `extra` in its `__torch_function__`."""
+    base = _library(folder)
+    branch = folder / f"{names[1]}.py"
+    branch.write_text(textwrap.dedent(UNITS.format(extra=extra)))
+    if names[0] != "units":
+        os.rename(base, folder / f"{names[0]}.py")
+        base = str(folder / f"{names[0]}.py")
+    return os.path.realpath(base), os.path.realpath(str(branch))
+
+
+def test_a_side_builds_your_case_from_its_own_code_under_the_base_name(tmp_path, monkeypatch):
+    from overrides.cases import casenames, registry
+    from overrides.cases.usercases import module_files
+
+    _, branch_file = _two_versions(tmp_path, "pass", ("sides_a", "sides_b"))
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv(casenames.YOUR_CODE_VARIABLE, "sides_a:pair=sides_b:pair")
+    case = registry.get_case("sides_a:pair")
+    x, _ = case.make_operands()
+    assert case.name == "sides_a:pair" and case.baseline == "sides_a:pair@plain"
+    assert type(x).__module__ == "sides_b"  # built from the branch's code
+    assert module_files(["sides_a:pair"]) == {"sides_a:pair": branch_file}
+    twin = registry.get_case("sides_a:pair@plain")
+    assert twin.name == "sides_a:pair@plain" and type(twin.make_operands()[0]).__name__ == "Tensor"
+
+
+def test_a_side_is_an_interpreter_or_your_case_not_both(tmp_path):
+    import subprocess
+
+    _library(tmp_path)
+    done = subprocess.run([sys.executable, os.path.join(ROOT, "bench.py"), "--compare", "units:pair",
+                           sys.executable], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2
+    line, = done.stderr.strip().splitlines()
+    assert "'units:pair' is your case" in line and "two versions of your case" in line
+
+
+@pytest.mark.slow
+def test_two_versions_of_your_case_in_one_python_are_paired_counted_and_judged(tmp_path):
+    """`--compare units:pair units_slow:pair`: one interpreter, each side building the case from
+    its own file, timed in pairs and counted under the same seeds; the branch's extra work is a
+    regression by the clock and by the counts (which, counting one file on both sides, would
+    see none), and a case asked beside it runs alike on both sides."""
+    import subprocess
+
+    base_file, branch_file = _two_versions(tmp_path, "for _ in range(100): isinstance(func, type)")
+    done = subprocess.run([sys.executable, os.path.join(ROOT, "bench.py"), "--compare", "units:pair",
+                           "units_slow:pair", "--cases", "Tensor", "--op", "torch.add", "--pairs", "5",
+                           "--pair-seconds", "0.3", "--seeds", "1", "--json", "out.json"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-2000:]
+    out = json.loads((tmp_path / "out.json").read_text())
+    settings = out["settings"]
+    assert settings["your_code"] == {"base": "units:pair", "branch": "units_slow:pair"}
+    assert settings["user_modules"] == {"base": {"units:pair": base_file}, "branch": {"units:pair": branch_file}}
+    rows = {c["case"]: c for c in out["comparisons"]}
+    assert list(rows) == ["units:pair", "Tensor"]
+    assert rows["units:pair"]["verdict"] == "regression"
+    assert rows["units:pair"]["delta_instructions"] > 1_000  # 100 isinstance calls, counted on the branch only
+    assert rows["Tensor"]["verdict"] != "regression"
+    assert f"base: units:pair in {sys.executable}" in done.stdout
+    assert "base built units:pair, branch units_slow:pair" in done.stdout

@@ -37,6 +37,21 @@ class ABConfig:
     # Counts asked for by default rather than by the user: when counting fails (a torch built
     # without valgrind support), keep the clock's verdicts and say why instead of failing.
     instructions_optional: bool = False
+    # Two versions of your own code in one environment (`--compare units:pair units_fast:pair`):
+    # (the base's spec, the branch's). Both sides run one interpreter; the compared case is named
+    # by the base's spec, and each side's processes build it from their own (side_env).
+    your_code: tuple[str, str] | None = None
+
+
+def side_env(config: ABConfig, label: str) -> tuple[tuple[str, str], ...]:
+    """The variables every process of side `label` gets of its own: which of your code it builds
+    (casenames.YOUR_CODE_VARIABLE), on both sides alike when two versions are compared."""
+    if not config.your_code:
+        return ()
+    from overrides.cases.casenames import your_code_env
+
+    shown = config.your_code[0]
+    return tuple(your_code_env(shown, config.your_code[0 if label == "base" else 1]).items())
 
 
 def add_arguments(group) -> None:

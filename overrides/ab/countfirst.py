@@ -16,7 +16,7 @@ import time
 from typing import Sequence
 
 from overrides import ROOT
-from overrides.ab.config import MIN_PAIRS, ABConfig
+from overrides.ab.config import MIN_PAIRS, ABConfig, side_env
 from overrides.builds.interpreters import PROBE_TIMEOUT_S, with_import_path
 from overrides.cases.casenames import USER_DIR_VARIABLE, Case
 from overrides.cases.ops import Op
@@ -38,7 +38,7 @@ _NOT_APPLICABLE_PROBE = (
 
 
 def countable(targets: Sequence[tuple[Case, Op]], python: str,
-               import_path: str | None) -> list[tuple[str, str]]:
+               import_path: str | None, own_env: tuple = ()) -> list[tuple[str, str]]:
     """The (case, op) names worth counting: those the op applies to. A built-in case declares
     where it does not; a user case (`pkg.module:factory`) is tried by `python`, as a worker
     would, because this process has no torch to try it with."""
@@ -48,6 +48,7 @@ def countable(targets: Sequence[tuple[Case, Op]], python: str,
         return declared
     env = with_import_path(dict(os.environ), ROOT, import_path)
     env[USER_DIR_VARIABLE] = os.getcwd()
+    env.update(own_env)  # which of your code this side builds (ab.config.side_env)
     try:
         asked = subprocess.run([python, "-c", _NOT_APPLICABLE_PROBE, json.dumps(unknown)],
                                capture_output=True, text=True, env=env, cwd=ROOT,
@@ -101,7 +102,10 @@ def count_first(base_py: str, branch_py: str, targets, config: ABConfig, say,
     from overrides.counts import callgrind, rounds
 
     started = time.monotonic()
-    wanted = countable(targets, base_py, import_paths[0])
+    wanted = countable(targets, base_py, import_paths[0], side_env(config, "base"))
+    if config.your_code:  # the branch builds your case from its own code: what it cannot run, neither side counts
+        wanted = [t for t in countable(targets, branch_py, import_paths[1], side_env(config, "branch"))
+                  if t in wanted]
     first = rounds.first_round(config.instruction_seeds, config.add_seeds)
     say(f"counting instructions first: {first} seed{'s' if first != 1 else ''} x 2 builds with Callgrind, "
         f"{min(2 * first, callgrind.count_jobs())} at once"
@@ -109,7 +113,8 @@ def count_first(base_py: str, branch_py: str, targets, config: ABConfig, say,
 
     def count(targets_: list, seeds_: Sequence[int]) -> list[list]:
         return callgrind.count_builds([base_py, branch_py], targets_, seeds_, say=say,
-                                      tree=config.call_paths, import_paths=import_paths, sources=sources)
+                                      tree=config.call_paths, import_paths=import_paths, sources=sources,
+                                      side_envs=[side_env(config, label) for label in ("base", "branch")])
 
     try:
         base_counts, branch_counts, comparisons, seeds = rounds.count_until_decided(

@@ -348,6 +348,8 @@ def _finish(base: Interpreter, branch: Interpreter, pooled: Pooled, config: ABCo
                 "calls_per_sample": pooled.calls, "placement": views.record(), "same_path": same_path,
                 "torch_roots": {"base": base.torch_root, "branch": branch.torch_root},
                 "estimator": "mean over pairs of the median log ratio of neighbouring samples"}
+    if config.your_code:  # two versions of your code, one interpreter: the row is named by the base's
+        settings["your_code"] = dict(zip(("base", "branch"), config.your_code))
     if deaths:
         settings["workers_died"] = list(deaths)  # each cost its pair, retried up to WORKER_RETRIES
     if failure:

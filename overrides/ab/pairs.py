@@ -15,7 +15,7 @@ import subprocess
 from typing import Sequence
 
 from overrides import ROOT, children
-from overrides.ab.config import ABConfig
+from overrides.ab.config import ABConfig, side_env
 from overrides.builds import samepath
 from overrides.builds.interpreters import with_import_path
 from overrides.cases.casenames import USER_DIR_VARIABLE
@@ -110,12 +110,13 @@ class Worker:
                 pass
 
 
-def worker_env(config: ABConfig, pair: int, extra_pad: int, where: samepath.Placement) -> dict:
+def worker_env(config: ABConfig, pair: int, extra_pad: int, where: samepath.Placement,
+               label: str = "base") -> dict:
     """The environment of one worker: the same on both sides of a pair but for `extra_pad`,
-    which makes up for a shorter interpreter path so both stacks start at the same place, and
-    the side's import path (its view, overrides/builds/placement.py, or else its Build.torch_root),
-    which comes before anything else torch could be imported from; all as `where` says the
-    worker sees them."""
+    which makes up for a shorter interpreter path so both stacks start at the same place, the
+    side's import path (its view, overrides/builds/placement.py, or else its Build.torch_root),
+    which comes before anything else torch could be imported from, all as `where` says the
+    worker sees them, and which of your code the side builds (config.side_env)."""
     env = dict(os.environ)
     env.pop(PAD_VARIABLE, None)
     with_import_path(env, where.tool, where.import_path)
@@ -124,6 +125,7 @@ def worker_env(config: ABConfig, pair: int, extra_pad: int, where: samepath.Plac
     if where.pycache:  # each side's bytecode compiled at the fixed path (samepath.prime)
         env["PYTHONPYCACHEPREFIX"] = where.pycache
     env.update(MALLOC_ENV)
+    env.update(side_env(config, label))
     if config.fix_layout:
         env["PYTHONHASHSEED"] = str(config.hash_seed_base + pair)
         env[PAD_VARIABLE] = "p" * (PAD_STEP * pair % 8192 + extra_pad)
@@ -147,13 +149,15 @@ class Pair:
         self.placements = where
         # argv[0] and the kernel's copy of the path both sit on the new stack; the import path
         # once, in the environment (with one fixed path for both sides, these are equal).
+        # And each side's own variables (config.side_env), in the environment.
         longest = max(len(w.python) for w in where.values())
-        longest_path = max(len(w.import_path or "") for w in where.values())
+        env_sizes = {label: len(w.import_path or "") + sum(len(k) + len(v) for k, v in side_env(config, label))
+                     for label, w in where.items()}
         self.workers = {label: Worker(label, where[label],
                                        worker_env(config, index,
                                                    2 * (longest - len(where[label].python))
-                                                   + longest_path - len(where[label].import_path or ""),
-                                                   where[label]), config, shown=python)
+                                                   + max(env_sizes.values()) - env_sizes[label],
+                                                   where[label], label), config, shown=python)
                         for label, python in self.order}
         self.prepared: dict[str, dict] = {}
 

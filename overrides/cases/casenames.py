@@ -296,6 +296,27 @@ def user_stem(spec: str) -> str:
     return re.sub(r"[^a-z0-9_.-]+", "_", spec.lower())
 
 
+# Two versions of your own code in one environment (`bench.py --compare units:pair
+# units_fast:pair`): both sides time, count and name one case, the base's spec, and every process
+# of the branch builds it from the branch's spec. The parent says so to each process of a side in
+# this variable, `SHOWN=BUILT` (the base's processes get `SHOWN=SHOWN`, so both sides' environments
+# hold the same variable); everything that builds a case reads it (`side_spec`).
+YOUR_CODE_VARIABLE = "OVERRIDES_YOUR_CODE"
+
+
+def your_code_env(shown: str, built: str) -> dict:
+    """The variable a side's processes get when its `shown` case is built from `built`."""
+    return {YOUR_CODE_VARIABLE: f"{shown}={built}"}
+
+
+def side_spec(spec: str) -> str:
+    """The spec this process builds for the user case `spec` (YOUR_CODE_VARIABLE), else `spec`."""
+    import os
+
+    shown, mark, built = os.environ.get(YOUR_CODE_VARIABLE, "").partition("=")
+    return built if mark and shown == spec else spec
+
+
 def resolve(names: list[str] | None) -> tuple[Case, ...]:
     """The cases a `--cases` list names, without operands: None means the seed cases, `all` the
     whole catalog (and may sit beside user cases: `all mypkg.mod:MyTensor`). A user case is

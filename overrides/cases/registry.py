@@ -14,6 +14,8 @@ flags times the seed cases without ever importing it).
 
 from __future__ import annotations
 
+import dataclasses
+
 from overrides.cases import casenames
 from overrides.cases.casenames import Case
 from overrides.cases.seedcases import SEED_CASES
@@ -42,14 +44,15 @@ def case_names() -> list[str]:
 
 def get_case(name: str) -> Case:
     """The case called `name`, or a user case `pkg.module:factory`; a UsageError if neither."""
-    if casenames.twinned(name):
-        from overrides.cases.usercases import plain_twin
+    spec = casenames.twinned(name) or (name if casenames.is_user_spec(name) else None)
+    if spec is not None:
+        from overrides.cases.usercases import case_from_spec, plain_twin
 
-        return plain_twin(casenames.twinned(name))
-    if casenames.is_user_spec(name):
-        from overrides.cases.usercases import case_from_spec
-
-        return case_from_spec(name)
+        built = casenames.side_spec(spec)  # this side's own code, where two versions are compared
+        case = plain_twin(built) if casenames.twinned(name) else case_from_spec(built)
+        return case if built == spec else dataclasses.replace(
+            case, name=name, file_stem=casenames.user_stem(spec) + ("-plain" if casenames.twinned(name) else ""),
+            baseline=casenames.twin_of(spec) if case.baseline != case.name else name)
     shaped = casenames.described(name)  # an unknown name: the same message, with or without torch
     base, operands = casenames.split_shaped(name)
     _load_catalog()

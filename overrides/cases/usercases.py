@@ -25,7 +25,8 @@ from typing import Any, Callable
 
 import torch
 
-from overrides.cases.casenames import SPEC_FORM, USER_DIR_VARIABLE, Case, split_user_spec, twin_of, user_stem
+from overrides.cases.casenames import (SPEC_FORM, USER_DIR_VARIABLE, Case, side_spec, split_user_spec, twin_of,
+                                       user_stem)
 from overrides.cases.seedcases import plain_operands
 from overrides.errors import UsageError
 
@@ -137,7 +138,7 @@ def module_files(names) -> dict[str, str]:
     out = {}
     for name in names:
         if ":" in name:
-            module = sys.modules.get(split_user_spec(name)[0])
+            module = sys.modules.get(split_user_spec(side_spec(name))[0])
             if module is not None and getattr(module, "__file__", None):
                 out[name] = os.path.realpath(module.__file__)
     return out

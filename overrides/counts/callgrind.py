@@ -202,12 +202,13 @@ def _own_python_path() -> list[str]:
             if path and os.path.realpath(path) != os.path.realpath(ROOT)]
 
 
-def _environment(seed: int, pad: int, where: samepath.Placement) -> dict:
+def _environment(seed: int, pad: int, where: samepath.Placement, side_env: tuple = ()) -> dict:
     """The whole environment of the valgrind process: fixed content, fixed order. The user's
     directory is passed only when a user case needs it (it would move the layout otherwise).
     The side's import path (its view or kept copy of torch) comes first after this checkout,
     both as `where` says the process sees them; the caller's own PYTHONPATH follows (a develop
-    build is often found only through it)."""
+    build is often found only through it). `side_env`: (name, value) pairs of the side's own
+    (which of your code it builds: casenames.YOUR_CODE_VARIABLE)."""
     env = {
         "PATH": "/usr/local/bin:/usr/bin:/bin",
         "HOME": os.environ.get("HOME", "/"),
@@ -228,6 +229,7 @@ def _environment(seed: int, pad: int, where: samepath.Placement) -> dict:
     }
     if where.user_dir:
         env[USER_DIR_VARIABLE] = where.user_dir
+    env.update(side_env)
     return env
 
 
@@ -242,7 +244,7 @@ def _fixed_cwd() -> str:
 class _Launch:
     """A valgrind worker started with its spec, importing torch."""
 
-    key: tuple  # (python, seed, pad, user_dir, spec, tree, import_path): what the counts depend on
+    key: tuple  # (python, seed, pad, user_dir, spec, tree, import_path, side_env): what the counts depend on
     process: subprocess.Popen
     out_dir: str
     started: float
@@ -268,7 +270,8 @@ def _spec(targets: Sequence[tuple[str, str]], repeats: int, calls: int) -> str:
 
 
 def _launch(python: str, seed: int, pad: int, user_dir: str | None, spec: str,
-            tree: bool = False, import_path: str | None = None, source: str | None = None) -> _Launch:
+            tree: bool = False, import_path: str | None = None, source: str | None = None,
+            side_env: tuple = ()) -> _Launch:
     valgrind, _ = find_valgrind()
     where = samepath.place(python, import_path, user_dir, source=source)
     samepath.prime(where, os.pathsep.join(_own_python_path()))
@@ -285,8 +288,8 @@ def _launch(python: str, seed: int, pad: int, user_dir: str | None, spec: str,
                spec]
     process = children.start(where.wrap(command), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, text=True, cwd=_fixed_cwd(),
-                             env=_environment(seed, pad, where))
-    return _Launch((python, seed, pad, user_dir, spec, tree, import_path), process, out_dir,
+                             env=_environment(seed, pad, where, side_env))
+    return _Launch((python, seed, pad, user_dir, spec, tree, import_path, side_env), process, out_dir,
                    time.monotonic(), where)
 
 
@@ -317,15 +320,15 @@ def _drop_head_starts() -> None:
 def count_once(python: str, targets: Sequence[tuple[str, str]], seed: int, *, pad: int = 0,
                repeats: int = DEFAULT_REPEATS, calls: int = CALLS_PER_REPEAT,
                say: Callable[[str], None] | None = None, tree: bool = False,
-               import_path: str | None = None, source: str | None = None) -> CountRun:
+               import_path: str | None = None, source: str | None = None, side_env: tuple = ()) -> CountRun:
     """Count every (case, op) in one valgrind process under hash seed `seed` (with `tree`, the
-    last repeat's call paths too)."""
+    last repeat's call paths too); `side_env` as `_environment`'s."""
     valgrind, control = find_valgrind()
     say = say or (lambda message: None)
     user_dir = os.getcwd() if any(":" in case for case, _ in targets) else None
     spec = _spec(targets, repeats, calls)
-    ahead = _HEAD_STARTS.pop((python, seed, pad, user_dir, spec, tree, import_path), None)
-    launch = ahead or _launch(python, seed, pad, user_dir, spec, tree, import_path, source)
+    ahead = _HEAD_STARTS.pop((python, seed, pad, user_dir, spec, tree, import_path, side_env), None)
+    launch = ahead or _launch(python, seed, pad, user_dir, spec, tree, import_path, source, side_env)
     process, out_dir, started = launch.process, launch.out_dir, launch.started
     try:
         ready = _read_json(process, "ready", f"seed {seed} ({python})", "importing torch")
@@ -378,7 +381,7 @@ def count_once(python: str, targets: Sequence[tuple[str, str]], seed: int, *, pa
     settings = {"seed": seed, "repeats": repeats, "calls_per_repeat": calls, "call_paths": tree,
                 "statistic": "minimum of repeats 2..n, loop and toggles removed",
                 "valgrind": valgrind_version(valgrind), "python": python,
-                "environment": sorted(_environment(seed, pad, launch.where)),
+                "environment": sorted(_environment(seed, pad, launch.where, side_env)),
                 "import_path": import_path,
                 "same_path": launch.where.fixed,
                 "same_path_reason": launch.where.reason or None,
@@ -483,25 +486,28 @@ def count_builds(pythons: Sequence[str], targets: Sequence[tuple[str, str]],
                  seeds: Sequence[int] = DEFAULT_SEEDS, *, pads: Sequence[int] | None = None,
                  repeats: int = DEFAULT_REPEATS, say: Callable[[str], None] | None = None,
                  tree: bool = False, import_paths: Sequence[str | None] | None = None,
-                 sources: Sequence[str | None] | None = None) -> list[list[CountRun]]:
+                 sources: Sequence[str | None] | None = None,
+                 side_envs: Sequence[tuple] | None = None) -> list[list[CountRun]]:
     """Every build under every seed (the same seeds, so layouts are matched build to build),
     count_jobs() valgrind processes at once; one list of runs per build, in seed order.
     `import_paths`: per build, a folder to import torch from first (a view or a kept copy);
-    `sources`: per build, the folder a view stands for (names its bytecode cache, samepath)."""
+    `sources`: per build, the folder a view stands for (names its bytecode cache, samepath);
+    `side_envs`: per build, (name, value) pairs of its own (two versions of your code)."""
     find_valgrind()
     check_room(len(targets), repeats, tree, min(count_jobs(), len(pythons) * len(seeds)))
     paths = list(import_paths) if import_paths is not None else [None] * len(pythons)
     origins = list(sources) if sources is not None else paths
-    pads = list(pads) if pads is not None else pads_for(pythons, paths)
-    jobs = [(python, pad, path, origin, seed) for python, pad, path, origin in zip(pythons, pads, paths, origins)
-            for seed in seeds]
+    extras = [tuple(e) for e in side_envs] if side_envs is not None else [()] * len(pythons)
+    pads = list(pads) if pads is not None else pads_for(pythons, paths, extras)
+    jobs = [(python, pad, path, origin, extra, seed)
+            for python, pad, path, origin, extra in zip(pythons, pads, paths, origins, extras) for seed in seeds]
 
     def run(job: tuple) -> CountRun:
-        python, pad, path, origin, seed = job
+        python, pad, path, origin, extra, seed = job
         for attempt in range(COUNT_RETRIES + 1):
             try:
                 return count_once(python, targets, seed, pad=pad, repeats=repeats, say=say, tree=tree,
-                                  import_path=path, source=origin)
+                                  import_path=path, source=origin, side_env=extra)
             except CountingDied as exc:
                 if children.stopping():  # Ctrl-C or SIGTERM killed it: no fault to retry
                     raise KeyboardInterrupt from None
@@ -525,13 +531,17 @@ def died_run(seed: int, targets: Sequence[tuple[str, str]], why: str) -> CountRu
                     {"seed": seed, "died": why}, 0.0)
 
 
-def pads_for(pythons: Sequence[str], import_paths: Sequence[str | None] | None = None) -> list[int]:
+def pads_for(pythons: Sequence[str], import_paths: Sequence[str | None] | None = None,
+             side_envs: Sequence[tuple] | None = None) -> list[int]:
     """Environment padding per build so that every argument list and environment together are
     as long as the longest (the interpreter's path is in the arguments, the import path in the
-    environment), measured as each process sees them (samepath: often the same already)."""
+    environment, and a side's own variables), measured as each process sees them (samepath:
+    often the same already)."""
     paths = list(import_paths or [None] * len(pythons))
+    extras = list(side_envs or [()] * len(pythons))
     placed = [samepath.place(python, path) for python, path in zip(pythons, paths)]
-    sizes = [len(where.python) + len(where.import_path or "") for where in placed]
+    sizes = [len(where.python) + len(where.import_path or "") + sum(len(k) + len(v) for k, v in extra)
+             for where, extra in zip(placed, extras)]
     return [max(sizes) - size for size in sizes]
 
 
