@@ -17,7 +17,7 @@ import os
 import shutil
 import sys
 
-from overrides import ROOT, environment, run_report, comparison_report, results
+from overrides import ROOT, comparison_report, device_report, environment, results, run_report
 from overrides.ab.config import add_arguments as add_ab_arguments
 from overrides.argtypes import OneLineParser, positive_float, positive_int
 from overrides.cases import casenames
@@ -52,9 +52,14 @@ def build_parser() -> argparse.ArgumentParser:
                         help=f"operands of this dtype for the built-in cases (default "
                              f"{casenames.DEFAULT_DTYPE}; one of {', '.join(casenames.DTYPES)})")
     parser.add_argument("--device", metavar="DEVICE",
-                        help="operands on this device for the built-in cases: cpu (default) or meta "
+                        help="operands on this device for the built-in cases: cpu (default), meta "
                              "(shapes, no data, on any machine: dispatch alone for ops whose meta function "
-                             "is C++, such as x.view(-1)); cuda is not timed yet and says so")
+                             "is C++, such as x.view(-1)), or cuda / cuda:N (the host's cost a call, the "
+                             "synchronized cost and the GPU's own, each per call)")
+    parser.add_argument("--plot", metavar="FILE",
+                        help="with --device cuda and several --shape sizes: draw each case's host, synced "
+                             "and GPU time a call against size, and where the GPU hides its overhead "
+                             "(PNG or SVG, by FILE's suffix)")
     parser.add_argument("--list", action="store_true", help="list the cases, one per line: name and description")
     parser.add_argument("--list-ops", action="store_true", help="list the ops for --op, one per line")
     parser.add_argument("-n", "--nreps", type=positive_int, metavar="N",
@@ -218,6 +223,11 @@ def run(argv: list[str]) -> int:
         raise UsageError("--instructions and --no-instructions contradict each other; keep one")
     from overrides.history import command as history
 
+    device_report.check_plot(args.plot, args.device)
+    for asked, what in ((args.instructions, "--instructions"), (args.write_budget, "--write-budget"),
+                        (args.check_budget, "--check-budget"), (args.history, "--history")):
+        if asked:
+            casenames.refuse_counting_on_cuda(args.cases, what)
     if args.write_budget or args.check_budget:
         return run_budget(args)
     if args.history:
@@ -231,6 +241,11 @@ def run(argv: list[str]) -> int:
     for warning in run_report.spread_warnings(run_result):
         print(warning, file=sys.stderr)
     print(run_report.render(run_result, args.format), flush=True)  # shown even if --json cannot be written
+    on_device = device_report.render(run_result, args.format)
+    if on_device:
+        print("\n" + on_device, flush=True)
+    if args.plot:
+        print(f"--plot: {device_report.plot(run_result, args.plot)} drawn in {args.plot}", file=sys.stderr)
     if args.json and not args.load:
         results.save(run_result, args.json, what="--json")
         print(f"results written to {args.json}", file=sys.stderr)
@@ -396,6 +411,11 @@ def run_compare(args) -> int:
     selected_ops = ops_mod.resolve_ops(args.op)
     config, skipped = config_from_arguments(args, threads=args.threads)
     config = dataclasses.replace(config, your_code=your_code)
+    if config.instruction_seeds and any(casenames.on_cuda(case.name) for case in selected):
+        # asked for (--instructions): refused above; by default: the clock judges alone
+        config = dataclasses.replace(config, instruction_seeds=())
+        skipped = ("the cases run on CUDA, which valgrind cannot run; the clock judges the host's cost "
+                   "a call (count the same cases with --device meta)")
     sides = (sys.executable, sys.executable) if your_code else args.compare
     outcome = run_ab(sides[0], sides[1], selected, selected_ops, config, stderr_progress(args.quiet))
     if skipped:

@@ -48,6 +48,9 @@ def collect(threads: int) -> dict:
         # see overrides/clock/layout.py: bench.py pins these unless --random-layout
         "aslr_off": randomisation_off(),
         "python_hash_seed": os.environ.get("PYTHONHASHSEED"),
+        # the GPU a CUDA case ran on; asked only where CUDA is already in use (it starts it)
+        "cuda_device": (torch.cuda.get_device_name() if torch.cuda.is_available() and torch.cuda.is_initialized()
+                        else None),
     }
 
 
@@ -62,4 +65,5 @@ def one_line(env: dict) -> str:
         f"{', debug build' if env.get('torch_debug_build') else ''}), "
         f"Python {env.get('python')}, {env.get('cpu')} ({env.get('cpu_count')} CPUs), "
         f"{counted(env.get('threads'), 'torch thread')}"
+        + (f", {env['cuda_device']}" if env.get("cuda_device") else "")
     )

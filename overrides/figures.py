@@ -22,6 +22,14 @@ def whole(value: float | None, signed: bool = False) -> str:
     return f"{value:+,.0f}" if signed else f"{value:,.0f}"
 
 
+def micros(value_ns: float | None, signed: bool = False) -> str:
+    """Nanoseconds written as microseconds to a tenth ("6.7", "+4.5"): a CUDA call's figures,
+    whose host side alone is microseconds and whose GPU side reaches milliseconds."""
+    if value_ns is None or not math.isfinite(value_ns):
+        return "-"
+    return f"{value_ns / 1000:+,.1f}" if signed else f"{value_ns / 1000:,.1f}"
+
+
 def signed(value: float | None) -> str:
     """A change in whole units: "+1,431", "-12", "+0"; "-" where there is no figure."""
     return whole(value, signed=True)

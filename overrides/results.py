@@ -41,6 +41,15 @@ class CaseResult:
     not_applicable: str | None = None
     # The case whose figure for the same op the overhead is quoted against.
     baseline: str = BASELINE_CASE
+    # "cuda": samples_ns are the host's cost per call, and device_ns holds ("synced", samples) and
+    # ("gpu", samples) beside it (overrides/clock/cuda.py).
+    device: str = "cpu"
+    device_ns: tuple[tuple[str, tuple[float, ...]], ...] = ()
+
+    def device_figure(self, mode: str) -> float | None:
+        """The headline of the CUDA figure `mode` ("synced", "gpu"), if it was timed."""
+        samples = dict(self.device_ns).get(mode)
+        return stats.headline(samples) if samples else None
 
     @property
     def ok(self) -> bool:
@@ -151,6 +160,12 @@ def case_to_dict(run: RunResult, result: CaseResult) -> dict:
         "not_applicable": result.not_applicable,
         "baseline": result.baseline,
         "instructions_per_call": _finite(run.instructions_per_call(result)),
+        "device": result.device,
+        **{f"{mode}_per_call_ns": _finite(stats.headline(samples)) for mode, samples in result.device_ns},
+        **{f"{mode}_per_call_ci95_ns": [_finite(v) for v in stats.quantile_ci95(samples)]
+           for mode, samples in result.device_ns},
+        **({"device_samples_ns": {mode: [round(v, 3) for v in samples] for mode, samples in result.device_ns}}
+           if result.device_ns else {}),
     }
 
 
@@ -184,6 +199,9 @@ def from_dict(data: dict, source: str = "results") -> RunResult:
                 error=r.get("error"),
                 not_applicable=r.get("not_applicable"),
                 baseline=r.get("baseline") or BASELINE_CASE,
+                device=r.get("device") or "cpu",
+                device_ns=tuple((mode, tuple(float(v) for v in samples))
+                                for mode, samples in (r.get("device_samples_ns") or {}).items()),
             )
             for r in data["results"]
         )

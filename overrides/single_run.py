@@ -79,7 +79,7 @@ def run_benchmark(
         results.append(CaseResult(calls_per_sample=timed.calls_per_sample,
                                   samples_ns=timed.samples_ns,
                                   loop_overhead_ns=timed.loop_overhead_ns, error=timed.error,
-                                  **common))
+                                  device=timed.device, device_ns=timed.device_ns, **common))
     results = tuple(results)
     settings = {
         "min_time_s": config.min_time_s,

@@ -30,7 +30,7 @@ ROWS = (
     {"counts": ("overrides.counts",)},
     {"records": ("overrides.results", "overrides.case_comparison", "overrides.environment")},
     {"workflows": ("overrides.single_run", "overrides.run_report", "overrides.comparison_report",
-                   "overrides.budget")},
+                   "overrides.budget", "overrides.device_report")},
     {"ab": ("overrides.ab",)},
     {"review": ("overrides.review",)},
     {"history": ("overrides.history",)},

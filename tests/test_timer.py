@@ -136,8 +136,8 @@ def _slowed_calibration(monkeypatch, factor: float) -> list:
     real = timer.probe_per_call_ns
     measured = []
 
-    def slowed(probe, operands):
-        measured.append(factor * real(probe, operands))
+    def slowed(probe, operands, mode="cpu"):
+        measured.append(factor * real(probe, operands, mode))
         return measured[-1]
 
     monkeypatch.setattr(timer, "probe_per_call_ns", slowed)

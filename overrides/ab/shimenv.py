@@ -76,6 +76,7 @@ SHIM_WORK = {
     "bare": "",
     "loop10": "for _ in range(10): pass",
     "loop40": "for _ in range(40): pass",
+    "sleep100ns": "_t = _clock() + 100\n    while _clock() < _t: pass",
     "sleep1us": "_t = _clock() + 1000\n    while _clock() < _t: pass",
     "sleep5us": "_t = _clock() + 5000\n    while _clock() < _t: pass",
 }

@@ -52,7 +52,7 @@ def _serve(protocol_out) -> None:
                 (case,) = resolve_cases([case_name])
                 op = get_op(op_name)
                 slot = _Slot(target_for(case, op))  # the case's own statement and mode
-                slot.prepare(TimerConfig(calls_per_sample=calls))
+                slot.prepare(TimerConfig(calls_per_sample=calls, device_figures=False))  # judged on the host's
                 slots.append(slot)
             gc.collect()
             gc.disable()  # off for the rest of the worker's life: it only times

@@ -194,10 +194,9 @@ def check_dtype(name: str) -> str:
 
 
 def check_device(name: str) -> str:
-    """`name` if this tool can time on it here; a UsageError naming why not otherwise. CUDA is
-    refused for now, before any work: a GPU op returns before its kernel ran, so a per-call time
-    needs the host's and the synchronized cost apart, and a sample must not end with work queued
-    for the next one to pay (not built yet); without a GPU it could not run at all."""
+    """`name` if this tool can time on it here; a UsageError naming why not otherwise: CUDA
+    where this machine has no NVIDIA device, before any work (overrides/clock/cuda.py times it
+    where there is one)."""
     kind, _, index = name.partition(":")
     if kind not in DEVICES or (index and (kind != "cuda" or not index.isdigit())):
         raise UsageError(f"device {name!r} is not one of cpu, meta, cuda, cuda:N;"
@@ -208,9 +207,30 @@ def check_device(name: str) -> str:
         if not glob.glob("/dev/nvidia[0-9]*"):
             raise UsageError(f"device {name!r}: this machine has no CUDA device (no /dev/nvidia*); "
                              "--device meta times dispatch with no kernel on any machine")
-        raise UsageError(f"device {name!r}: CUDA timing (the host's and the synchronized cost per "
-                         "call apart) is not built yet; --device meta times dispatch with no kernel")
     return name
+
+
+def on_cuda(name: str) -> bool:
+    """Whether the built-in case `name` (CASE@SHAPE/cuda) has its operands on a CUDA device."""
+    base, mark, suffix = name.partition(SHAPE_MARK)
+    return bool(mark) and any(part.partition(":")[0] == "cuda" for part in suffix.split("/")[1:])
+
+
+def elements_of(name: str) -> int:
+    """Elements per operand of the built-in case `name`, its device unchecked (a run read back
+    on a machine without that device)."""
+    base, mark, suffix = name.partition(SHAPE_MARK)
+    return math.prod(parse_shape(suffix.split("/")[0])) if mark else math.prod(DEFAULT_SHAPE)
+
+
+def refuse_counting_on_cuda(names, what: str) -> None:
+    """One line where `what` would count instructions of a case on CUDA: valgrind cannot run the
+    CUDA runtime (and its host instructions vary with the toolkit); meta counts the dispatch."""
+    found = [name for name in names or () if on_cuda(name)]
+    if found:
+        raise UsageError(f"{what} counts instructions under valgrind, which cannot run CUDA ({found[0]}); "
+                         "count the same cases with --device meta (dispatch with no kernel) and time "
+                         "them on cuda without counts")
 
 
 def parse_operands(suffix: str) -> Operands:
