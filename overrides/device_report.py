@@ -17,7 +17,7 @@ from typing import Sequence
 
 from overrides.cases.casenames import SHAPE_MARK, elements_of
 from overrides.figures import micros
-from overrides.results import CaseResult, RunResult
+from overrides.results import RunResult
 from overrides.tables import pipe_table
 
 # The GPU hides a case's overhead at a size where what the synchronized cost still adds over
