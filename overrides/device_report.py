@@ -211,8 +211,8 @@ def plot(run: RunResult, path: str) -> str:
         start = hides_from(group)
         if start is not None:
             ax.axvline(start, color="grey", linestyle=":", linewidth=1, gid=f"{name}-hidden-from-{start}")
-            ax.text(start, 0.5, f"hidden from {start:,}  ", transform=ax.get_xaxis_transform(), rotation=90,
-                    fontsize=8, color="grey", ha="right", va="center")
+            ax.text(start, 0.04, f"hidden from {start:,} ", transform=ax.get_xaxis_transform(), rotation=90,
+                    fontsize=8, color="grey", ha="right", va="bottom")
         ax.set_title(f"{name} [{op}]", fontsize=10)
         ax.set_xlabel("elements per operand")
         ax.set_ylabel("us per call")
