@@ -105,7 +105,7 @@ def test_shapes_sweep_the_built_in_cases_and_each_is_judged_against_plain_tensor
 @pytest.mark.parametrize("args, said", [
     (["--device", "cuda"], "no CUDA device"),
     (["--device", "tpu"], "device 'tpu' is not one of cpu, meta, cuda, cuda:N"),
-    (["--cases", "SubTensor@1/cuda:0", "--instructions"], "no CUDA device"),
+    (["--cases", "SubTensor@1/cuda:0", "--instructions"], "cannot run CUDA (SubTensor@1/cuda:0); count the same cases with --device meta"),
 ])
 def test_a_device_this_machine_cannot_time_on_is_one_line_and_exit_2(args, said):
     done = run_tool("bench.py", *args, timeout=60)
