@@ -285,3 +285,36 @@ def test_report_sh_whose_zip_meets_a_full_disk_says_so_and_keeps_the_measured_ru
             f"report.sh: error: cannot write the report {disk / 'report.zip'}: no space left on the device (")
         assert os.listdir(disk) == []  # nothing half-written
     assert (tmp_path / "runs" / "base" / "base.json").is_file()  # the measured runs stay
+
+
+@pytest.mark.slow
+def test_record_sh_whose_traced_loop_dies_says_so_and_records_each_case_alone(tmp_path):
+    """The loop py-spy traces killed (a crash in the case's code, the out-of-memory killer):
+    py-spy records on and exits 0, so the loop's own word that it finished is what tells. The
+    recording of the cases together fails saying so, and each case is recorded alone."""
+    runs = tmp_path / "runs"
+    run = Running("record.sh", "--label", "crash", "--python", sys.executable, "--seconds", "3",
+                  "--min-time", "0.1", "--runs-dir", str(runs), "Tensor", "SubTensor")
+    deadline = time.monotonic() + FIND_TIMEOUT_S
+    killed = None
+    while killed is None and time.monotonic() < deadline and run.process.poll() is None:
+        for pid in children.descendants(run.process.pid):
+            argv = _argv(pid)
+            parent = _argv(int(open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[1])) if argv else []
+            if argv and argv[1:2] and argv[1].endswith("pyspybench.py") and parent and \
+                    os.path.basename(parent[0]) == "py-spy":
+                time.sleep(1.0)  # py-spy attached and sampling (killed before, it fails to attach)
+                os.kill(pid, signal.SIGKILL)
+                killed = argv
+                break
+        time.sleep(0.05)
+    assert killed, "\n".join(run.lines[-20:])
+    code, _, lines = run.finish()
+    assert code == 0, "\n".join(lines[-20:])
+    said = "\n".join(lines)
+    assert ("recording Tensor, SubTensor in one process failed (the hot loop py-spy was recording (Tensor, SubTensor"
+            in said and "before it finished); each case alone" in said), said
+    # how it ended, where py-spy left the loop for this side to reap; in general words where not
+    assert "was killed by SIGKILL (out of memory?) before" in said or "ended (killed or crashed) before" in said
+    manifest = json.loads((runs / "crash" / "record.json").read_text())
+    assert set(manifest["flamegraphs"]) == {"Tensor", "SubTensor"}

@@ -167,11 +167,13 @@ def record_together_or_alone(python: str, targets: Sequence[Target], *,
                              on_recorded: Callable[[list[Recording]], None] | None = None,
                              on_alone: Callable[[int, Target], None] | None = None,
                              on_failed: Callable[[Target, str], None] | None = None,
+                             on_together_failed: Callable[[str], None] | None = None,
                              stop_at_first: bool = False, **options) -> list[Recording]:
     """`record_cases` of every target in one process (one torch import); if that fails, each
     target alone, so a failing case (a user case, an op it refuses) costs only itself. Returns
     what was recorded; `on_recorded` hears of each success as it lands, `on_alone` of each lone
-    attempt before it starts, `on_failed` of each case that failed alone. With `stop_at_first`,
+    attempt before it starts (`on_together_failed` first, of why all at once failed: a case that
+    raised, or the traced process killed), `on_failed` of each case that failed alone. With `stop_at_first`,
     the first target failing alone (or the only one failing) raises: py-spy cannot record here
     at all, or the case is bad. RecorderDied (py-spy killed) is no case's failure: it goes up at
     once, the recordings made before it already heard of. `options` go to record_cases."""
@@ -184,6 +186,8 @@ def record_together_or_alone(python: str, targets: Sequence[Target], *,
             if on_failed:
                 on_failed(targets[0], str(exc))
             return []
+        if on_together_failed:
+            on_together_failed(str(exc))
     else:
         if on_recorded:
             on_recorded(made)

@@ -126,14 +126,22 @@ class Program:
         for job in self.loops:  # specialised before py-spy looks
             with job.active():
                 job.loop(job.operands, WARMUP_TURNS)
+        global _FINISHED
+        _adopt_orphans()  # the loop's process, once py-spy is gone, is this one's to reap
+        # The loop says it finished on a pipe: one that ends without saying so died (py-spy,
+        # which traces it, records on to its --duration and exits 0 all the same).
+        finished, _FINISHED = os.pipe()  # not inherited by py-spy's exec (close-on-exec)
         recorder = os.fork()
         if recorder:  # this process waits for py-spy and titles what it wrote: never returns
-            self._title_when_done(recorder)
+            os.close(_FINISHED)
+            _FINISHED = None
+            self._title_when_done(recorder, finished)
+        os.close(finished)
         child = os.fork()
         if child:
             self.record(child)  # execs py-spy on the child, its parent: never returns
 
-    def _title_when_done(self, recorder: int) -> None:
+    def _title_when_done(self, recorder: int, finished: int) -> None:
         """Wait for py-spy (Ctrl-C reaches it too, and it writes what it has), put the case's
         name in its flamegraph's title, and leave with its status."""
         import signal
@@ -141,6 +149,14 @@ class Program:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         _, status = os.waitpid(recorder, 0)
         code = os.waitstatus_to_exitcode(status)
+        if code == 0 and not _said_finished(finished):  # the loop died, py-spy did not
+            from overrides import children
+
+            loop = _reaped_loop()
+            how = children.ended(loop) if loop else "ended (killed or crashed)"
+            print(f"pyspybench.py: error: the hot loop py-spy was recording ({self.title.partition(': ')[0] or 'the cases'}) "
+                  f"{how} before it finished", file=sys.stderr)
+            code = 2
         if self.output and self.title and os.path.isfile(self.output):
             try:
                 with open(self.output, encoding="utf-8") as src:
@@ -162,7 +178,46 @@ class Program:
         benchmarks/README.md, 'Docstring figures')."""
         sys.stdout.flush()
         sys.stderr.flush()
+        if _FINISHED is not None:
+            os.write(_FINISHED, b"1")
         os._exit(0)
+
+
+# prctl(PR_SET_CHILD_SUBREAPER): an orphaned descendant is reparented to this process, not init.
+PR_SET_CHILD_SUBREAPER = 36
+
+
+def _adopt_orphans() -> None:
+    """Become the reaper of this process's orphaned descendants (Linux), so that the loop py-spy
+    traces, whose parent py-spy is, can be asked how it ended once py-spy has exited."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+    except (OSError, AttributeError):
+        pass  # not Linux: a loop that dies is then seen as missing samples only
+
+
+_FINISHED: int | None = None  # in the loop's process under --record: where it says it finished
+
+
+def _said_finished(finished: int) -> bool:
+    """Whether the loop said it finished; True too while it still runs (py-spy went first)."""
+    os.set_blocking(finished, False)
+    try:
+        return os.read(finished, 1) == b"1"
+    except BlockingIOError:
+        return True  # still running: py-spy ended first, which its own status says
+
+
+def _reaped_loop() -> int:
+    """How the traced loop ended, as a return code (-N for signal N), where it has ended and
+    was handed to this process; 0 where it finished, is still running or is not ours to ask."""
+    try:
+        pid, status = os.waitpid(-1, os.WNOHANG)
+    except ChildProcessError:
+        return 0
+    return os.waitstatus_to_exitcode(status) if pid else 0
 
 
 def _xml_text(text: str) -> str:

@@ -125,6 +125,8 @@ class Recorder:
             python, targets, op=op, seconds=seconds, pyspy=pyspy, on_recorded=recorded, on_failed=failed,
             on_alone=lambda index, target: self.say(
                 f"record {self.label}: py-spy on {target.case} alone ({index + 1}/{len(names)})"),
+            on_together_failed=lambda why: self.say(
+                f"record {self.label}: recording {', '.join(names)} in one process failed ({why}); each case alone"),
             stop_at_first=True)  # py-spy cannot record here at all (ptrace, a bad case): say so now
 
     def instructions(self, python: str, seeds: Sequence[int] | None) -> None:
