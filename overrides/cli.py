@@ -384,7 +384,16 @@ def compared_code(compare: list[str]) -> tuple[str, str] | None:
                          "interpreter; give two interpreters (--compare BASE_PY BRANCH_PY --cases ...) or two "
                          f"versions of your case ({casenames.SPEC_FORM}), run in this Python")
     for spec in compare:
-        casenames.split_user_spec(spec)
+        module = casenames.split_user_spec(spec)[0]
+        if os.getcwd() not in sys.path:  # where the sides look for it too (usercases._import)
+            sys.path.append(os.getcwd())
+        try:
+            found = importlib.util.find_spec(module) is not None
+        except ImportError:  # a parent package that is not there
+            found = False
+        if not found:
+            raise UsageError(f"case {spec!r}: no module named {module!r}; the module must be importable "
+                             "from the current directory or PYTHONPATH")
         if casenames.SHAPE_MARK in spec:
             raise UsageError(f"--compare {spec}: your case keeps the operands its factory makes; "
                              f"compare the factories themselves ({casenames.SPEC_FORM})")

@@ -186,3 +186,18 @@ def test_two_versions_of_your_case_in_one_python_are_paired_counted_and_judged(t
     assert rows["Tensor"]["verdict"] != "regression"
     assert f"base: units:pair in {sys.executable}" in done.stdout
     assert "base built units:pair, branch units_slow:pair" in done.stdout
+
+
+def test_a_version_of_your_case_that_is_not_there_is_one_line_before_any_worker_starts(tmp_path):
+    import subprocess
+    import time
+
+    _library(tmp_path)
+    started = time.monotonic()
+    done = subprocess.run([sys.executable, os.path.join(ROOT, "bench.py"), "--compare", "units:pair",
+                           "units_fsat:pair"], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2
+    line, = done.stderr.strip().splitlines()
+    assert line == ("bench.py: error: case 'units_fsat:pair': no module named 'units_fsat'; the module must be "
+                    "importable from the current directory or PYTHONPATH")
+    assert time.monotonic() - started < 20  # no side imported torch to find out (~27 s it took)
