@@ -43,19 +43,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="ops to time (default: torch.add; 'all': every named op, shown as a "
                              "cases x ops matrix; your own: a statement over x, y, torch and F, "
                              "such as \"torch.matmul(x, y)\" or \"x.sum()\")")
-    parser.add_argument("--shape", nargs="+", metavar="SHAPE",
-                        help="operands of this shape for the built-in cases, several for a sweep "
-                             "(e.g. 1 64x64 1024x1024; default: the seed's 1 element); each "
-                             "case's overhead is against plain tensors of the same shape (CASE@SHAPE); "
-                             "your own case keeps its factory's")
-    parser.add_argument("--dtype", metavar="DTYPE",
-                        help=f"operands of this dtype for the built-in cases (default "
-                             f"{casenames.DEFAULT_DTYPE}; one of {', '.join(casenames.DTYPES)})")
-    parser.add_argument("--device", metavar="DEVICE",
-                        help="operands on this device for the built-in cases: cpu (default), meta "
-                             "(shapes, no data, on any machine: dispatch alone for ops whose meta function "
-                             "is C++, such as x.view(-1)), or cuda / cuda:N (the host's cost a call, the "
-                             "synchronized cost and the GPU's own, each per call)")
+    casenames.add_operand_arguments(parser)
     parser.add_argument("--plot", metavar="FILE",
                         help="with --device cuda and several --shape sizes: draw each case's host, synced "
                              "and GPU time a call against size, and where the GPU hides its overhead "
@@ -124,7 +112,7 @@ def instruction_head_start(argv: list[str]) -> tuple[list[tuple[str, str]], list
     try:
         with contextlib.redirect_stderr(io.StringIO()):  # the refusal is said once, later
             args = build_parser().parse_args(argv)
-            args.cases = with_shapes(args.cases, args.shape, args.dtype, args.device)
+            args.cases = casenames.with_shapes(args.cases, args.shape, args.dtype, args.device)
         names = [case.name for case in casenames.resolve(args.cases)]
         op_names = [op.name for op in ops_mod.resolve_ops(args.op)]
     except (SystemExit, UsageError):
@@ -138,28 +126,6 @@ def instruction_head_start(argv: list[str]) -> tuple[list[tuple[str, str]], list
     from overrides.counts.callgrind import DEFAULT_SEEDS
 
     return [(case, op) for op in op_names for case in names], list(args.seeds or DEFAULT_SEEDS)
-
-
-def with_shapes(cases: list[str] | None, shapes: list[str] | None, dtype: str | None,
-                device: str | None = None) -> list[str] | None:
-    """The --cases names with --shape, --dtype and --device applied: each built-in case once per
-    shape, as `CASE@SHAPE[/DTYPE][/DEVICE]` (casenames.SHAPE_MARK); your own cases as they are.
-    Unchanged without any of the three."""
-    if not shapes and not dtype and not device:
-        return cases
-    parsed = [casenames.parse_shape(text) for text in shapes or ["1"]]
-    dtype = casenames.check_dtype(dtype) if dtype else casenames.DEFAULT_DTYPE
-    device = casenames.check_device(device) if device else casenames.DEFAULT_DEVICE
-    named = casenames.resolve(cases)
-    if all(casenames.is_user_spec(case.name) for case in named):
-        raise UsageError("--shape, --dtype and --device make the built-in cases' operands; your own case "
-                         "keeps its factory's: add a built-in case (--cases Tensor SubTensor ...) or drop them")
-    out = []
-    for shape in parsed:
-        operands = casenames.Operands(shape, dtype, device)
-        out += [case.name if casenames.is_user_spec(case.name) else casenames.shaped_name(case.name, operands)
-                for case in named]
-    return list(dict.fromkeys(out))
 
 
 def with_twins(cases: list[str] | None) -> list[str] | None:
@@ -215,7 +181,7 @@ def _cases_and_ops(args, what: str) -> tuple[tuple, tuple]:
 
 def run(argv: list[str]) -> int:
     args = build_parser().parse_args(argv)
-    args.cases = with_shapes(args.cases, args.shape, args.dtype, args.device)
+    args.cases = casenames.with_shapes(args.cases, args.shape, args.dtype, args.device)
     if args.list or args.list_ops:
         print("\n".join(text() for wanted, text in ((args.list, list_cases), (args.list_ops, list_ops)) if wanted))
         return 0

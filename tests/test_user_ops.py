@@ -84,7 +84,7 @@ def test_a_bad_shape_or_dtype_is_one_line_and_exit_2(args, said):
 
 
 def test_shapes_sweep_the_built_in_cases_and_each_is_judged_against_plain_tensors_of_its_shape(tmp_path):
-    from overrides.cli import with_shapes
+    from overrides.cases.casenames import with_shapes
 
     assert with_shapes(["Tensor", "SubTensor", "units:pair"], ["1", "64x64"], None) == [
         "Tensor", "SubTensor", "units:pair", "Tensor@64x64", "SubTensor@64x64"]
@@ -143,3 +143,11 @@ def test_meta_tensors_are_counted_and_compared(tmp_path):
     verdicts = {r["case"]: r["verdict"] for r in json.loads((tmp_path / "compared.json").read_text())["comparisons"]}
     assert verdicts == {"Tensor@1/meta": "no change", "SubTensor@1/meta": "regression"}, compared.stdout
     assert compared.returncode == 1
+
+
+def test_pyspybench_takes_shapes_and_devices_as_bench_does():
+    done = run_tool("pyspybench.py", "SubTensor", "--shape", "8x8", "--device", "meta", "--op", "x.view(-1)",
+                    "--nreps", "200", timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    refused = run_tool("pyspybench.py", "SubTensor", "--device", "tpu", timeout=60)
+    assert refused.returncode == 2 and "device 'tpu' is not one of cpu, meta, cuda, cuda:N" in refused.stderr

@@ -250,6 +250,45 @@ def shaped_name(name: str, operands: Operands) -> str:
     return name if operands.default else f"{name}{SHAPE_MARK}{operands.suffix()}"
 
 
+def add_operand_arguments(parser) -> None:
+    """--shape, --dtype and --device, as bench.py and pyspybench.py take them (with_shapes)."""
+    parser.add_argument("--shape", nargs="+", metavar="SHAPE",
+                        help="operands of this shape for the built-in cases, several for a sweep "
+                             "(e.g. 1 64x64 1024x1024; default: the seed's 1 element); each "
+                             "case's overhead is against plain tensors of the same shape (CASE@SHAPE); "
+                             "your own case keeps its factory's")
+    parser.add_argument("--dtype", metavar="DTYPE",
+                        help=f"operands of this dtype for the built-in cases (default "
+                             f"{DEFAULT_DTYPE}; one of {', '.join(DTYPES)})")
+    parser.add_argument("--device", metavar="DEVICE",
+                        help="operands on this device for the built-in cases: cpu (default), meta "
+                             "(shapes, no data, on any machine: dispatch alone for ops whose meta function "
+                             "is C++, such as x.view(-1)), or cuda / cuda:N (the host's cost a call, the "
+                             "synchronized cost and the GPU's own, each per call)")
+
+
+def with_shapes(cases: list[str] | None, shapes: list[str] | None, dtype: str | None,
+                device: str | None = None) -> list[str] | None:
+    """The --cases names with --shape, --dtype and --device applied: each built-in case once per
+    shape, as `CASE@SHAPE[/DTYPE][/DEVICE]` (SHAPE_MARK); your own cases as they are.
+    Unchanged without any of the three."""
+    if not shapes and not dtype and not device:
+        return cases
+    parsed = [parse_shape(text) for text in shapes or ["1"]]
+    dtype = check_dtype(dtype) if dtype else DEFAULT_DTYPE
+    device = check_device(device) if device else DEFAULT_DEVICE
+    named = resolve(cases)
+    if all(is_user_spec(case.name) for case in named):
+        raise UsageError("--shape, --dtype and --device make the built-in cases' operands; your own case "
+                         "keeps its factory's: add a built-in case (--cases Tensor SubTensor ...) or drop them")
+    out = []
+    for shape in parsed:
+        operands = Operands(shape, dtype, device)
+        out += [case.name if is_user_spec(case.name) else shaped_name(case.name, operands)
+                for case in named]
+    return list(dict.fromkeys(out))
+
+
 # Your own case's plain twin, `units:pair@plain`: its operands unwrapped into plain tensors
 # (same shape, dtype and device), the baseline its overhead is quoted against, run beside it.
 TWIN_SUFFIX = SHAPE_MARK + "plain"

@@ -54,6 +54,9 @@ def build_parser() -> argparse.ArgumentParser:
                              "import for all)")
     parser.add_argument("--op", default=None, help="the op to run (default torch.add; see bench.py --list-ops), or "
                         "your own statement over x, y, torch and F")
+    from overrides.cases.casenames import add_operand_arguments
+
+    add_operand_arguments(parser)
     how_long = parser.add_mutually_exclusive_group()
     how_long.add_argument("--nreps", type=positive_int, metavar="N",
                           help="run exactly N calls (rounded up to a multiple of 50)")
@@ -292,6 +295,9 @@ def from_command_line(argv: list[str] | None = None) -> Program:
 
     def body() -> int:
         args = build_parser().parse_args(sys.argv[1:] if argv is None else argv)
+        from overrides.cases.casenames import with_shapes
+
+        args.case = with_shapes(args.case, args.shape, args.dtype, args.device)
         record = None
         seconds = args.seconds
         if args.record:
