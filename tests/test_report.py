@@ -65,8 +65,10 @@ def test_record_writes_the_readme_names_and_a_manifest(runs):
     manifest = json.loads((runs / "base" / "record.json").read_text())
     assert manifest["schema"] == "torch-function-overhead/record/1" and manifest["complete"]
     # 2 s at 200 Hz is ~400 samples a case; py-spy --native falls behind on a busy machine (under
-    # three heavy processes on 2 cores one case got fewer than 100), so: clearly sampled, no more.
-    assert all(entry["samples"] > 20 for entry in manifest["flamegraphs"].values())
+    # three heavy processes on 2 cores one case got fewer than 100; beside a CPU hog on each core,
+    # a validation run and the suite, one got 20 or fewer), so: sampled, no more.
+    samples = {case: entry["samples"] for case, entry in manifest["flamegraphs"].items()}
+    assert all(n > 5 for n in samples.values()), samples
 
 
 def _report(runs, tmp_path, *extra, env=None):

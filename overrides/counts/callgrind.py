@@ -389,6 +389,12 @@ def count_once(python: str, targets: Sequence[tuple[str, str]], seed: int, *, pa
     return CountRun(seed, tuple(results), settings, time.monotonic() - started)
 
 
+# How long a worker that callgrind_control could not reach gets to show it was dying: a SIGKILL
+# during the switch once read "Callgrind task ... not detected" (exit 2) where the worker's death
+# (a retry) was the truth, its exit not yet seen when the control's failure was.
+DYING_S = 2.0
+
+
 def _vgdb_prefix() -> str:
     """Where valgrind and callgrind_control meet (vgdb's pipes), given to both: the worker
     runs with an environment of its own, without the caller's TMPDIR, where callgrind_control
@@ -426,6 +432,13 @@ def _switch_on(control: str, process: subprocess.Popen, pid: int, who: str) -> N
         children.reap(switching)
         said.seek(0)
         out, err = said.read(), ""
+    if switching.returncode != 0:
+        # A worker killed as callgrind_control looked for it is gone, or going: its death, not a
+        # failure to switch on ("task not detected"), once the kernel has finished it.
+        try:
+            process.wait(timeout=DYING_S)
+        except subprocess.TimeoutExpired:
+            pass
     if process.poll() is not None:
         _died(process, who, "its instrumentation was being switched on")
     if switching.returncode is None or switching.returncode < 0:
