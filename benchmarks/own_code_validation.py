@@ -6,8 +6,10 @@ same on both sides). The kinds, interleaved (one comparison of each in turn, so 
 mood lands on all alike):
 - `optimised`: `units:pair units_fast:pair`, expected improvement on units:pair;
 - `itself`: `units:pair units:pair`, expected no change anywhere;
-- `edit`: `units:pair units_slow:pair` (a ~100 ns edit in `__torch_function__`), expected
-  regression on units:pair;
+- `edit`: `units:pair units_slow:pair` (an edit in `__torch_function__`: a helper that builds a
+  list of type names, ~+300 ns a call on the loaded host it was run on), expected regression;
+- `edit-small`: `units:pair units_tiny:pair` (a call of a two-line helper that does nothing,
+  tens of ns), expected regression;
 - `builds` (with --second-python): `--compare THIS_PY SECOND_PY --cases units:pair Tensor
   SubTensor`, two builds of one torch on the same cases: the wall time the kinds above are set
   against.
@@ -40,6 +42,7 @@ KINDS = {
     "optimised": (("units:pair", "units_fast:pair"), "improvement"),
     "itself": (("units:pair", "units:pair"), "no change"),
     "edit": (("units:pair", "units_slow:pair"), "regression"),
+    "edit-small": (("units:pair", "units_tiny:pair"), "regression"),
 }
 FLAGS = ("regression", "improvement", "clock only", "disagree")
 
@@ -48,23 +51,23 @@ def say(message: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
 
 
-def commands(second_python: str | None) -> dict[str, tuple[list[str], str | None]]:
-    """kind -> (the bench.py arguments, the verdict expected on your case)."""
+def commands(second_python: str | None, kinds=None) -> dict[str, tuple[list[str], str | None]]:
+    """kind -> (the bench.py arguments, the verdict expected on your case), for `kinds` (all)."""
     out = {kind: (["--compare", *sides, "--cases", *UNTOUCHED], expected)
-           for kind, (sides, expected) in KINDS.items()}
+           for kind, (sides, expected) in KINDS.items() if not kinds or kind in kinds}
     if second_python:
         out["builds"] = (["--compare", sys.executable, second_python, "--cases", YOURS, *UNTOUCHED], "no change")
     return out
 
 
-def measure(folder: str, n: int, log: str, second_python: str | None) -> None:
+def measure(folder: str, n: int, log: str, second_python: str | None, kinds=None) -> None:
     os.makedirs(folder, exist_ok=True)
     for name in os.listdir(LIBRARY):
         if name.endswith(".py"):
             shutil.copy(os.path.join(LIBRARY, name), folder)
     with open(log, "a", encoding="utf-8") as out:
         for round_ in range(n):
-            for kind, (arguments, expected) in commands(second_python).items():
+            for kind, (arguments, expected) in commands(second_python, kinds).items():
                 say(f"round {round_ + 1}/{n}: {kind}")
                 started = time.monotonic()
                 done = subprocess.run([sys.executable, os.path.join(ROOT, "bench.py"), *arguments, "-q",
@@ -123,6 +126,7 @@ def main() -> None:
     parser.add_argument("--folder", help="the user's folder: the library is copied here and the tool run from it")
     parser.add_argument("--second-python", help="a second build of this torch, for the `builds` kind")
     parser.add_argument("--log", default="own_code_validation.jsonl")
+    parser.add_argument("--kind", action="append", choices=list(KINDS), help="only these kinds (default: all)")
     parser.add_argument("--summarise", metavar="LOG", help="print the table of a log, measure nothing")
     args = parser.parse_args()
     if args.summarise:
@@ -130,7 +134,7 @@ def main() -> None:
         return
     if not args.folder:
         parser.error("give --folder DIR (the user's folder) or --summarise LOG")
-    measure(os.path.abspath(args.folder), args.n, os.path.abspath(args.log), args.second_python)
+    measure(os.path.abspath(args.folder), args.n, os.path.abspath(args.log), args.second_python, args.kind)
     summarise(os.path.abspath(args.log))
 
 
