@@ -92,6 +92,10 @@ def measure(folder: str, n: int, log: str, second_python: str | None, kinds=None
                     + ", ".join(f"{case} {entry['rows'].get(case, {}).get('verdict')}" for case in UNTOUCHED))
 
 
+def _interval(ci) -> str:
+    return "-" if not ci else f"{ci[0]:+,.0f}..{ci[1]:+,.0f}"
+
+
 def summarise(log: str) -> None:
     by_kind = collections.defaultdict(list)
     for line in open(log, encoding="utf-8"):
@@ -113,7 +117,7 @@ def summarise(log: str) -> None:
         exits = collections.Counter(r["exit"] for r in runs)
         print(f"| {kind} | {expected} | {right}/{len(runs)}"
               + (f" ({', '.join(f'{v} {k}' for k, v in others.items())})" if others else "")
-              + f" | {statistics.median(deltas):+,.0f} ({middle.get('ci95_ns')}) | "
+              + f" | {statistics.median(deltas):+,.0f} ({_interval(middle.get('ci95_ns'))}) | "
               + (f"{statistics.median(instr):+,.0f}" if instr else "-")
               + f" | {flagged}/{len(runs) * len(UNTOUCHED)} | "
               + ", ".join(f"{k}: {v}" for k, v in sorted(exits.items()))
