@@ -125,6 +125,8 @@ def comparison_notes(comparisons, settings: dict) -> list[str]:
             notes.append(unexplained_note(c))
     if settings.get("same_path"):
         notes.append(f"start-up paths: {settings['same_path']['summary']}.")
+    for target, why in (settings.get("not_timed") or {}).items():
+        notes.append(f"{target}: not timed: {why}")
     if settings.get("your_code"):
         base, branch = settings["your_code"]["base"], settings["your_code"]["branch"]
         notes.append(f"your code: one interpreter on both sides; base built {base}, branch {branch}, "

@@ -151,3 +151,24 @@ def test_pyspybench_takes_shapes_and_devices_as_bench_does():
     assert done.returncode == 0, done.stderr[-2000:]
     refused = run_tool("pyspybench.py", "SubTensor", "--device", "tpu", timeout=60)
     assert refused.returncode == 2 and "device 'tpu' is not one of cpu, meta, cuda, cuda:N" in refused.stderr
+
+
+def test_a_statement_a_case_has_no_method_for_is_n_a_in_a_comparison_and_the_others_are_counted(tmp_path):
+    """`--op "x.view(-1)"` on the seed cases: WithTorchFunction (not a Tensor) has no .view. The
+    counting probe tries statements on built-in cases too, so its count no longer crashes and
+    takes every other case's counts with it; the timing workers say n/a, and the notes why."""
+    from overrides.ab.countfirst import countable
+    from overrides.cases import casenames
+
+    targets = [(casenames.described(name), ops.get_op("x.view(-1)")) for name in ("Tensor@1/meta",
+                                                                                 "WithTorchFunction@1/meta")]
+    assert countable(targets, sys.executable, None) == [("Tensor@1/meta", "x.view(-1)")]
+    out = tmp_path / "cmp.json"
+    done = run_tool("bench.py", "--compare", sys.executable, sys.executable, "--cases", "Tensor", "WithTorchFunction",
+                    "--device", "meta", "--op", "x.view(-1)", "--no-instructions", "--pairs", "5",
+                    "--pair-seconds", "0.3", "--json", str(out), timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert ("WithTorchFunction@1/meta [x.view(-1)]: not timed: n/a: WithTorchFunction has no .view"
+            in done.stdout)
+    settings = json.loads(out.read_text())["settings"]
+    assert list(settings["not_timed"]) == ["WithTorchFunction@1/meta [x.view(-1)]"]

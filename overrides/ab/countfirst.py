@@ -19,7 +19,7 @@ from overrides import ROOT
 from overrides.ab.config import MIN_PAIRS, ABConfig, side_env
 from overrides.builds.interpreters import PROBE_TIMEOUT_S, with_import_path
 from overrides.cases.casenames import USER_DIR_VARIABLE, Case
-from overrides.cases.ops import Op
+from overrides.cases.ops import Op, tried_by_running
 from overrides.errors import UsageError
 from overrides.verdicts import DECIDED
 
@@ -40,10 +40,13 @@ _NOT_APPLICABLE_PROBE = (
 def countable(targets: Sequence[tuple[Case, Op]], python: str,
                import_path: str | None, own_env: tuple = ()) -> list[tuple[str, str]]:
     """The (case, op) names worth counting: those the op applies to. A built-in case declares
-    where it does not; a user case (`pkg.module:factory`) is tried by `python`, as a worker
-    would, because this process has no torch to try it with."""
+    where a named op does not; the rest (your case, your statement, operands of another shape
+    or device: `ops.tried_by_running`) are tried by `python`, as a worker would, because this
+    process has no torch to try them with (WithTorchFunction has no `.view`, and its count's
+    crash once took every other case's counts with it)."""
     declared = [(case.name, op.name) for case, op in targets if not case.not_applicable_to(op)]
-    unknown = [(case, op) for case, op in declared if ":" in case]
+    unknown = [(case.name, op.name) for case, op in targets
+               if not case.not_applicable_to(op) and tried_by_running(case, op)]
     if not unknown:
         return declared
     env = with_import_path(dict(os.environ), ROOT, import_path)

@@ -139,8 +139,10 @@ def why_stop(pooled: Pooled, config: ABConfig, pairs_done: int, elapsed_s: float
     next pair would end past the time cap."""
     if config.pairs is not None:
         return "pairs given" if pairs_done >= config.pairs else None
-    if pairs_done >= MIN_PAIRS and all(decided(c, (settled or {}).get((c.case, c.op))) for c in
-                                       compare_pooled(pooled, config, EARLY_STOP_CONFIDENCE)):
+    # A target that cannot be timed (n/a, or it failed) waits for nothing more pairs could give.
+    if pairs_done >= MIN_PAIRS and all(decided(c, (settled or {}).get((c.case, c.op))) for c, error in
+                                       zip(compare_pooled(pooled, config, EARLY_STOP_CONFIDENCE), pooled.errors)
+                                       if error is None):
         return "decided"
     if pairs_done >= MAX_PAIRS:
         return "pair limit"

@@ -104,8 +104,8 @@ def _live_targets(pair: Pair, pooled: Pooled) -> list[int]:
     for i, (e_base, e_branch) in enumerate(zip(pair.prepared["base"]["errors"],
                                               pair.prepared["branch"]["errors"])):
         if e_base or e_branch:
-            pooled.errors[i] = "; ".join(f"{side}: {e}" for side, e in
-                                         (("base", e_base), ("branch", e_branch)) if e)
+            pooled.errors[i] = e_base if e_base == e_branch else "; ".join(
+                f"{side}: {e}" for side, e in (("base", e_base), ("branch", e_branch)) if e)
         elif pooled.errors[i] is None:
             live.append(i)
     return live
@@ -348,6 +348,10 @@ def _finish(base: Interpreter, branch: Interpreter, pooled: Pooled, config: ABCo
                 "calls_per_sample": pooled.calls, "placement": views.record(), "same_path": same_path,
                 "torch_roots": {"base": base.torch_root, "branch": branch.torch_root},
                 "estimator": "mean over pairs of the median log ratio of neighbouring samples"}
+    unmeasured = {f"{case.name} [{op.name}]": error for (case, op), error in zip(pooled.targets, pooled.errors)
+                  if error}
+    if unmeasured:  # n/a (the op does not apply) or failed, in words, for the notes
+        settings["not_timed"] = unmeasured
     if config.your_code:  # two versions of your code, one interpreter: the row is named by the base's
         settings["your_code"] = dict(zip(("base", "branch"), config.your_code))
     if deaths:

@@ -31,7 +31,7 @@ def _serve(protocol_out) -> None:
 
     from overrides import environment
     from overrides.cases.registry import resolve_cases
-    from overrides.cases.ops import get_op
+    from overrides.cases.ops import NOT_APPLICABLE_MARK, get_op, not_applicable_reason
     from overrides.single_run import target_for
     from overrides.clock.timer import TimerConfig, _Slot
 
@@ -52,7 +52,11 @@ def _serve(protocol_out) -> None:
                 (case,) = resolve_cases([case_name])
                 op = get_op(op_name)
                 slot = _Slot(target_for(case, op))  # the case's own statement and mode
-                slot.prepare(TimerConfig(calls_per_sample=calls, device_figures=False))  # judged on the host's
+                reason = not_applicable_reason(case, op)
+                if reason:  # untimed, said as n/a (a statement a tensor-like has no method for)
+                    slot.error = f"{NOT_APPLICABLE_MARK}{reason}"
+                else:
+                    slot.prepare(TimerConfig(calls_per_sample=calls, device_figures=False))  # judged on the host's
                 slots.append(slot)
             gc.collect()
             gc.disable()  # off for the rest of the worker's life: it only times

@@ -136,6 +136,18 @@ def _meta_reason(exc: Exception) -> str | None:
     return None
 
 
+# How a process that could not run an op on a case tells its parent it is n/a, not a failure.
+NOT_APPLICABLE_MARK = "n/a: "
+
+
+def tried_by_running(case: Case, op: Op) -> bool:
+    """Whether only running `op` on `case` can tell if it applies: your case, your statement,
+    or operands of another shape, dtype or device; a named op on a built-in case declares it."""
+    from overrides.cases.casenames import SHAPE_MARK, is_user_spec
+
+    return is_user_spec(case.name) or SHAPE_MARK in case.name or op.name not in _REGISTRY
+
+
 def not_applicable_reason(case: Case, op: Op) -> str | None:
     """Why `op` makes no sense for `case` (shown as n/a, not a failure), or None if it does.
 
