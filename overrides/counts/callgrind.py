@@ -283,7 +283,7 @@ def _launch(python: str, seed: int, pad: int, user_dir: str | None, spec: str,
     contexts = [f"--separate-callers={CONTEXT_DEPTH}"] if tree else []
     command = [valgrind, "--tool=callgrind", "--instr-atstart=no", "--collect-atstart=no",
                "--compress-strings=no", "--compress-pos=no", "--separate-threads=yes", "-q", *contexts,
-               _vgdb_prefix(),
+               _vgdb_prefix(out_dir),
                f"--callgrind-out-file={out_dir}/callgrind.out.%p", where.python, "-c", _WORKER_CODE,
                spec]
     process = children.start(where.wrap(command), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
@@ -334,7 +334,7 @@ def count_once(python: str, targets: Sequence[tuple[str, str]], seed: int, *, pa
         ready = _read_json(process, "ready", f"seed {seed} ({python})", "importing torch")
         say(f"callgrind seed {seed}: imports done in {time.monotonic() - started:.0f} s"
             f"{' (started ahead)' if ahead else ''}; counting")
-        _switch_on(control, process, ready["ready"], f"seed {seed} ({python})")
+        _switch_on(control, process, ready["ready"], f"seed {seed} ({python})", out_dir)
         process.stdin.write("go\n")
         process.stdin.flush()
         order = _read_json(process, "dumps", f"seed {seed} ({python})", "counting")["dumps"]
@@ -395,11 +395,13 @@ def count_once(python: str, targets: Sequence[tuple[str, str]], seed: int, *, pa
 DYING_S = 2.0
 
 
-def _vgdb_prefix() -> str:
-    """Where valgrind and callgrind_control meet (vgdb's pipes), given to both: the worker
-    runs with an environment of its own, without the caller's TMPDIR, where callgrind_control
-    looked for it and found no process to switch on."""
-    return f"--vgdb-prefix={os.path.join(tempfile.gettempdir(), 'vgdb-pipe')}"
+def _vgdb_prefix(out_dir: str) -> str:
+    """Where valgrind and callgrind_control meet (vgdb's pipes), given to both, in the worker's
+    own folder: the worker runs with an environment of its own, without the caller's TMPDIR,
+    where callgrind_control looked for it and found no process; and with one prefix for all,
+    the pipes a killed worker left behind once made callgrind_control miss a living one ("task
+    ... not detected", the fault test's seed 2 after seed 1 was killed three times)."""
+    return f"--vgdb-prefix={os.path.join(out_dir, 'vgdb')}"
 
 
 def check_room(targets: int, repeats: int, tree: bool, jobs: int) -> None:
@@ -417,13 +419,13 @@ def check_room(targets: int, repeats: int, tree: bool, jobs: int) -> None:
                          f"{need:,.0f} MB there; free some space or set TMPDIR to a folder with room")
 
 
-def _switch_on(control: str, process: subprocess.Popen, pid: int, who: str) -> None:
+def _switch_on(control: str, process: subprocess.Popen, pid: int, who: str, out_dir: str) -> None:
     """callgrind_control switches the worker's instrumentation on; it waits for an answer
     that a worker killed meanwhile never gives, so the worker is watched while it runs."""
     with tempfile.TemporaryFile("w+") as said:
         # Its output goes to a file, and its process group is killed once it is done: the
         # `vgdb` it starts waits forever for a worker that died, holding any pipe open.
-        switching = children.start([control, _vgdb_prefix(), "-i", "on", str(pid)], stdout=said,
+        switching = children.start([control, _vgdb_prefix(out_dir), "-i", "on", str(pid)], stdout=said,
                                    stderr=subprocess.STDOUT, text=True)
         deadline = time.monotonic() + CONTROL_TIMEOUT_S
         while switching.poll() is None and process.poll() is None and time.monotonic() < deadline:
