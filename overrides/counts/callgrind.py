@@ -390,9 +390,12 @@ def count_once(python: str, targets: Sequence[tuple[str, str]], seed: int, *, pa
 
 
 # How long a worker that callgrind_control could not reach gets to show it was dying: a SIGKILL
-# during the switch once read "Callgrind task ... not detected" (exit 2) where the worker's death
-# (a retry) was the truth, its exit not yet seen when the control's failure was.
+# during the switch read "Callgrind task ... not detected" (callgrind_control exits 0 then) and
+# bench.py exit 2, where the worker's death (a retry) was the truth, its exit not yet seen.
 DYING_S = 2.0
+# callgrind_control runs for a worker it could not find, alive after DYING_S: a living worker
+# missed under load is asked again; one it never finds is a UsageError, as before.
+CONTROL_ATTEMPTS = 3
 
 
 def _vgdb_prefix(out_dir: str) -> str:
@@ -421,7 +424,31 @@ def check_room(targets: int, repeats: int, tree: bool, jobs: int) -> None:
 
 def _switch_on(control: str, process: subprocess.Popen, pid: int, who: str, out_dir: str) -> None:
     """callgrind_control switches the worker's instrumentation on; it waits for an answer
-    that a worker killed meanwhile never gives, so the worker is watched while it runs."""
+    that a worker killed meanwhile never gives, so the worker is watched while it runs. Where it
+    could not find the worker, the worker is given DYING_S to show it died (a death: retried by
+    the caller), and a living one is asked again, up to CONTROL_ATTEMPTS times."""
+    for attempt in range(CONTROL_ATTEMPTS):
+        done = _control(control, process, pid, out_dir)
+        switched = done.returncode == 0 and not _control_errors(done)
+        if not switched:
+            # A worker killed as callgrind_control looked for it is gone, or going: its death,
+            # not a failure to switch on ("task not detected", exit 0), once the kernel has
+            # finished it.
+            try:
+                process.wait(timeout=DYING_S)
+            except subprocess.TimeoutExpired:
+                pass
+        if process.poll() is not None:
+            _died(process, who, "its instrumentation was being switched on")
+        if done.returncode is None or done.returncode < 0:
+            raise UsageError(f"callgrind_control did not answer in {CONTROL_TIMEOUT_S} s for {who}")
+        if switched or attempt == CONTROL_ATTEMPTS - 1:
+            check_switched(done)
+            return
+
+
+def _control(control: str, process: subprocess.Popen, pid: int, out_dir: str) -> subprocess.CompletedProcess:
+    """One callgrind_control run switching `pid` on, stopped early if the worker dies."""
     with tempfile.TemporaryFile("w+") as said:
         # Its output goes to a file, and its process group is killed once it is done: the
         # `vgdb` it starts waits forever for a worker that died, holding any pipe open.
@@ -433,19 +460,13 @@ def _switch_on(control: str, process: subprocess.Popen, pid: int, who: str, out_
         children.kill_group(switching)
         children.reap(switching)
         said.seek(0)
-        out, err = said.read(), ""
-    if switching.returncode != 0:
-        # A worker killed as callgrind_control looked for it is gone, or going: its death, not a
-        # failure to switch on ("task not detected"), once the kernel has finished it.
-        try:
-            process.wait(timeout=DYING_S)
-        except subprocess.TimeoutExpired:
-            pass
-    if process.poll() is not None:
-        _died(process, who, "its instrumentation was being switched on")
-    if switching.returncode is None or switching.returncode < 0:
-        raise UsageError(f"callgrind_control did not answer in {CONTROL_TIMEOUT_S} s for {who}")
-    check_switched(subprocess.CompletedProcess(switching.args, switching.returncode, out, err))
+        return subprocess.CompletedProcess(switching.args, switching.returncode, said.read(), "")
+
+
+def _control_errors(done: subprocess.CompletedProcess) -> list[str]:
+    """callgrind_control's own error lines ("Error: ..."), not the command line it echoes."""
+    lines = [line.strip() for line in f"{done.stdout or ''}\n{done.stderr or ''}".splitlines() if line.strip()]
+    return [line for line in lines if line.startswith("Error:")]
 
 
 def check_switched(done: subprocess.CompletedProcess) -> None:
@@ -453,7 +474,7 @@ def check_switched(done: subprocess.CompletedProcess) -> None:
     cannot find the process ("Error: Callgrind task with PID/name ... not detected", valgrind
     3.19, as for a forked child), and the counts would then be zero."""
     lines = [line.strip() for line in f"{done.stdout or ''}\n{done.stderr or ''}".splitlines() if line.strip()]
-    errors = [line for line in lines if line.startswith("Error:")]  # not the echoed command line
+    errors = _control_errors(done)
     if done.returncode != 0 or errors:
         raise UsageError("callgrind_control could not switch instrumentation on: "
                          f"{(errors or lines or ['no message'])[0]}")
