@@ -287,6 +287,26 @@ def test_report_sh_whose_zip_meets_a_full_disk_says_so_and_keeps_the_measured_ru
     assert (tmp_path / "runs" / "base" / "base.json").is_file()  # the measured runs stay
 
 
+def _wait_traced(pid: int, timeout: float = 120.0) -> None:
+    """Until py-spy (--native) has attached to `pid` (its TracerPid set), then a moment of
+    sampling: on a loaded machine attaching took longer than the second once waited."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        status = _read(pid, "status")
+        if any(line.startswith("TracerPid:") and line.split()[1] != "0" for line in status.splitlines()):
+            break
+        time.sleep(0.05)
+    time.sleep(0.5)
+
+
+def _read(pid: int, name: str) -> str:
+    try:
+        with open(f"/proc/{pid}/{name}", encoding="utf-8", errors="replace") as src:
+            return src.read()
+    except OSError:
+        return ""
+
+
 @pytest.mark.slow
 def test_record_sh_whose_traced_loop_dies_says_so_and_records_each_case_alone(tmp_path):
     """The loop py-spy traces killed (a crash in the case's code, the out-of-memory killer):
@@ -303,7 +323,7 @@ def test_record_sh_whose_traced_loop_dies_says_so_and_records_each_case_alone(tm
             parent = _argv(int(open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[1])) if argv else []
             if argv and argv[1:2] and argv[1].endswith("pyspybench.py") and parent and \
                     os.path.basename(parent[0]) == "py-spy":
-                time.sleep(1.0)  # py-spy attached and sampling (killed before, it fails to attach)
+                _wait_traced(pid)  # py-spy attached and sampling (killed before, it fails to attach)
                 os.kill(pid, signal.SIGKILL)
                 killed = argv
                 break
