@@ -18,7 +18,7 @@ from overrides import ROOT, children
 from overrides.ab.config import ABConfig, side_env
 from overrides.builds import samepath
 from overrides.builds.interpreters import with_import_path
-from overrides.cases.casenames import USER_DIR_VARIABLE
+from overrides.cases.casenames import USER_DIR_VARIABLE, env_bytes
 from overrides.clock.allocator import MALLOC_ENV
 from overrides.errors import UsageError
 
@@ -151,7 +151,7 @@ class Pair:
         # once, in the environment (with one fixed path for both sides, these are equal).
         # And each side's own variables (config.side_env), in the environment.
         longest = max(len(w.python) for w in where.values())
-        env_sizes = {label: len(w.import_path or "") + sum(len(k) + len(v) for k, v in side_env(config, label))
+        env_sizes = {label: len(w.import_path or "") + env_bytes(side_env(config, label))
                      for label, w in where.items()}
         self.workers = {label: Worker(label, where[label],
                                        worker_env(config, index,

@@ -368,6 +368,11 @@ def your_code_env(shown: str, built: str) -> dict:
     return {YOUR_CODE_VARIABLE: f"{shown}={built}"}
 
 
+def env_bytes(pairs) -> int:
+    """What (name, value) pairs add to a process's environment block, for padding both sides alike."""
+    return sum(len(name) + len(value) for name, value in pairs)
+
+
 def side_spec(spec: str) -> str:
     """The spec this process builds for the user case `spec` (YOUR_CODE_VARIABLE), else `spec`."""
     import os

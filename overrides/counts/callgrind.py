@@ -63,7 +63,7 @@ from typing import Callable, Sequence
 
 from overrides import ROOT, children
 from overrides.builds import samepath
-from overrides.cases.casenames import USER_DIR_VARIABLE
+from overrides.cases.casenames import USER_DIR_VARIABLE, env_bytes
 from overrides.clock.allocator import MALLOC_ENV
 from overrides.counts import statfinder
 from overrides.counts.dumps import read_dump, read_total
@@ -576,7 +576,7 @@ def pads_for(pythons: Sequence[str], import_paths: Sequence[str | None] | None =
     paths = list(import_paths or [None] * len(pythons))
     extras = list(side_envs or [()] * len(pythons))
     placed = [samepath.place(python, path) for python, path in zip(pythons, paths)]
-    sizes = [len(where.python) + len(where.import_path or "") + sum(len(k) + len(v) for k, v in extra)
+    sizes = [len(where.python) + len(where.import_path or "") + env_bytes(extra)
              for where, extra in zip(placed, extras)]
     return [max(sizes) - size for size in sizes]
 
