@@ -1,8 +1,10 @@
 """pyspybench.py, real py-spy recordings, collapsed stacks and the differential view."""
 
+import contextlib
 import os
 import subprocess
 import sys
+import time
 import xml.etree.ElementTree as ElementTree
 
 import pytest
@@ -15,6 +17,26 @@ from overrides.flame import differential, flamegraph, flamesvg, pyspy, stacks
 def test_pyspybench_runs_exactly_nreps_and_prints_nothing():
     out = run_tool("pyspybench.py", "SubTensor", "--nreps", "120")
     assert out.returncode == 0 and out.stdout == "" and out.stderr == ""
+
+
+def test_a_loop_s_seconds_start_once_it_is_ready():
+    """Under --record the first case's loop runs, uncounted, until py-spy is at pace."""
+    from overrides.flame.hotloop import HotLoop
+
+    started = time.monotonic()
+    asked = []
+
+    def ready() -> bool:
+        asked.append(time.monotonic())
+        return time.monotonic() - started >= 0.3
+
+    loop = HotLoop(lambda operands, turns: time.sleep(turns * 1e-5), (), contextlib.nullcontext, None, 0.1, ready)
+    turns = []
+    for chunk in loop.chunks():  # as pyspybench.py runs it
+        loop.loop(loop.operands, chunk)
+        turns.append(chunk)
+    assert len(asked) >= 2 and time.monotonic() - started >= 0.4 and turns
+    assert all(t >= 1 for t in turns)
 
 
 @pytest.mark.slow
@@ -386,6 +408,9 @@ def test_several_cases_are_recorded_in_one_process_each_recording_and_split_by_c
             text = open(path, encoding="utf-8").read()
             assert f"hot_loop_{rec.case} (" in text and f"hot_loop_{other} (" not in text
         assert f"hot_loop_{rec.case}" in open(rec.svg_path, encoding="utf-8").read()
+    # the first case's seconds start once py-spy is at pace: before, its slow start ate them
+    # (152 samples against the second case's 393 beside five CPU-bound processes)
+    assert made[0].samples >= 0.5 * made[1].samples, [r.samples for r in made]
     assert not [name for name in os.listdir(tmp_path) if name.endswith(".partial")]
 
     from overrides.builds.interpreters import Build

@@ -25,7 +25,7 @@ from overrides import ROOT, children
 from overrides.errors import UsageError, place_error
 from overrides.files import write_text_atomic
 from overrides.flame import flamesvg
-from overrides.flame.hotloop import DEFAULT_SECONDS, frame_name
+from overrides.flame.hotloop import DEFAULT_SECONDS, PACE_MAX_S, frame_name
 from overrides.flame.pyspy import PYSPY_RATE_HZ, find_pyspy
 from overrides.flame.stacks import hot_loop_stacks, hot_loop_total, merged, read_folded
 
@@ -227,7 +227,7 @@ def _record_folded(python: str, cases: Sequence[str], folded_paths: Sequence[str
                "--format", "raw", "--rate", str(rate_hz), "--pyspy", pyspy]
     if op:
         command += ["--op", op]
-    timeout = seconds * len(cases) + START_TIMEOUT_S
+    timeout = seconds * len(cases) + PACE_MAX_S + START_TIMEOUT_S
     # stderr into a file, not a pipe: the loop py-spy traces holds it too, and a pipe would be
     # read until that loop ends, long after a py-spy that died. Once pyspybench.py's process
     # ends, whatever is left of its group (the loop, or py-spy if that process was killed) is

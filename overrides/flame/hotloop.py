@@ -29,7 +29,21 @@ from overrides.flame.pyspy import PYSPY_RATE_HZ, find_pyspy
 DEFAULT_SECONDS = 6.0
 CHUNK_S = 0.05  # calls between two clock reads: a negligible share of the samples
 WARMUP_TURNS = 20  # turns of UNROLL calls before a recording forks: bytecode specialised
-LOOP_MARGIN_S = 1.0  # the recorded loop runs this much longer than py-spy records
+# py-spy --native starts slowly: it is attached for most of its first 0.5-1.5 s (longest on a
+# loaded machine), reading each library's unwind tables, and takes few samples meanwhile; the
+# first case recorded got 152 samples in 3 s against the second's 393 beside five CPU-bound
+# processes. So the first case's clock starts once py-spy is at pace: while the loop runs, the
+# process that started py-spy reads the loop's TracerPid every PACE_POLL_S; py-spy is at pace
+# once, over the last PACE_WINDOW reads after its first attach, the loop was traced in fewer
+# than PACE_TRACED_SHARE of them (86-92% while it starts; 15-40% after, quiet, ~50% loaded).
+PACE_POLL_S = 0.002
+PACE_WINDOW = 100  # reads: ~0.25 s
+PACE_TRACED_SHARE = 0.75
+PACE_MAX_S = 10.0  # never waited longer: the first case's clock then starts all the same
+PACE_CHUNK_S = 0.01  # calls between two looks for the go-ahead while py-spy starts
+# py-spy's --duration is a bound only: it stops when the loop's process exits, right after the
+# last case. It covers the pacing and this much more.
+DURATION_MARGIN_S = 2.0
 # Names --record refuses: py-spy writes a flamegraph as SVG and raw stacks as text, so a picture
 # format's name (`x.png`) would hold an SVG under a name that lies. (Any other name is taken:
 # record.sh writes `x.folded.partial` and renames it when whole.)
@@ -89,17 +103,26 @@ class HotLoop:
     active: Callable[[], ContextManager]  # the case's mode or context, held around the loop
     nreps: int | None
     seconds: float
+    # With --record, the first case's: True once py-spy is at pace. Until then the loop runs in
+    # chunks of ~PACE_CHUNK_S, its samples kept, and its `seconds` have not started.
+    ready: Callable[[], bool] | None = None
 
     def chunks(self) -> Iterator[int]:
         """Turns to run per call of the loop: exactly `nreps` calls (rounded up to whole turns),
-        or chunks of ~CHUNK_S until `seconds` have passed. The clock is read between chunks."""
+        or chunks of ~CHUNK_S until `seconds` have passed (counted from `ready`). The clock is
+        read between chunks."""
         from overrides.clock.timer import UNROLL
 
         if self.nreps is not None:
             yield -(-self.nreps // UNROLL)
             return
-        deadline = time.monotonic() + self.seconds
         turns = 1
+        while self.ready is not None and not self.ready():
+            started = time.monotonic()
+            yield turns
+            elapsed = max(time.monotonic() - started, 1e-6)
+            turns = max(1, min(4 * turns, int(turns * PACE_CHUNK_S / elapsed)))  # grows to ~PACE_CHUNK_S
+        deadline = time.monotonic() + self.seconds
         while True:
             started = time.monotonic()
             yield turns
@@ -129,27 +152,34 @@ class Program:
         for job in self.loops:  # specialised before py-spy looks
             with job.active():
                 job.loop(job.operands, WARMUP_TURNS)
-        global _FINISHED
+        global _FINISHED, _GO
         _adopt_orphans()  # the loop's process, once py-spy is gone, is this one's to reap
         # The loop says it finished on a pipe: one that ends without saying so died (py-spy,
-        # which traces it, records on to its --duration and exits 0 all the same).
-        finished, _FINISHED = os.pipe()  # not inherited by py-spy's exec (close-on-exec)
+        # which traces it, exits 0 all the same). Pipes are not inherited by py-spy's exec.
+        finished, _FINISHED = os.pipe()
+        _GO, go_ahead = os.pipe()  # this process tells the loop that py-spy is at pace
         recorder = os.fork()
         if recorder:  # this process waits for py-spy and titles what it wrote: never returns
             os.close(_FINISHED)
-            _FINISHED = None
-            self._title_when_done(recorder, finished)
+            os.close(_GO)
+            _FINISHED = _GO = None
+            self._title_when_done(recorder, finished, go_ahead)
         os.close(finished)
+        os.close(go_ahead)
+        os.set_blocking(_GO, False)
         child = os.fork()
         if child:
             self.record(child)  # execs py-spy on the child, its parent: never returns
 
-    def _title_when_done(self, recorder: int, finished: int) -> None:
-        """Wait for py-spy (Ctrl-C reaches it too, and it writes what it has), put the case's
-        name in its flamegraph's title, and leave with its status."""
+    def _title_when_done(self, recorder: int, finished: int, go_ahead: int) -> None:
+        """Tell the loop once py-spy is at pace, wait for py-spy (Ctrl-C reaches it too, and it
+        writes what it has), put the case's name in its flamegraph's title, and leave with its
+        status."""
         import signal
 
         signal.signal(signal.SIGINT, signal.SIG_IGN)
+        _await_pace(recorder)
+        os.close(go_ahead)  # the loop reads the end of the pipe as the go-ahead
         _, status = os.waitpid(recorder, 0)
         code = os.waitstatus_to_exitcode(status)
         if code == 0 and not _said_finished(finished):  # the loop died, py-spy did not
@@ -182,7 +212,10 @@ class Program:
         sys.stdout.flush()
         sys.stderr.flush()
         if _FINISHED is not None:
-            os.write(_FINISHED, b"1")
+            try:
+                os.write(_FINISHED, b"1")
+            except OSError:
+                pass  # py-spy ended first (killed, or Ctrl-C) and took the process told with it
         os._exit(0)
 
 
@@ -202,6 +235,59 @@ def _adopt_orphans() -> None:
 
 
 _FINISHED: int | None = None  # in the loop's process under --record: where it says it finished
+_GO: int | None = None  # in the loop's process under --record: ends once py-spy is at pace
+
+
+def _recorder_at_pace() -> bool:
+    """In the loop's process: whether py-spy is at pace (the go-ahead pipe has ended)."""
+    if _GO is None:
+        return True
+    try:
+        return os.read(_GO, 1) == b""
+    except BlockingIOError:
+        return False
+
+
+def _await_pace(recorder: int) -> None:
+    """Until py-spy, `recorder`, samples the loop (its child) at pace: after its first attach,
+    the loop traced in fewer than PACE_TRACED_SHARE of the last PACE_WINDOW reads of its
+    TracerPid; or PACE_MAX_S, or py-spy or the loop gone."""
+    from collections import deque
+
+    from overrides import children
+
+    deadline = time.monotonic() + PACE_MAX_S
+    loop: int | None = None
+    traced: deque[bool] = deque(maxlen=PACE_WINDOW)
+    while time.monotonic() < deadline:
+        if loop is None:
+            found = children.descendants(recorder)
+            loop = found[0] if found else None
+        elif not os.path.exists(f"/proc/{loop}"):
+            return
+        if loop is not None:
+            now = _traced(loop)
+            if now is None:
+                return
+            if now or traced:  # counted from the first attach
+                traced.append(now)
+            if len(traced) == PACE_WINDOW and sum(traced) < PACE_TRACED_SHARE * PACE_WINDOW:
+                return
+        if os.waitid(os.P_PID, recorder, os.WEXITED | os.WNOHANG | os.WNOWAIT):
+            return  # py-spy ended (left for _title_when_done to reap)
+        time.sleep(PACE_POLL_S)
+
+
+def _traced(pid: int) -> bool | None:
+    """Whether a tracer holds `pid` now (its TracerPid); None when it cannot be read."""
+    try:
+        with open(f"/proc/{pid}/status", encoding="ascii", errors="replace") as status:
+            for line in status:
+                if line.startswith("TracerPid:"):
+                    return line.split()[1] != "0"
+    except (OSError, IndexError):
+        return None
+    return None
 
 
 def _said_finished(finished: int) -> bool:
@@ -279,7 +365,8 @@ def process_age_s() -> float:
 
 def exec_pyspy(pyspy: str, output: str, fmt: str, rate: int, seconds: float) -> Callable[[int], None]:
     """What `run` calls with the loop's pid: replace this process by py-spy recording it. py-spy
-    is then the loop's parent, so the kernel lets it trace it without root (Yama scope 1)."""
+    is then the loop's parent, so the kernel lets it trace it without root (Yama scope 1).
+    `seconds` bounds the recording; py-spy stops as the loop's process exits, after the last case."""
     def become_pyspy(pid: int) -> None:
         sys.stdout.flush()
         sys.stderr.flush()
@@ -306,12 +393,13 @@ def from_command_line(argv: list[str] | None = None) -> Program:
             check_record_output(args.record, args.format)
             seconds = args.seconds or DEFAULT_SECONDS
             record = exec_pyspy(args.pyspy or find_pyspy(sys.executable), args.record,
-                                args.format, args.rate or PYSPY_RATE_HZ, seconds * len(args.case))
+                                args.format, args.rate or PYSPY_RATE_HZ,
+                                seconds * len(args.case) + PACE_MAX_S + DURATION_MARGIN_S)
         loops = [prepare(case, args.op, args.nreps, seconds or DEFAULT_SECONDS) for case in args.case]
         if seconds is None:  # measured now that torch is imported: start-up is behind us
             loops = [dataclasses.replace(loop, seconds=default_seconds(process_age_s())) for loop in loops]
-        if record:  # the last loop outlives py-spy's --duration a little: py-spy never samples an exit
-            loops[-1] = dataclasses.replace(loops[-1], seconds=loops[-1].seconds + LOOP_MARGIN_S)
+        if record:  # the first case's seconds start once py-spy is at pace
+            loops[0] = dataclasses.replace(loops[0], ready=_recorder_at_pace)
         from overrides.cases.ops import DEFAULT_OP
 
         title = (f"{', '.join(args.case)} · {args.op or DEFAULT_OP.name}: py-spy, the hot loop "
