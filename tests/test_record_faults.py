@@ -291,20 +291,11 @@ def _wait_traced(pid: int, timeout: float = 120.0) -> None:
     """Until py-spy (--native) has attached to `pid` (its TracerPid set), then a moment of
     sampling: on a loaded machine attaching took longer than the second once waited."""
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        status = _read(pid, "status")
-        if any(line.startswith("TracerPid:") and line.split()[1] != "0" for line in status.splitlines()):
-            break
+    from overrides.flame.hotloop import traced_now
+
+    while time.monotonic() < deadline and not traced_now(pid):
         time.sleep(0.05)
     time.sleep(0.5)
-
-
-def _read(pid: int, name: str) -> str:
-    try:
-        with open(f"/proc/{pid}/{name}", encoding="utf-8", errors="replace") as src:
-            return src.read()
-    except OSError:
-        return ""
 
 
 @pytest.mark.slow

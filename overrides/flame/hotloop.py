@@ -263,11 +263,9 @@ def _await_pace(recorder: int) -> None:
         if loop is None:
             found = children.descendants(recorder)
             loop = found[0] if found else None
-        elif not os.path.exists(f"/proc/{loop}"):
-            return
         if loop is not None:
-            now = _traced(loop)
-            if now is None:
+            now = traced_now(loop)
+            if now is None:  # the loop is gone
                 return
             if now or traced:  # counted from the first attach
                 traced.append(now)
@@ -278,7 +276,7 @@ def _await_pace(recorder: int) -> None:
         time.sleep(PACE_POLL_S)
 
 
-def _traced(pid: int) -> bool | None:
+def traced_now(pid: int) -> bool | None:
     """Whether a tracer holds `pid` now (its TracerPid); None when it cannot be read."""
     try:
         with open(f"/proc/{pid}/status", encoding="ascii", errors="replace") as status:
