@@ -270,8 +270,10 @@ def _loaded_counted_or_timed(args) -> results.RunResult:
                              max_time_s=DEFAULT_MAX_TIME_S)  # cap_s(): never below --min-time
         # Without --min-time, many targets share one run budget (see measure.DEFAULT_RUN_BUDGET_S).
         budget = None if args.min_time else DEFAULT_RUN_BUDGET_S
+        from overrides.clock import speed
+
         run_result = run_benchmark(selected, selected_ops, config, stderr_progress(args.quiet),
-                                   run_budget_s=budget)
+                                   run_budget_s=budget, speed_cache=speed.cache_path())
     return run_result
 
 

@@ -16,12 +16,18 @@ import datetime
 import math
 
 from overrides.cases.casenames import BASELINE_CASE
+from overrides.clock import speed as speed_check
 from overrides.clock import stats
 from overrides.counts import records
 from overrides.errors import UsageError
 from overrides.files import read_json, write_json_atomic
 
-SCHEMA = "torch-function-overhead/results/1"
+SCHEMA = "torch-function-overhead/results/2"
+# Version 2 added `speed` (overrides/clock/speed.py: the run's reference loop against this
+# machine's earlier runs, and whether the run was slowed as a whole). A reader that skipped it
+# would show a slow run's figures unmarked, hence a new version rather than an extra key; a
+# version-1 file still loads, as a run whose speed was not checked.
+READABLE_SCHEMAS = (SCHEMA, "torch-function-overhead/results/1")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -102,6 +108,14 @@ class RunResult:
     wall_s: float = math.nan
     # Callgrind's counts (overrides/counts/callgrind.py's JSON), when the run counted instructions.
     instructions: dict | None = None
+    # The run's speed against this machine's earlier runs (None: not checked, as in a counting
+    # run, a version-1 file or a run given its samples).
+    speed: speed_check.SpeedCheck | None = None
+
+    @property
+    def slow(self) -> bool:
+        """True when the machine ran slower for the whole run (overrides/clock/speed.py)."""
+        return self.speed is not None and self.speed.slow
 
     def instructions_per_call(self, result: CaseResult) -> float | None:
         """The case's instructions per call, the mean over hash seeds, if counted."""
@@ -179,11 +193,12 @@ def to_dict(run: RunResult) -> dict:
         "wall_s": _finite(run.wall_s),
         "results": [case_to_dict(run, r) for r in run.results],
         "instructions": run.instructions,
+        "speed": run.speed.to_dict() if run.speed is not None else None,
     }
 
 
 def from_dict(data: dict, source: str = "results") -> RunResult:
-    if not isinstance(data, dict) or data.get("schema") != SCHEMA:
+    if not isinstance(data, dict) or data.get("schema") not in READABLE_SCHEMAS:
         found = data.get("schema") if isinstance(data, dict) else type(data).__name__
         raise UsageError(
             f"{source} is not a results file of this tool (schema {found!r}, expected "
@@ -205,6 +220,7 @@ def from_dict(data: dict, source: str = "results") -> RunResult:
             )
             for r in data["results"]
         )
+        speed = speed_check.from_dict(data["speed"]) if data.get("speed") else None
     except (KeyError, TypeError, ValueError) as exc:
         raise UsageError(f"{source} is damaged ({type(exc).__name__}: {exc}); "
                          "re-run `python bench.py --json PATH`") from None
@@ -218,6 +234,7 @@ def from_dict(data: dict, source: str = "results") -> RunResult:
         interrupted=bool(data.get("interrupted", False)),
         wall_s=float(data.get("wall_s") or math.nan),
         instructions=data.get("instructions"),
+        speed=speed,
     )
 
 

@@ -13,6 +13,7 @@ from overrides.cases.casenames import BASELINE_CASE, split_shaped, twinned
 from overrides.clock import stats
 from overrides.counts import records
 from overrides.figures import whole
+from overrides.progress import counted
 from overrides.tables import pipe_table
 from overrides.results import CaseResult, RunResult
 
@@ -73,7 +74,7 @@ def _row(run: RunResult, result: CaseResult, multi_op: bool) -> list[str]:
     flag = " !" if result.too_spread else ""
     return [
         name + flag,
-        fmt_ns(result.per_call_ns),
+        fmt_ns(result.per_call_ns) + _slow_mark(run),
         f"{fmt_ns(low)}-{fmt_ns(high)}",
         fmt_ns(result.median_ns),
         fmt_ns(result.min_ns),
@@ -101,8 +102,7 @@ def _notes(run: RunResult, matrix: bool = False) -> list[str]:
     notes += [
         f"per call = {stats.headline_label()} of per-call samples (each sample = calls shown after 'x');"
         f" the empty-loop cost ({_loop_cost(run)} ns/call) is already removed.",
-        "95% CI covers sampling noise within this run; the machine's speed drifts 1-2% from run to"
-        " run and another build is another memory layout, so compare builds with --compare.",
+        speed_note(run),
     ]
     notes += _missing_baseline_notes(run, "no ratio" if matrix else "'-' in overhead ns and vs Tensor")
     notes += _long_na_notes(run)
@@ -115,6 +115,48 @@ def _notes(run: RunResult, matrix: bool = False) -> list[str]:
     if run.interrupted:
         notes.append("interrupted: figures cover only the rounds finished before Ctrl-C")
     return notes
+
+
+SLOW_MARK = "~"  # after each figure of a run the machine slowed as a whole (speed_note says by how much)
+_BUILDS = "another build is another memory layout, so compare builds with --compare"
+
+
+def _slow_mark(run: RunResult) -> str:
+    return f" {SLOW_MARK}" if run.slow else ""
+
+
+def speed_note(run: RunResult) -> str:
+    """What this run measured of its own speed against this machine's earlier runs, and
+    nothing it did not (overrides/clock/speed.py); the slow run's line carries the mark."""
+    check = run.speed
+    within = "95% CI covers sampling noise within this run"
+    if check is None:
+        return f"{within}; this run's speed against other runs was not checked; {_BUILDS}."
+    reference = f"a reference loop ({check.stmt}) timed beside the cases"
+    if check.reference_ns is None:
+        return (f"{within}; {reference} took {len(check.samples_ns)} samples, too few to judge the "
+                f"run's speed; {_BUILDS}.")
+    if check.ratio is None:
+        return (f"{within}; {reference} ran {check.reference_ns:,.1f} ns a call, the first run kept for "
+                f"this machine and Python, so its speed has nothing to be compared with yet; {_BUILDS}.")
+    against = (f"{check.ratio:.2f}x the fastest of this machine's {counted(check.earlier_runs, 'earlier run')} "
+               f"({check.reference_ns:,.1f} ns a call against {check.best_ns:,.1f})")
+    if check.slow:
+        return f"{SLOW_MARK} {_slow_run(run)}; {_BUILDS}."
+    return f"{within}; {reference} ran {against}: not slowed past {check.limit:.2f}x; {_BUILDS}."
+
+
+def _slow_run(run: RunResult) -> str:
+    check = run.speed
+    return (f"slow run: a reference loop ({check.stmt}) timed beside the cases ran {check.ratio:.2f}x the "
+            f"fastest of this machine's {counted(check.earlier_runs, 'earlier run')} ({check.reference_ns:,.1f} ns a call "
+            f"against {check.best_ns:,.1f}), past {check.limit:.2f}x: the machine was slower for the whole "
+            "run, so every figure marked reads high (the ratios less so); re-run when it is quieter")
+
+
+def speed_warnings(run: RunResult) -> list[str]:
+    """The slow run's line, for stderr."""
+    return [f"warning: {_slow_run(run)}"] if run.slow else []
 
 
 def _missing_baseline_notes(run: RunResult, shown: str) -> list[str]:
@@ -221,7 +263,7 @@ def _matrix_cell(run: RunResult, result: CaseResult | None) -> str:
         return "failed"
     ratio = run.overhead_ratio(result)
     flag = " !" if result.too_spread else ""
-    return fmt_ns(result.per_call_ns) + ("" if ratio is None else f" ({fmt_ratio(ratio)})") + flag
+    return fmt_ns(result.per_call_ns) + _slow_mark(run) + ("" if ratio is None else f" ({fmt_ratio(ratio)})") + flag
 
 
 def _matrix_rows(run: RunResult) -> list[list[str]]:
@@ -393,4 +435,4 @@ def _spread_reason(result: CaseResult) -> str:
 def spread_warnings(run: RunResult) -> list[str]:
     """One line per case too spread to trust, for stderr."""
     return [f"warning: {r.case} [{r.op}]: {_spread_reason(r)}"
-            for r in run.results if r.ok and r.too_spread]
+            for r in run.results if r.ok and r.too_spread] + speed_warnings(run)

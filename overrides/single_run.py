@@ -15,7 +15,7 @@ from typing import Callable, Sequence
 from overrides import environment
 from overrides.cases.casenames import Case
 from overrides.cases.ops import Op, not_applicable_reason
-from overrides.clock import stats
+from overrides.clock import speed, stats
 from overrides.clock.timer import MIN_SAMPLES, TARGET_SAMPLE_NS, Target, TimerConfig, time_targets
 from overrides.results import CaseResult, RunResult
 
@@ -47,12 +47,15 @@ def run_benchmark(
     progress: Callable[[str], None] | None = None,
     *,
     run_budget_s: float | None = None,
+    speed_cache: str | None = None,
 ) -> RunResult:
     """Time every case under every op in one round-robin, and record it.
 
     Ops that make no sense for a case are recorded as not applicable, untimed. With
     `run_budget_s` (the CLI passes it when --min-time is not given), `config.min_time_s` is
-    scaled down so that all timed targets fit that budget.
+    scaled down so that all timed targets fit that budget. With `speed_cache` (a path: the CLI
+    passes speed.cache_path()), a reference loop is timed beside the cases and the run's speed
+    judged against this machine's earlier runs kept there (overrides/clock/speed.py).
     """
     pairs = [(case, op) for op in ops for case in cases]
     reasons = [not_applicable_reason(case, op) for case, op in pairs]
@@ -65,7 +68,10 @@ def run_benchmark(
             scaled_from = config.cap_s()
             config = dataclasses.replace(config, min_time_s=min(config.min_time_s, per_target_s),
                                          max_time_s=per_target_s if config.precision else None)
-    timing = time_targets([target_for(case, op) for case, op in timed_pairs], config, progress)
+    reference = (Target(speed.REFERENCE_NAME, speed.REFERENCE_STMT, lambda: (None, None))
+                 if speed_cache and timed_pairs else None)
+    timing = time_targets([target_for(case, op) for case, op in timed_pairs], config, progress,
+                          reference=reference)
     timed_in_order = iter(timing.targets)  # one per applicable pair, in pair order
     results = []
     for (case, op), reason in zip(pairs, reasons):
@@ -94,8 +100,13 @@ def run_benchmark(
         "method": f"round-robin, unrolled loop, empty-loop cost ({stats.headline_label()} of its "
                   "samples) removed, GC off",
     }
-    return RunResult(environment.collect(config.threads), settings, results,
-                     interrupted=timing.interrupted, wall_s=timing.wall_s)
+    env = environment.collect(config.threads)
+    run = RunResult(env, settings, results, interrupted=timing.interrupted, wall_s=timing.wall_s)
+    if timing.reference is not None and not timing.interrupted:
+        checked = speed.judge(timing.reference.samples_ns, timing.reference.calls_per_sample,
+                              speed.machine_key(env), speed_cache, run.created)
+        run = dataclasses.replace(run, speed=checked)
+    return run
 
 
 def count_benchmark(cases: Sequence[Case], ops: Sequence[Op], seeds: Sequence[int],

@@ -93,6 +93,12 @@ STOP_FLOOR_S = 1.0
 DEFAULT_MAX_TIME_S = 3.0
 PRECISION_CHECK_EVERY_NS = 200_000_000  # sorting every target's samples costs ~1 ms
 PROGRESS_EVERY_NS = 1_000_000_000  # progress callback cadence
+# A reference target (overrides/clock/speed.py: the run's speed) takes one sample every this
+# many rounds, in the same round-robin, so it covers the whole run as the cases do: ~1 ms per
+# two rounds, about 12% more time beside four cases. Every fourth round (the first version) left
+# it ~150 samples in a 12-s run, its 2nd percentile on the 3rd fastest, and a run beside another
+# tenant read it 10% high while the cases' figures were not.
+REFERENCE_EVERY = 2
 
 _clock = time.perf_counter_ns
 
@@ -157,6 +163,8 @@ class TimingRun:
     # Why sampling stopped: "precision" (every headline precise enough), "time cap", "time"
     # (min_time_s, no precision asked), "samples given" (-m), "interrupted", "nothing to time".
     stopped: str = "time"
+    # The reference target's samples, when one was given (see REFERENCE_EVERY).
+    reference: TimedTarget | None = None
 
 
 def _repeated(stmt: str, times: int, indent: str) -> str:
@@ -391,12 +399,16 @@ def time_targets(
     targets: Sequence[Target],
     config: TimerConfig = TimerConfig(),
     progress: Callable[[str], None] | None = None,
+    reference: Target | None = None,
 ) -> TimingRun:
-    """Time every target round-robin; see the module docstring for the method."""
+    """Time every target round-robin; see the module docstring for the method. A `reference`
+    target is sampled every REFERENCE_EVERY rounds beside them (always calibrated, never part of
+    the stopping rule), and returned apart."""
     import torch  # here, not at the top: bench.py reads this module's defaults before torch
 
     say = progress or (lambda message: None)
     slots = [_Slot(t) for t in targets]
+    reference_slot = _Slot(reference) if reference is not None else None
     previous_threads = torch.get_num_threads()
     gc_was_enabled = gc.isenabled()
     started = _clock()
@@ -408,6 +420,11 @@ def time_targets(
         for index, slot in enumerate(slots, 1):
             say(f"warming up and calibrating {slot.target.name} ({index}/{len(slots)})")
             slot.prepare(config)
+        if reference_slot is not None:
+            say(f"warming up and calibrating the {reference_slot.target.name}")
+            reference_slot.prepare(dataclasses.replace(config, calls_per_sample=None))
+            if reference_slot.error is not None:
+                reference_slot = None
         gc.collect()
         gc.disable()
         live = [s for s in slots if s.error is None]
@@ -419,6 +436,8 @@ def time_targets(
             order = live if rounds % 2 == 0 else live[::-1]
             for slot in order:
                 slot.sample()
+            if reference_slot is not None and rounds % REFERENCE_EVERY == 0:
+                reference_slot.sample()
             rounds += 1
             live = [s for s in live if s.error is None]
             now = _clock()
@@ -448,6 +467,8 @@ def time_targets(
             if not checked and rounds >= RECALIBRATE_MIN_ROUNDS and fraction >= RECALIBRATE_AT:
                 checked = True
                 if _recalibrate(live, say):
+                    if reference_slot is not None:
+                        reference_slot.drop_samples()
                     rounds = 0
                     rounds_start = next_report = _clock()
     except KeyboardInterrupt:
@@ -459,4 +480,5 @@ def time_targets(
             gc.enable()
         torch.set_num_threads(previous_threads)
     wall_s = (_clock() - started) / 1e9
-    return TimingRun(tuple(s.result() for s in slots), config, rounds, wall_s, interrupted, stopped)
+    return TimingRun(tuple(s.result() for s in slots), config, rounds, wall_s, interrupted, stopped,
+                     reference_slot.result() if reference_slot is not None else None)
