@@ -231,6 +231,9 @@ def _catalog_notes(run: RunResult) -> list[str]:
         longest = run.settings.get("max_time_s") or run.settings.get("min_time_s")
         notes.append(f"at most {longest:.2g} s per case and op, scaled down from {scaled_from:g} s "
                      f"to fit the run in ~{run_budget_s():g} s; --min-time SECONDS sets it")
+    if run.settings.get("recalibrated"):
+        notes.append(f"calibrated during a slow spell: {', '.join(run.settings['recalibrated'])} ran well faster "
+                     "than calibration measured, so were resized from their samples and the rounds started over")
     if run.settings.get("stopped") == "time cap" and run.settings.get("precision"):
         notes.append(f"sampling stopped at the time cap ({run.settings.get('max_time_s'):g} s per case) "
                      f"before every figure was known to +-{run.settings['precision']:.1%}: the "

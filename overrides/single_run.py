@@ -97,6 +97,7 @@ def run_benchmark(
         "samples": config.samples,
         "threads": config.threads,
         "rounds": timing.rounds,
+        "recalibrated": list(timing.recalibrated),  # calibrated during a slow spell, resized
         "method": f"round-robin, unrolled loop, empty-loop cost ({stats.headline_label()} of its "
                   "samples) removed, GC off",
     }

@@ -96,19 +96,33 @@ def test_compiled_loop_runs_the_statement_exactly_calls_times_plus_the_warm_call
     assert len(counter) == 123 + 7
 
 
+CALIBRATION_ATTEMPTS = 5
+
+
 def test_calibration_sizes_samples_to_about_a_millisecond():
-    probe = compile_loop("torch.add(x, y)", UNROLL)
-    operands = _operands()
-    for _ in range(200):
-        probe(operands)
-    calls = calibrate_calls(probe, operands)
-    assert calls % UNROLL == 0
-    elapsed = min(compile_loop("torch.add(x, y)", calls)(operands) for _ in range(20))
     # The fastest of 20 samples taken right after calibration: 0.96-1.02 ms here in 60 runs, quiet
     # or with a CPU hog on each core (0.87-1.09 ms with the previous calibration). A slow spell over
     # these 20 ms reads at most 1.65x. One had to cover calibration's bursts (~60 ms) to fool it;
     # 30 probes back to back (the first version) were fooled by one of ~3 ms into 0.39 ms samples.
-    assert TARGET_SAMPLE_NS / 2 < elapsed < TARGET_SAMPLE_NS * 2, (calls, elapsed)
+    # Such spells do cover them on a shared machine: beside one CPU-bound process (load ~14 on 2
+    # cores, other tenants' work) 100 calibrations in a row sized 500-900 calls (0.63-1.53 ms), and
+    # the issue's run read (300, 471850): calibration saw torch.add 2.1x slower than the samples
+    # right after it. A run corrects that itself (test_a_calibration_fooled_by_a_longer_slow_spell_
+    # is_redone_from_the_samples); here each attempt calibrates afresh, so a spell passes on a later
+    # attempt while a calibration that sizes wrongly is out of bounds on every one.
+    probe = compile_loop("torch.add(x, y)", UNROLL)
+    operands = _operands()
+    for _ in range(200):
+        probe(operands)
+    attempts = []
+    for _ in range(CALIBRATION_ATTEMPTS):
+        calls = calibrate_calls(probe, operands)
+        assert calls % UNROLL == 0
+        elapsed = min(compile_loop("torch.add(x, y)", calls)(operands) for _ in range(20))
+        attempts.append((calls, elapsed))
+        if TARGET_SAMPLE_NS / 2 < elapsed < TARGET_SAMPLE_NS * 2:
+            return
+    pytest.fail(f"(calls, fastest sample ns) on {CALIBRATION_ATTEMPTS} attempts: {attempts}")
 
 
 def _probe_with_a_slow_spell(per_call_ns: float, spell_s: float, slowdown: float = 2.5):
@@ -163,6 +177,20 @@ def test_a_calibration_fooled_by_a_longer_slow_spell_is_redone_from_the_samples(
     assert timed.calls_per_sample >= 1.5 * fooled_calls, (timed.calls_per_sample, fooled_calls)
     assert run.rounds == len(timed.samples_ns) == 100
     assert any(line.startswith("recalibrating t:") for line in said), said
+    # The run says so, not only its progress (which -q silences): a note under the table.
+    assert run.recalibrated == ("t",)
+
+
+def test_a_run_that_calibrated_during_a_slow_spell_says_so_under_its_table(monkeypatch):
+    from overrides import run_report
+    from overrides.cases.ops import resolve_ops
+    from overrides.cases.registry import resolve_cases
+    from overrides.single_run import run_benchmark
+
+    _slowed_calibration(monkeypatch, 4.0)
+    run = run_benchmark(resolve_cases(["Tensor"]), resolve_ops(None), TimerConfig(samples=100))
+    assert run.settings["recalibrated"] == ["Tensor [torch.add]"]
+    assert "calibrated during a slow spell: Tensor [torch.add] ran well faster" in run_report.table(run)
 
 
 def test_samples_slower_than_calibration_are_left_alone(monkeypatch):
@@ -176,6 +204,7 @@ def test_samples_slower_than_calibration_are_left_alone(monkeypatch):
     assert timed.calls_per_sample == timer.calls_for(calibrated[0])
     assert run.rounds == len(timed.samples_ns) == 100
     assert not any("recalibrating" in line for line in said), said
+    assert run.recalibrated == ()
 
 
 def test_a_failing_target_does_not_sink_the_others():

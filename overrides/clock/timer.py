@@ -165,6 +165,9 @@ class TimingRun:
     stopped: str = "time"
     # The reference target's samples, when one was given (see REFERENCE_EVERY).
     reference: TimedTarget | None = None
+    # The targets whose calibration a slow spell fooled, resized from their samples (see
+    # RECALIBRATE_BELOW): the run calibrated during a slow spell, and says so.
+    recalibrated: tuple[str, ...] = ()
 
 
 def _repeated(stmt: str, times: int, indent: str) -> str:
@@ -377,12 +380,12 @@ class _Slot:
                            empty_ns / self.calls, self.error, self.device, device_ns)
 
 
-def _recalibrate(live: list[_Slot], say: Callable[[str], None]) -> bool:
+def _recalibrate(live: list[_Slot], say: Callable[[str], None]) -> tuple[str, ...]:
     """Resize every target whose calibration a slow spell fooled (see RECALIBRATE_BELOW) and
-    drop every target's samples, so the rounds start over; False (nothing touched) if none was."""
+    drop every target's samples, so the rounds start over; their names (none: nothing touched)."""
     resized = {slot: calls for slot in live if (calls := slot.recalibrated_calls())}
     if not resized:
-        return False
+        return ()
     for slot in live:
         if slot in resized:
             say(f"recalibrating {slot.target.name}: its fastest sample ran "
@@ -392,7 +395,7 @@ def _recalibrate(live: list[_Slot], say: Callable[[str], None]) -> bool:
             slot.resize(resized[slot])
         else:
             slot.drop_samples()  # the same code keeps running: no fresh, unspecialised loop
-    return True
+    return tuple(slot.target.name for slot in resized)
 
 
 def time_targets(
@@ -415,6 +418,7 @@ def time_targets(
     rounds = 0
     interrupted = False
     stopped = "nothing to time"
+    recalibrated: tuple[str, ...] = ()
     torch.set_num_threads(config.threads)
     try:
         for index, slot in enumerate(slots, 1):
@@ -466,7 +470,8 @@ def time_targets(
                 break
             if not checked and rounds >= RECALIBRATE_MIN_ROUNDS and fraction >= RECALIBRATE_AT:
                 checked = True
-                if _recalibrate(live, say):
+                recalibrated = _recalibrate(live, say)
+                if recalibrated:
                     if reference_slot is not None:
                         reference_slot.drop_samples()
                     rounds = 0
@@ -481,4 +486,4 @@ def time_targets(
         torch.set_num_threads(previous_threads)
     wall_s = (_clock() - started) / 1e9
     return TimingRun(tuple(s.result() for s in slots), config, rounds, wall_s, interrupted, stopped,
-                     reference_slot.result() if reference_slot is not None else None)
+                     reference_slot.result() if reference_slot is not None else None, recalibrated)
