@@ -22,6 +22,8 @@ How it times, and why:
 - A target may name a context (a `TorchFunctionMode`, a `TorchDispatchMode`, ...) that must be
   active while its statement runs. It is entered around each sample and exited after it,
   outside the clock reads, because round-robin moves to another target after every sample.
+- A reference target (overrides/clock/speed.py: the run's own speed) may be sampled beside the
+  targets, every REFERENCE_EVERY rounds, in the same rotation.
 - A target that raises is recorded as failed and dropped from the rotation; the others go on.
   Ctrl-C stops the rounds and returns what was measured so far, marked interrupted.
 """
