@@ -111,7 +111,7 @@ def _notes(run: RunResult, matrix: bool = False) -> list[str]:
             notes.append(f"{result.case} [{result.op}] failed: {result.error}")
         elif result.ok and result.too_spread:
             notes.append(f"! {result.case} [{result.op}]: {_spread_reason(result)}")
-    notes += _catalog_notes(run) + _meta_notes(run)
+    notes += _catalog_notes(run) + _twin_notes(run) + _meta_notes(run)
     if run.interrupted:
         notes.append("interrupted: figures cover only the rounds finished before Ctrl-C")
     return notes
@@ -179,9 +179,11 @@ def _catalog_notes(run: RunResult) -> list[str]:
         if (result.ok and result.baseline != BASELINE_CASE and result.case != result.baseline
                 and result.case not in baselines.get(result.baseline, [])):
             baselines.setdefault(result.baseline, []).append(result.case)
+    described = {r.case: r.description for r in run.results}
     for baseline, cases in baselines.items():
-        like = ("its own operands as plain tensors" if twinned(baseline)
-                else "plain tensors of the same shape, dtype and device" if baseline != split_shaped(baseline)[0]
+        twin = described.get(baseline, "")  # "units:pair's own operands as plain tensors: how" (cases/twins.py)
+        like = (("its " + twin.split("'s ", 1)[1] if "'s " in twin else "its own operands as plain tensors")
+                if twinned(baseline) else "plain tensors of the same shape, dtype and device" if baseline != split_shaped(baseline)[0]
                 else "the same statements")
         notes.append(f"{', '.join(cases)}: overhead and ratio against {baseline} ({like}), not {BASELINE_CASE}")
     scaled_from = run.settings.get("min_time_scaled_from_s")
@@ -194,6 +196,13 @@ def _catalog_notes(run: RunResult) -> list[str]:
                      f"before every figure was known to +-{run.settings['precision']:.1%}: the "
                      "machine was busy; the intervals say how sure each figure is")
     return notes
+
+
+def _twin_notes(run: RunResult) -> list[str]:
+    """Where a plain twin of yours is unlike your case's operands (overrides/cases/twins.py);
+    which twin each case was quoted against is said with its baseline (_catalog_notes)."""
+    twins = {r.case: r.warning for r in run.results if twinned(r.case) and r.warning}
+    return [f"warning: {name}: {warning}" for name, warning in twins.items()]
 
 
 def _op_stmts() -> dict[str, str]:
@@ -391,6 +400,6 @@ def _spread_reason(result: CaseResult) -> str:
 
 
 def spread_warnings(run: RunResult) -> list[str]:
-    """One line per case too spread to trust, for stderr."""
+    """One line per case too spread to trust, and per twin unlike its case's operands, for stderr."""
     return [f"warning: {r.case} [{r.op}]: {_spread_reason(r)}"
-            for r in run.results if r.ok and r.too_spread]
+            for r in run.results if r.ok and r.too_spread] + _twin_notes(run)
