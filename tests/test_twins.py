@@ -161,3 +161,21 @@ def test_a_wrapper_class_named_directly_that_needs_more_than_a_tensor_says_which
     assert line.endswith("give a factory that builds the operands as you do, e.g. in scaled.py `def pair(): "
                          "return ScaledInt8Tensor(torch.ones(1), ...), ScaledInt8Tensor(torch.ones(1), ...)`, "
                          "and pass scaled:pair")
+
+
+def test_each_side_of_a_comparison_builds_the_twin_from_its_own_code_and_says_which_file(tmp_path, monkeypatch):
+    import torch
+
+    from overrides.cases import casenames, registry
+    from overrides.cases.usercases import module_files
+
+    for side in ("scaled_side_a", "scaled_side_b"):
+        shutil.copy(os.path.join(USERLIB, "scaled.py"), tmp_path / f"{side}.py")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv(casenames.YOUR_CODE_VARIABLE, "scaled_side_a:pair=scaled_side_b:pair")
+    twin = registry.get_case("scaled_side_a:pair@plain")  # as the branch's processes build it
+    assert twin.name == "scaled_side_a:pair@plain"
+    assert all(type(t) is torch.Tensor and t.dtype == torch.float32 for t in twin.make_operands())
+    # the notes of a comparison name the file each side ran, the twin's too
+    assert module_files(["scaled_side_a:pair@plain"]) == {
+        "scaled_side_a:pair@plain": os.path.realpath(tmp_path / "scaled_side_b.py")}
