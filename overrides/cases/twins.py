@@ -4,7 +4,7 @@ the baseline your case's overhead is quoted against, run beside it.
 This is more than unwrapping. A wrapper subclass (`_make_wrapper_subclass`) presents one tensor,
 its outer shape, strides, dtype and device, and holds others: an int8 payload and a scale, two
 copies, values and indices. The op timed on it sees the outer tensor, so the twin must be that
-one; with its int8 payload as the twin, a float32 matmul on the subclass read as faster than
+one; with its int8 payload as the twin, a float32 F.linear on the subclass read as faster than
 plain. A twin is, in this order:
 
 1. yours, where the case's module defines `FACTORY_plain` beside `FACTORY` (`pair256_plain`
