@@ -179,11 +179,8 @@ def _catalog_notes(run: RunResult) -> list[str]:
         if (result.ok and result.baseline != BASELINE_CASE and result.case != result.baseline
                 and result.case not in baselines.get(result.baseline, [])):
             baselines.setdefault(result.baseline, []).append(result.case)
-    described = {r.case: r.description for r in run.results}
     for baseline, cases in baselines.items():
-        twin = described.get(baseline, "")  # "units:pair's own operands as plain tensors: how" (cases/twins.py)
-        like = (("its " + twin.split("'s ", 1)[1] if "'s " in twin else "its own operands as plain tensors")
-                if twinned(baseline) else "plain tensors of the same shape, dtype and device" if baseline != split_shaped(baseline)[0]
+        like = (_twin_like(run, baseline) if twinned(baseline) else "plain tensors of the same shape, dtype and device" if baseline != split_shaped(baseline)[0]
                 else "the same statements")
         notes.append(f"{', '.join(cases)}: overhead and ratio against {baseline} ({like}), not {BASELINE_CASE}")
     scaled_from = run.settings.get("min_time_scaled_from_s")
@@ -196,6 +193,23 @@ def _catalog_notes(run: RunResult) -> list[str]:
                      f"before every figure was known to +-{run.settings['precision']:.1%}: the "
                      "machine was busy; the intervals say how sure each figure is")
     return notes
+
+
+def _twin_like(run: RunResult, twin: str) -> str:
+    """What the plain twin `twin` is, from its description ("units:pair's own operands as plain
+    tensors: how", overrides/cases/twins.py), as the baseline note says it."""
+    said = next((r.description for r in run.results if r.case == twin), "")
+    return "its " + said.split("'s ", 1)[1] if "'s " in said else "its own operands as plain tensors"
+
+
+def _counted_twin_notes(run: RunResult) -> list[str]:
+    """A counting run's _catalog_notes for twins (it has no timed figures for that to key on)."""
+    cases: dict[str, list[str]] = {}
+    for r in run.results:
+        if twinned(r.baseline) and r.case != r.baseline and r.case not in cases.get(r.baseline, []):
+            cases.setdefault(r.baseline, []).append(r.case)
+    return [f"{', '.join(mine)}: overhead and ratio against {twin} ({_twin_like(run, twin)}), not {BASELINE_CASE}"
+            for twin, mine in cases.items()] + _twin_notes(run)
 
 
 def _twin_notes(run: RunResult) -> list[str]:
@@ -347,6 +361,7 @@ def _instruction_notes(run: RunResult) -> list[str]:
             "repeat spread = (max - min) / that minimum.",
             "Counts move with memory layout (up to ~1% between hash seeds): compare builds over "
             "several seeds (--seeds 1 2 3), never across one layout each."] + _op_note(run) + _long_na_notes(run) \
+        + _counted_twin_notes(run) \
         + [f"incomplete: {died}; the figures rest on the other seeds" for died in records.deaths(
             records.from_dict(run.instructions))]
 

@@ -179,3 +179,20 @@ def test_each_side_of_a_comparison_builds_the_twin_from_its_own_code_and_says_wh
     # the notes of a comparison name the file each side ran, the twin's too
     assert module_files(["scaled_side_a:pair@plain"]) == {
         "scaled_side_a:pair@plain": os.path.realpath(tmp_path / "scaled_side_b.py")}
+
+
+def test_a_counting_run_says_which_twin_each_case_was_counted_against():
+    from overrides import run_report
+    from overrides.counts.records import SCHEMA
+    from overrides.results import CaseResult, RunResult
+
+    how = "its own operands as plain tensors: new float32 (1,), as ScaledInt8Tensor presents them"
+    rows = (CaseResult("scaled:pair@plain", "torch.add", "torch.add(x, y)", f"scaled:pair's own operands as "
+                       f"plain tensors: {how.split(': ', 1)[1]}", 0, (), 0.0, baseline="scaled:pair@plain"),
+            CaseResult("scaled:pair", "torch.add", "torch.add(x, y)", "your case", 0, (), 0.0,
+                       baseline="scaled:pair@plain"))
+    counts = {"schema": SCHEMA, "seeds": [1], "settings": {"repeats": 5, "calls_per_repeat": 1000},
+              "runs": [{"seed": 1, "cases": [{"case": r.case, "op": r.op, "instructions_per_call": n,
+                                              "repeats": [n] * 5} for r, n in zip(rows, (11_000, 220_000))]}]}
+    shown = run_report.render(RunResult({}, {}, rows, instructions=counts), "table")
+    assert f"scaled:pair: overhead and ratio against scaled:pair@plain ({how}), not Tensor" in shown
