@@ -186,6 +186,15 @@ def test_two_versions_of_your_case_in_one_python_are_paired_counted_and_judged(t
     assert rows["Tensor"]["verdict"] != "regression"
     assert f"base: units:pair in {sys.executable}" in done.stdout
     assert "base built units:pair, branch units_slow:pair" in done.stdout
+    # what changed, by name: the function the edit grew, matched across the two files, and the
+    # calls it added; Tensor, which did not move, gets no list
+    named = rows["units:pair"]["changed_functions"]
+    assert named["looked_for"] is True
+    assert (named["functions"][0]["function"], named["functions"][0]["change"]) == (
+        "UnitTensor.__torch_function__ (units_slow.py)", "more bytecodes")
+    assert {f["function"]: f["delta_calls"] for f in named["functions"]}["builtins.isinstance [C]"] == 100
+    assert "changed_functions" not in rows["Tensor"] or rows["Tensor"]["verdict"] in ("improvement", "disagree")
+    assert "units:pair: what changed, per call (Python calls counted on both sides" in done.stdout
 
 
 def test_a_version_of_your_case_that_is_not_there_is_one_line_before_any_worker_starts(tmp_path):
@@ -269,3 +278,19 @@ def test_a_case_that_did_not_move_gets_no_list_and_counts_off_say_the_names_were
     assert "--no-instructions" in off.changed_functions.not_looked_for
     note = comparison_notes([off], {})[0]
     assert note.startswith("what changed, by name: not looked for (units:pair): the Python calls are counted only")
+
+
+@pytest.mark.slow
+def test_with_the_counts_off_a_comparison_says_the_names_were_not_looked_for(tmp_path):
+    import subprocess
+
+    from overrides.ab.named import COUNTS_OFF
+
+    folder = _userlib(tmp_path / "lib")
+    done = subprocess.run([sys.executable, os.path.join(ROOT, "bench.py"), "--compare", "units:pair",
+                           "units_tiny:pair", "--no-instructions", "--pairs", "2", "--pair-seconds", "0.3",
+                           "--json", "out.json"], cwd=folder, capture_output=True, text=True, timeout=600)
+    assert done.returncode in (0, 1), done.stderr[-2000:]
+    row, = json.loads((tmp_path / "lib" / "out.json").read_text())["comparisons"]
+    assert row["changed_functions"] == {"looked_for": False, "why": COUNTS_OFF}
+    assert f"what changed, by name: not looked for (units:pair): {COUNTS_OFF}." in done.stdout

@@ -25,17 +25,17 @@ from overrides.verdicts import DISAGREE, IMPROVEMENT, REGRESSION
 # The verdicts of a case whose work changed, by the clock and the counts or by one of them:
 # those get their functions named. "clock only" is not one (the counts rule out a change).
 NAMED_VERDICTS = (REGRESSION, IMPROVEMENT, DISAGREE)
-COUNTS_OFF = ("the Python calls are counted only with the instructions, which were not counted "
-              "in this comparison")
+COUNTS_OFF = ("the Python calls are counted only with the instructions, which this comparison did "
+              "not count (--no-instructions, no valgrind, or cases on CUDA)")
 
 
 def with_names(comparisons: Sequence, base: Interpreter, branch: Interpreter, config: ABConfig,
                counts_off: str | None, say: Callable[[str], None]) -> tuple:
     """`comparisons`, each case that moved (NAMED_VERDICTS) with its `changed_functions`:
     `pycalls.NamedChanges` of both sides' counts, each side counted in its interpreter, its kept
-    torch first on its path and its own version of your code (`side_env`). `counts_off`: why
-    the instructions were not counted, or None; then every case carries that the names were
-    not looked for."""
+    torch first on its path and its own version of your code (`side_env`). `counts_off`: None
+    where the instructions were counted, else why not ('': not known here); every case then
+    carries that the names were not looked for."""
     if counts_off is not None:
         why = f"{COUNTS_OFF} ({counts_off})" if counts_off else COUNTS_OFF
         return tuple(dataclasses.replace(c, changed_functions=pycalls.NamedChanges(not_looked_for=why))
