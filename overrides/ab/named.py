@@ -52,10 +52,11 @@ def with_names(comparisons: Sequence, base: Interpreter, branch: Interpreter, co
                                              own_env=side_env(config, side[0])), sides, len(sides))
     except UsageError as exc:
         failed = pycalls.NamedChanges(not_looked_for=f"counting the Python calls failed: {exc}")
-        return tuple(dataclasses.replace(c, changed_functions=failed) if c in moved else c for c in comparisons)
+        return tuple(dataclasses.replace(c, changed_functions=failed) if c.verdict in NAMED_VERDICTS else c
+                     for c in comparisons)
     out = []
     for c in comparisons:
-        if c not in moved:
+        if c.verdict not in NAMED_VERDICTS:
             out.append(c)
             continue
         found = [pycalls.find(runs, c.case, c.op) for runs in counted]

@@ -50,8 +50,8 @@ built on: benchmarks/README.md, 'Docstring figures'):
 
 This module runs a comparison (`run_ab`); beside it in `overrides/ab/`: `config.py` (ABConfig
 and the flags), `pairs.py` (the parent's handles on its workers), `worker.py` (the worker
-process), `estimates.py` (what the pairs say, and when to stop) and `countfirst.py` (the counts
-made first).
+process), `estimates.py` (what the pairs say, and when to stop), `countfirst.py` (the counts
+made first) and `named.py` (what changed in the cases that moved, by name, counted after).
 """
 
 from __future__ import annotations
@@ -336,8 +336,8 @@ def run_ab(
         return result
     counts_off = None if counted is not None and not counted.skipped else (counted.skipped if counted else "")
     try:
-        return dataclasses.replace(result, comparisons=with_names(result.comparisons, base, branch, config,
-                                                                  counts_off, say))
+        named = with_names(result.comparisons, base, branch, config, counts_off, say)
+        return dataclasses.replace(result, comparisons=named, wall_s=time.monotonic() - started)
     except KeyboardInterrupt:
         if not keep_interrupted:
             raise
