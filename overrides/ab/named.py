@@ -3,8 +3,8 @@ case runs, counted in that side's own interpreter with its own code (`counts/pyc
 counts `--check-budget` and report.sh name functions with), base against branch.
 
 The clock and the instructions say that a case moved, not where: `--compare units:pair
-units_tiny:pair` found +156 ns and +627 instructions and left the reader to find the edit. The
-Python-call counts name it, exactly (a helper added is a new function with its calls and
+units_tiny:pair` called a regression and left the reader to find the edit. The Python-call
+counts name it, exactly (a helper added is a new function with its calls and
 bytecodes, however little time it takes), in a few seconds a side. Only the cases that moved
 are counted and named; with the instruction counts off (`--no-instructions`, no valgrind) the
 names are not looked for either, and every row says so.
