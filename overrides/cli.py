@@ -385,7 +385,7 @@ def run_compare(args) -> int:
                                                              if c.name != your_code[0])
     selected_ops = ops_mod.resolve_ops(args.op)
     config, skipped = config_from_arguments(args, threads=args.threads)
-    config = dataclasses.replace(config, your_code=your_code)
+    config = dataclasses.replace(config, your_code=your_code, name_functions=True)
     if config.instruction_seeds and any(casenames.on_cuda(case.name) for case in selected):
         # asked for (--instructions): refused above; by default: the clock judges alone
         config = dataclasses.replace(config, instruction_seeds=())
