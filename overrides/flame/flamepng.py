@@ -18,6 +18,7 @@ from __future__ import annotations
 import os
 import re
 import struct
+import sys
 import threading
 import zlib
 
@@ -34,8 +35,7 @@ FONT = "DejaVu Sans"  # ships inside matplotlib: the same letters on every machi
 # flamesvg.CHAR_WIDTH fits labels to.
 RC = {"text.hinting": "no_hinting"}
 ANCHORS = {"start": "left", "middle": "center"}  # SVG's text-anchor in matplotlib's words
-INSTALL_HINT = ("install matplotlib into the interpreter that runs the report "
-                "(`python -m pip install matplotlib`; `make test` does), then run it again")
+INSTALL_HINT = "install it (`{python} -m pip install matplotlib`; `make test` does), then run this again"
 # matplotlib is not thread-safe and drawing holds the GIL: one picture at a time in a process.
 _DRAWING = threading.Lock()
 _RGB = re.compile(r"rgb\((\d+),(\d+),(\d+)\)")
@@ -50,7 +50,7 @@ def missing() -> str | None:
     try:
         import matplotlib  # noqa: F401
     except ImportError:
-        return f"this interpreter has no matplotlib; {INSTALL_HINT}"
+        return f"{sys.executable} has no matplotlib; {INSTALL_HINT.format(python=sys.executable)}"
     return None
 
 
