@@ -317,8 +317,7 @@ def check_record_output(output: str, fmt: str) -> None:
     if suffix.lower() in IMAGE_SUFFIXES:
         raise UsageError(f"--record {output}: py-spy writes --format {fmt} as "
                          f"{'SVG' if fmt == 'flamegraph' else 'text'}, not {suffix[1:].upper()}; "
-                         f"name it {stem}{RECORD_SUFFIX[fmt]}"
-                         + (" (scripts/record.sh also makes a PNG of it)" if fmt == "flamegraph" else ""))
+                         f"name it {stem}{RECORD_SUFFIX[fmt]}")
 
 
 def prepare(case_name: str, op_name: str | None, nreps: int | None, seconds: float) -> HotLoop:
