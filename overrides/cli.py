@@ -239,7 +239,9 @@ def ran_on_no_op(results_) -> list[str]:
     nowhere = [case for case, rows in by_case.items() if all(r.not_applicable for r in rows)]
     if len(nowhere) == len(by_case):
         return nowhere
-    return [case for case in nowhere if ":" in case]
+    # A plain twin that could not be built costs its case's overhead cell, said in the notes;
+    # the case's own figure stands.
+    return [case for case in nowhere if ":" in case and not casenames.twinned(case)]
 
 
 def _loaded_counted_or_timed(args) -> results.RunResult:
@@ -268,7 +270,7 @@ def _loaded_counted_or_timed(args) -> results.RunResult:
                              calls_per_sample=args.nreps, samples=args.nrepreps,
                              threads=args.threads, precision=DEFAULT_PRECISION,
                              max_time_s=DEFAULT_MAX_TIME_S)  # cap_s(): never below --min-time
-        # Without --min-time, many targets share one run budget (see measure.DEFAULT_RUN_BUDGET_S).
+        # Without --min-time, many targets share one run budget (see single_run.DEFAULT_RUN_BUDGET_S).
         budget = None if args.min_time else DEFAULT_RUN_BUDGET_S
         from overrides.clock import speed
 
@@ -387,7 +389,7 @@ def run_compare(args) -> int:
                                                              if c.name != your_code[0])
     selected_ops = ops_mod.resolve_ops(args.op)
     config, skipped = config_from_arguments(args, threads=args.threads)
-    config = dataclasses.replace(config, your_code=your_code)
+    config = dataclasses.replace(config, your_code=your_code, name_functions=True)
     if config.instruction_seeds and any(casenames.on_cuda(case.name) for case in selected):
         # asked for (--instructions): refused above; by default: the clock judges alone
         config = dataclasses.replace(config, instruction_seeds=())

@@ -11,13 +11,14 @@ What the spec may name:
   `__torch_dispatch__` (a wrapper subclass, which has no storage of its own), as `cls(tensor)`;
 - any other zero-argument callable returning the operands `(x, y)`.
 
+Its plain twin, the baseline of its overhead, is made in `overrides/cases/twins.py`.
+
 The spec is checked when it is resolved, by building the operands once, so a bad spec is a
 `UsageError` naming the problem before anything is timed.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import importlib
 import os
 import sys
@@ -26,7 +27,7 @@ from typing import Any, Callable
 import torch
 
 from overrides.cases.casenames import (SPEC_FORM, USER_DIR_VARIABLE, Case, side_spec, split_user_spec, twin_of,
-                                       user_stem)
+                                       twinned, user_stem)
 from overrides.cases.seedcases import plain_operands
 from overrides.errors import UsageError
 
@@ -35,13 +36,13 @@ def _is_tensor_subclass(obj: Any) -> bool:
     return isinstance(obj, type) and issubclass(obj, torch.Tensor) and obj is not torch.Tensor
 
 
-def _defines_torch_dispatch(cls: type) -> bool:
+def defines_torch_dispatch(cls: type) -> bool:
     """True for a class (or a base short of Tensor) with its own `__torch_dispatch__`."""
     return any("__torch_dispatch__" in vars(klass) for klass in cls.__mro__
                if klass not in (torch.Tensor, torch._C.TensorBase))
 
 
-def _import(spec: str, module_name: str):
+def import_module(spec: str, module_name: str):
     # `python bench.py` puts the checkout on sys.path, not the directory it is run from; a user
     # naming `mymodule:MyTensor` means the module beside them. Their directory goes at the END
     # of sys.path: run from a PyTorch checkout, a `torch/` folder there must not shadow the
@@ -62,7 +63,7 @@ def _import(spec: str, module_name: str):
             f"case {spec!r}: importing {module_name} raised {type(exc).__name__}: {exc}") from None
 
 
-def _lookup(spec: str, module, module_name: str, attribute: str):
+def lookup(spec: str, module, module_name: str, attribute: str):
     value = module
     for part in attribute.split("."):
         try:
@@ -85,20 +86,24 @@ def _own_constructor(cls: type) -> str | None:
     return None
 
 
+def factory_to_write(spec: str, cls: type) -> str:
+    """The way out where a class named directly cannot be built as this tool builds it."""
+    module_name, _ = split_user_spec(spec)
+    return (f"give a factory that builds the operands as you do, e.g. in {module_name}.py `def pair(): "
+            f"return {cls.__name__}(torch.ones(1), ...), {cls.__name__}(torch.ones(1), ...)`, and "
+            f"pass {module_name}:pair")
+
+
 def construction_hint(spec: str, cls: type) -> str:
     """What to do when a class built with as_subclass lacks what its constructor sets."""
     own = _own_constructor(cls)
     if own is None:
         return ""
-    module_name, _ = split_user_spec(spec)
-    return (f"{cls.__name__} defines {own}, which as_subclass skips: give a factory that builds "
-            f"the operands as you do, e.g. in {module_name}.py `def pair(): return "
-            f"{cls.__name__}(torch.ones(1), ...), {cls.__name__}(torch.ones(1), ...)`, and "
-            f"pass {module_name}:pair")
+    return f"{cls.__name__} defines {own}, which as_subclass skips: {factory_to_write(spec, cls)}"
 
 
 def _subclass_maker(cls: type) -> tuple[Callable[[], tuple], str]:
-    if _defines_torch_dispatch(cls):
+    if defines_torch_dispatch(cls):
         def make() -> tuple:
             x, y = plain_operands()
             return cls(x), cls(y)
@@ -118,7 +123,7 @@ def _overrides_something(value: Any) -> bool:
     return isinstance(value, torch.Tensor) or hasattr(value, "__torch_function__")
 
 
-def _check_operands(spec: str, what: str, operands: Any) -> None:
+def check_operands(spec: str, what: str, operands: Any) -> None:
     if not isinstance(operands, (tuple, list)) or len(operands) != 2:
         shape = (f"a {type(operands).__name__} of {len(operands)}"
                  if isinstance(operands, (tuple, list)) else f"a {type(operands).__name__}")
@@ -138,7 +143,8 @@ def module_files(names) -> dict[str, str]:
     out = {}
     for name in names:
         if ":" in name:
-            module = sys.modules.get(split_user_spec(side_spec(name))[0])
+            # a plain twin (`units:pair@plain`) is built from its case's module, on each side its own
+            module = sys.modules.get(split_user_spec(side_spec(twinned(name) or name))[0])
             if module is not None and getattr(module, "__file__", None):
                 out[name] = os.path.realpath(module.__file__)
     return out
@@ -147,12 +153,12 @@ def module_files(names) -> dict[str, str]:
 def case_from_spec(spec: str) -> Case:
     """The Case for `pkg.module:factory`; a UsageError naming what is wrong with a bad spec."""
     module_name, attribute = split_user_spec(spec)
-    module = _import(spec, module_name)
-    factory = _lookup(spec, module, module_name, attribute)
+    module = import_module(spec, module_name)
+    factory = lookup(spec, module, module_name, attribute)
     hint = ""
     if _is_tensor_subclass(factory):
         make, how = _subclass_maker(factory)
-        hint = "" if _defines_torch_dispatch(factory) else construction_hint(spec, factory)
+        hint = "" if defines_torch_dispatch(factory) else construction_hint(spec, factory)
         what = f"building {factory.__name__} ({how})"
         description = f"your Tensor subclass {module_name}.{attribute}, built with {how}"
     elif callable(factory) and not isinstance(factory, type):
@@ -170,17 +176,10 @@ def case_from_spec(spec: str) -> Case:
     try:
         operands = make()
     except Exception as exc:
-        raise UsageError(f"case {spec!r}: {what} raised {type(exc).__name__}: {exc}") from None
-    _check_operands(spec, what, operands)
+        # A wrapper class named directly is built as cls(tensor); a constructor that wants more
+        # (a scale, a second tensor) cannot be, and only the author's factory can say how.
+        way_out = (f"; {factory_to_write(spec, factory)}" if _is_tensor_subclass(factory)
+                   and defines_torch_dispatch(factory) else "")
+        raise UsageError(f"case {spec!r}: {what} raised {type(exc).__name__}: {exc}{way_out}") from None
+    check_operands(spec, what, operands)
     return Case(spec, description, make, user_stem(spec), construction_hint=hint, baseline=twin_of(spec))
-
-
-def plain_twin(spec: str) -> Case:
-    """`spec@plain`: the user case's own operands unwrapped into plain tensors, built the way
-    its factory builds them (the same shape, dtype and device), as its overhead's baseline."""
-    from overrides.cases.casenames import described
-    from overrides.cases.seedcases import unwrap
-
-    case = case_from_spec(spec)
-    make = case.make_operands
-    return dataclasses.replace(described(twin_of(spec)), make_operands=lambda: tuple(unwrap(o) for o in make()))
