@@ -130,3 +130,20 @@ def test_the_cache_follows_xdg_cache_home(monkeypatch, tmp_path):
     env = {"hostname": "h", "cpu": "c", "python": "3.11.7", "aslr_off": True}
     assert speed.machine_key(env) != speed.machine_key(dict(env, aslr_off=False))
     assert torch.__version__ not in speed.machine_key(env)  # the reference runs no torch
+
+
+def test_bench_py_keeps_its_runs_under_xdg_cache_home_and_writes_speed_into_the_json(tmp_path):
+    from conftest import run_tool
+
+    env = dict(os.environ, XDG_CACHE_HOME=str(tmp_path / "cache"))
+    path = tmp_path / "run.json"
+    # 60 rounds: 30 reference samples, enough to be a figure (bench.py's -m counts rounds).
+    out = run_tool("bench.py", "-q", "--cases", "Tensor", "-m", "60", "--json", str(path), env=env)
+    assert out.returncode == 0, out.stderr
+    assert "the first run kept for this machine and Python" in out.stdout, out.stdout
+    data = json.loads(path.read_text())
+    assert data["schema"] == results.SCHEMA and data["speed"]["earlier_runs"] == 0
+    assert len(data["speed"]["samples_ns"]) == 30 and data["speed"]["slow"] is False
+    kept = json.loads((tmp_path / "cache" / "torch-function-overhead" / "speed.json").read_text())
+    (runs,) = kept["machines"].values()
+    assert [run["reference_ns"] for run in runs] == [data["speed"]["reference_per_call_ns"]]
