@@ -132,6 +132,7 @@ def comparison_notes(comparisons, settings: dict) -> list[str]:
         notes.append(f"your code: one interpreter on both sides; base built {base}, branch {branch}, "
                      f"timed and counted alike under the name {base}.")
     notes += user_module_notes(settings.get("user_modules"))
+    notes += [entry["note"] for entry in settings.get("not_applied") or ()]
     if settings.get("incomplete"):
         notes.append(f"incomplete: {settings['incomplete']}; the verdicts rest on the {settings.get('pairs', 0)} "
                      "pairs finished before it, and gate nothing.")

@@ -112,6 +112,7 @@ def _notes(run: RunResult, matrix: bool = False) -> list[str]:
         elif result.ok and result.too_spread:
             notes.append(f"! {result.case} [{result.op}]: {_spread_reason(result)}")
     notes += _catalog_notes(run) + _meta_notes(run)
+    notes += [entry["note"] for entry in run.settings.get("not_applied") or ()]
     if run.interrupted:
         notes.append("interrupted: figures cover only the rounds finished before Ctrl-C")
     return notes
