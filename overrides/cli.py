@@ -67,6 +67,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="print a results file written by --json instead of measuring")
     parser.add_argument("--format", choices=run_report.FORMATS, default="table",
                         help="table (default), legacy (the seed's sentences) or markdown")
+    parser.add_argument("--cells", choices=run_report.MATRIX_CELLS, default=None,
+                        help="what a cell of the cases x ops matrix (several --op) shows: full (default: "
+                             "per call ns, overhead ns and ratio), overhead (overhead ns alone) or ratio")
     parser.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
     parser.add_argument(RANDOM_LAYOUT_FLAG, action="store_true",
                         help="keep address-space and hash randomisation on (default: off, so two "
@@ -203,10 +206,13 @@ def run(argv: list[str]) -> int:
         return run_compare(args)
     if args.no_instructions:
         raise UsageError("--no-instructions turns off --compare's counts; add --compare BASE_PY BRANCH_PY or drop it")
+    if args.cells and (args.format == "legacy" or (not args.load and len(ops_mod.resolve_ops(args.op)) < 2)):
+        raise UsageError(f"--cells {args.cells} chooses the cells of the cases x ops matrix; it needs two "
+                         "--op or more (and not --format legacy): the one-op table shows every figure, drop --cells")
     run_result = _loaded_counted_or_timed(args)
     for warning in run_report.spread_warnings(run_result):
         print(warning, file=sys.stderr)
-    print(run_report.render(run_result, args.format), flush=True)  # shown even if --json cannot be written
+    print(run_report.render(run_result, args.format, args.cells), flush=True)  # shown even if --json cannot be written
     on_device = device_report.render(run_result, args.format)
     if on_device:
         print("\n" + on_device, flush=True)

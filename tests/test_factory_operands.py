@@ -100,3 +100,51 @@ def test_pyspybench_says_what_it_did_not_apply(user_dir):
                            "--nreps", "50"], cwd=user_dir, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
     assert "mine:fixed: --device meta not applied" in done.stderr and "mine:pair" not in done.stderr
+
+
+UNITS = textwrap.dedent('''
+    import torch
+
+    class UnitTensor(torch.Tensor):
+        @staticmethod
+        def __new__(cls, data, unit):
+            t = torch.Tensor._make_subclass(cls, torch.as_tensor(data))
+            t.unit = unit
+            return t
+
+        @classmethod
+        def __torch_function__(cls, func, types, args=(), kwargs=None):
+            [a.unit for a in args if isinstance(a, UnitTensor)]
+            return super().__torch_function__(func, types, args, kwargs or {})
+
+    def pair():
+        return UnitTensor(torch.ones(1), "m"), UnitTensor(torch.ones(1), "m")
+''')
+MATRIX_OPS = ("torch.add", "x.item()", "x.view(3)")  # x.view(3) fails on 1 element: a long error
+
+
+def test_the_matrix_keeps_its_width_and_shows_the_overhead_in_ns(tmp_path):
+    """issue 45, item 6: an n/a or failed cell is a short key, its reason below; `--cells`
+    shows each cell's overhead in ns beside (full, the default) or instead of (overhead) its ratio."""
+    (tmp_path / "units.py").write_text(UNITS)
+    out = tmp_path / "run.json"
+    done = bench(tmp_path, "--cases", "Tensor", "units:UnitTensor", "units:pair", "--op", *MATRIX_OPS,
+                 "-n", "20", "-m", "20", "-q", "--json", str(out))
+    assert done.returncode == 1, done.stderr[-2000:]  # units:UnitTensor ran on none of the ops
+    table = done.stdout.split("\n\n")[0].splitlines()
+    assert max(map(len, table)) <= 110, "\n".join(table)  # long reasons no longer widen every row
+    cells = {line.split()[0]: line for line in table[2:]}
+    assert cells["units:UnitTensor"].split()[1:] == ["n/a", "[1]"] * 3  # one reason, one key
+    assert cells["units:pair"].endswith("failed [2]") and cells["Tensor"].endswith("failed [2]")
+    notes = done.stdout.split("\n\n")[1]
+    assert "[1] n/a: UnitTensor has no .unit; UnitTensor defines __new__" in notes
+    assert "[2] failed: warm-up: RuntimeError: shape '[3]' is invalid" in notes
+    rows = {(r["case"], r["op"]): r for r in json.loads(out.read_text())["results"]}
+    mine, twin = rows[("units:pair", "torch.add")], rows[("units:pair@plain", "torch.add")]
+    overhead = f"{round(mine['per_call_ns']) - round(twin['per_call_ns']):+,}"
+    assert f"{round(mine['per_call_ns']):,} {overhead} (" in cells["units:pair"]  # full: ns, overhead, ratio
+    loaded = bench(tmp_path, "--load", str(out), "--cells", "overhead")
+    row = next(line for line in loaded.stdout.splitlines() if line.startswith("units:pair "))
+    assert row.split()[1] in (overhead, f"{overhead[0]}{abs(mine['per_call_ns'] - twin['per_call_ns']):,.0f}")
+    refused = bench(tmp_path, "--cells", "overhead")
+    assert refused.returncode == 2 and "needs two --op or more" in refused.stderr
