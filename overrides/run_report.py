@@ -6,6 +6,7 @@ The table of a comparison of two runs is `overrides/comparison_report.py`.
 
 from __future__ import annotations
 
+import math
 from typing import Sequence
 
 from overrides import environment
@@ -188,12 +189,16 @@ def _catalog_notes(run: RunResult) -> list[str]:
     scaled_from = run.settings.get("min_time_scaled_from_s")
     if scaled_from:
         longest = run.settings.get("max_time_s") or run.settings.get("min_time_s")
+        took = f"; the run took {run.wall_s:.0f} s" if math.isfinite(run.wall_s) and run.wall_s > 0 else ""  # aim, and outcome
         notes.append(f"at most {longest:.2g} s per case and op, scaled down from {scaled_from:g} s "
-                     f"to fit the run in ~{run_budget_s():g} s; --min-time SECONDS sets it")
+                     f"to aim the sampling at ~{run_budget_s():g} s{took}; --min-time SECONDS sets it")
     if run.settings.get("stopped") == "time cap" and run.settings.get("precision"):
+        busy = [r for r in run.results if r.ok and (stats.contended(r.samples_ns) or stats.busy(r.samples_ns))]
+        why = (f"the machine was busy ({len(busy)} of {sum(r.ok for r in run.results)} figures show it: "
+               "see ! above)" if busy else "the samples stayed spread wider than that")
         notes.append(f"sampling stopped at the time cap ({run.settings.get('max_time_s'):g} s per case) "
-                     f"before every figure was known to +-{run.settings['precision']:.1%}: the "
-                     "machine was busy; the intervals say how sure each figure is")
+                     f"before every figure was known to +-{run.settings['precision']:.1%}: {why}; "
+                     "the intervals say how sure each figure is")
     return notes
 
 
@@ -376,10 +381,21 @@ def _instruction_notes(run: RunResult) -> list[str]:
             f"minimum of repeats 2-{settings.get('repeats')} of {settings.get('calls_per_repeat')} calls "
             "(extra work only ever adds instructions), the loop and the toggles removed; "
             "repeat spread = (max - min) / that minimum.",
-            "Counts move with memory layout (up to ~1% between hash seeds): compare builds over "
-            "several seeds (--seeds 1 2 3), never across one layout each."] + _op_note(run) + _long_na_notes(run) \
+            _layout_note(run)] + _op_note(run) + _long_na_notes(run) \
         + [f"incomplete: {died}; the figures rest on the other seeds" for died in records.deaths(
             records.from_dict(run.instructions))]
+
+
+def _layout_note(run: RunResult) -> str:
+    """How far this run's counts moved between its hash seeds (memory layouts), where it counted
+    under two or more; with one, that it could not see it."""
+    spreads = [(max(values) - min(values)) / min(values) for values in
+               records.per_call_by_case(records.from_dict(run.instructions)).values() if len(values) > 1 and min(values) > 0]
+    if not spreads:
+        return ("Counts move with memory layout, which one hash seed cannot show: compare builds over "
+                "several seeds (--seeds 1 2 3), never across one layout each.")
+    return (f"Counts move with memory layout: here by up to {max(spreads):.2%} between hash seeds; compare "
+            "builds over several seeds (--seeds 1 2 3), never across one layout each.")
 
 
 def _long_na_notes(run: RunResult) -> list[str]:
