@@ -196,7 +196,7 @@ def _catalog_notes(run: RunResult) -> list[str]:
         busy = [r for r in run.results if r.ok and (stats.contended(r.samples_ns) or stats.busy(r.samples_ns))]
         why = (f"the machine was busy ({len(busy)} of {sum(r.ok for r in run.results)} figures show it: "
                "see ! above)" if busy else "the samples stayed spread wider than that")
-        notes.append(f"sampling stopped at the time cap ({run.settings.get('max_time_s'):g} s per case) "
+        notes.append(f"sampling stopped at the time cap ({run.settings.get('max_time_s'):.3g} s per case) "
                      f"before every figure was known to +-{run.settings['precision']:.1%}: {why}; "
                      "the intervals say how sure each figure is")
     return notes

@@ -41,6 +41,7 @@ from overrides.errors import UsageError
 # The signature the notes and errors show for a factory that takes what is asked of it.
 FACTORY_SIGNATURE = 'def pair(shape=(1,), dtype=torch.float32, device="cpu")'
 
+
 def _is_tensor_subclass(obj: Any) -> bool:
     return isinstance(obj, type) and issubclass(obj, torch.Tensor) and obj is not torch.Tensor
 
