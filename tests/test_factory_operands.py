@@ -148,3 +148,22 @@ def test_the_matrix_keeps_its_width_and_shows_the_overhead_in_ns(tmp_path):
     assert row.split()[1] in (overhead, f"{overhead[0]}{abs(mine['per_call_ns'] - twin['per_call_ns']):,.0f}")
     refused = bench(tmp_path, "--cells", "overhead")
     assert refused.returncode == 2 and "needs two --op or more" in refused.stderr
+
+
+def test_two_versions_of_a_factory_are_asked_alike_or_refused(user_dir):
+    (user_dir / "mine_fast.py").write_text(MODULE)
+    refused = bench(user_dir, "--compare", "mine:pair", "mine:fixed", "--shape", "8x8", "--no-instructions")
+    assert refused.returncode == 2 and len(refused.stderr.strip().splitlines()) == 1, refused.stderr
+    assert "the two factories take different parameters" in refused.stderr and "mine:pair@8x8" in refused.stderr
+
+
+@pytest.mark.slow
+def test_a_comparison_of_your_factory_runs_it_with_the_shape_asked(user_dir):
+    (user_dir / "mine_fast.py").write_text(MODULE)
+    out = user_dir / "cmp.json"
+    done = bench(user_dir, "--compare", "mine:pair", "mine_fast:pair", "--cases", "Tensor", "--shape", "8x8",
+                 "--device", "meta", "--op", "x.t()", "--no-instructions", "--pairs", "2", "--pair-seconds", "0.5",
+                 "-q", "--json", str(out))
+    assert done.returncode in (0, 1), done.stderr[-2000:]
+    assert [r["case"] for r in json.loads(out.read_text())["comparisons"]] == ["mine:pair@8x8/meta", "Tensor@8x8/meta"]
+    assert "base ran" in done.stdout and "mine_fast.py" in done.stdout
