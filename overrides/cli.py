@@ -275,7 +275,7 @@ def _loaded_counted_or_timed(args) -> results.RunResult:
                              calls_per_sample=args.nreps, samples=args.nrepreps,
                              threads=args.threads, precision=DEFAULT_PRECISION,
                              max_time_s=DEFAULT_MAX_TIME_S)  # cap_s(): never below --min-time
-        # Without --min-time, many targets share one run budget (see measure.DEFAULT_RUN_BUDGET_S).
+        # Without --min-time, many targets share one run budget (see single_run.DEFAULT_RUN_BUDGET_S).
         budget = None if args.min_time else DEFAULT_RUN_BUDGET_S
         run_result = run_benchmark(selected, selected_ops, config, stderr_progress(args.quiet),
                                    run_budget_s=budget)

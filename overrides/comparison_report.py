@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 
+from overrides.case_comparison import UNPAIRED_PROCESS_CV
 from overrides.run_report import fmt_ns, ruled
 from overrides.tables import pipe_table
 from overrides.verdicts import CHANGED, CLOCK_ONLY, DISAGREE, INCONCLUSIVE
@@ -112,7 +113,7 @@ def comparison_notes(comparisons, settings: dict) -> list[str]:
                f"(t-interval), so memory-layout luck is inside the interval.")
     else:
         how = ("UNPAIRED: the two sides were measured in separate runs. The interval adds a "
-               "process-to-process term (machine drift and memory layout, ~3% per side), so only "
+               f"process-to-process term (machine drift and memory layout, ~{UNPAIRED_PROCESS_CV:.0%} per side), so only "
                "changes of a few percent can be called; for small changes measure both builds "
                "together with `bench.py --compare BASE_PY BRANCH_PY`.")
     if paired:

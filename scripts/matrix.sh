@@ -9,7 +9,7 @@
 # with a line saying how to get it; with MATRIX_REQUIRED=1 (CI) that is a failure.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-# The supported range (README, "Which Python"; pyproject.toml's requires-python)
+# The supported range (docs/pythons.md; pyproject.toml's requires-python)
 SUPPORTED=(3.11 3.12 3.13)  # 3.10: README says why not
 VERSIONS=("$@")
 if [ ${#VERSIONS[@]} -eq 0 ]; then  # every supported version but the one make test runs on
