@@ -14,6 +14,10 @@ mood lands on all alike):
   SubTensor`, two builds of one torch on the same cases: the wall time the kinds above are set
   against.
 
+Each comparison also says what it named as changed in your case (`changed_functions`, first the
+function the edit added): the edits' helpers (`_audit`, `_note`) must come first, and a
+comparison of your code with itself must name nothing (`named` in the summary).
+
 Every comparison is appended to a JSON-lines log as it finishes (`--log`); `--summarise LOG`
 prints the table without measuring.
 
@@ -45,6 +49,10 @@ KINDS = {
     "edit-small": (("units:pair", "units_tiny:pair"), "regression"),
 }
 FLAGS = ("regression", "improvement", "clock only", "disagree")
+# kind -> the function that edit added, which `changed_functions` must name first on your case;
+# a kind not here must name nothing (itself) or is not checked (optimised: a rewrite, no one helper)
+ADDED = {"edit": "_audit (units_slow.py)", "edit-small": "_note (units_tiny.py)"}
+NAMES_NOTHING = ("itself",)
 
 
 def say(message: str) -> None:
@@ -83,13 +91,32 @@ def measure(folder: str, n: int, log: str, second_python: str | None, kinds=None
                          "pairs": payload["settings"].get("pairs"),
                          "rows": {c["case"]: {k: c.get(k) for k in ("verdict", "delta_ns", "ci95_ns",
                                                                       "delta_instructions", "clock_verdict")}
-                                  for c in payload["comparisons"]}}
+                                  for c in payload["comparisons"]},
+                         "named": {c["case"]: _named(c.get("changed_functions")) for c in payload["comparisons"]}}
                 out.write(json.dumps(entry) + "\n")
                 out.flush()
                 yours = entry["rows"].get(YOURS, {})
                 say(f"  {kind}: exit {done.returncode}, {wall:.0f} s, {YOURS} {yours.get('verdict')} "
                     f"{yours.get('delta_ns')} ns {yours.get('ci95_ns')}; "
                     + ", ".join(f"{case} {entry['rows'].get(case, {}).get('verdict')}" for case in UNTOUCHED))
+
+
+def _named(changed: dict | None) -> dict | None:
+    """What a row named as changed: whether it looked, and the functions in order (None: no list)."""
+    if changed is None:
+        return None
+    return {"looked_for": changed.get("looked_for"),
+            "functions": [f"{f['change']} {f['function']}" for f in changed.get("functions", [])]}
+
+
+def named_right(entry: dict) -> bool | None:
+    """Whether the comparison named what its kind expects on your case (None: not checked)."""
+    named = (entry.get("named") or {}).get(YOURS)
+    if entry["kind"] in ADDED:
+        return bool(named and named["functions"]) and named["functions"][0] == f"new {ADDED[entry['kind']]}"
+    if entry["kind"] in NAMES_NOTHING:
+        return not (named and named.get("functions"))
+    return None
 
 
 def _interval(ci) -> str:
@@ -102,8 +129,8 @@ def summarise(log: str) -> None:
         entry = json.loads(line)
         by_kind[entry["kind"]].append(entry)
     print("| kind | expected on units:pair | got | units:pair delta ns (median, CI of the median run) "
-          "| delta instructions (median) | untouched flagged | exit | wall median (max) |")
-    print("|---|---|---|---|---|---|---|---|")
+          "| delta instructions (median) | untouched flagged | named | exit | wall median (max) |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for kind, runs in by_kind.items():
         expected = runs[0]["expected"]
         yours = [r["rows"].get(YOURS, {}) for r in runs]
@@ -115,11 +142,14 @@ def summarise(log: str) -> None:
         others = collections.Counter(y.get("verdict") for y in yours if y.get("verdict") != expected)
         walls = [r["wall_s"] for r in runs]
         exits = collections.Counter(r["exit"] for r in runs)
+        checked = [named_right(r) for r in runs]
+        named = ("-" if None in checked else
+                 f"{sum(checked)}/{len(runs)} " + ("nothing" if kind in NAMES_NOTHING else f"`{ADDED[kind]}` first"))
         print(f"| {kind} | {expected} | {right}/{len(runs)}"
               + (f" ({', '.join(f'{v} {k}' for k, v in others.items())})" if others else "")
               + f" | {statistics.median(deltas):+,.0f} ({_interval(middle.get('ci95_ns'))}) | "
               + (f"{statistics.median(instr):+,.0f}" if instr else "-")
-              + f" | {flagged}/{len(runs) * len(UNTOUCHED)} | "
+              + f" | {flagged}/{len(runs) * len(UNTOUCHED)} | {named} | "
               + ", ".join(f"{k}: {v}" for k, v in sorted(exits.items()))
               + f" | {statistics.median(walls):.0f} s ({max(walls):.0f}) |")
 

@@ -42,7 +42,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 from overrides.ab import shimenv  # noqa: E402
-from overrides.flame import screenshot  # noqa: E402
+from overrides.flame import flamepng  # noqa: E402
 from overrides.review.runs import file_stem  # noqa: E402
 
 # Where the helper goes (module level, before the class) and where it is called (the top of
@@ -199,7 +199,7 @@ def check_report(zip_path: str, kind: str) -> list[dict]:
                 tmp = os.path.join(os.path.dirname(zip_path), f".check-{png_name}")
                 with open(tmp, "wb") as out:
                     out.write(z.read(png_name))
-                png_ok = not screenshot.png_is_flat(tmp)
+                png_ok = not flamepng.png_is_flat(tmp)
                 os.unlink(tmp)
             found.append({
                 "case": entry["case"], "verdict": entry["verdict"], "total_ns": total,

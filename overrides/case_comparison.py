@@ -23,15 +23,17 @@ import dataclasses
 import math
 
 from overrides.clock import stats
+from overrides.counts.pycalls import NamedChanges
 from overrides.figures import json_figure
 from overrides.results import CaseResult, RunResult
 from overrides.verdicts import (DEFAULT_THRESHOLD_NS, DEFAULT_THRESHOLD_PCT, INCONCLUSIVE, MOVED, REGRESSION,
                                 clock_and_counts, judge, threshold_for, unmeasured)
 
-# 2: "wall_verdict" became "clock_verdict"; each case's own object (a report's comparison.json)
-# says CASE_COMPARISON_SCHEMA, the whole payload COMPARISON_SCHEMA.
-COMPARISON_SCHEMA = "torch-function-overhead/comparison/2"
-CASE_COMPARISON_SCHEMA = "torch-function-overhead/case-comparison/2"
+# 2: "wall_verdict" became "clock_verdict"; 3: "changed_functions" (what changed in a case that
+# moved, by name). Each case's own object (a report's comparison.json) says
+# CASE_COMPARISON_SCHEMA, the whole payload COMPARISON_SCHEMA.
+COMPARISON_SCHEMA = "torch-function-overhead/comparison/3"
+CASE_COMPARISON_SCHEMA = "torch-function-overhead/case-comparison/3"
 # Process-to-process spread of the headline (then p10; p2 spreads less) for one build, runs minutes apart: CV 0.9-3.7%
 # across invocations on this machine (seed_vs_bench, headline_stats), and an A/A pair of runs
 # with other work on the machine differed by 5.8%. 3% per side keeps unpaired verdicts honest.
@@ -61,6 +63,9 @@ class Comparison:
     counts_exact: bool = False  # counted alike on every seed from one path (counts.judge.EXACT_INSTRUCTIONS)
     counts_why: str = ""  # why the counts left it to the clock, beyond a want of seeds
     clock_verdict_sure: str | None = None  # the clock's at NO_CHANGE_CONFIDENCE, where known
+    # What changed in the case's Python code, by name (ab/named.py): a case that moved, or every
+    # case where the names were not looked for; None: a case that did not move, or not asked
+    changed_functions: NamedChanges | None = None
 
     @property
     def verdict(self) -> str:
@@ -99,6 +104,8 @@ class Comparison:
             out["judged_on"] = self.judged_on
             out["instructions_as_ns"] = r(self.instructions_as_ns)
             out["clock_unexplained"] = self.clock_unexplained
+        if self.changed_functions is not None:
+            out["changed_functions"] = self.changed_functions.to_dict()
         return out
 
     @property

@@ -10,10 +10,14 @@ from __future__ import annotations
 import math
 
 from overrides.case_comparison import UNPAIRED_PROCESS_CV
+from overrides.figures import count
 from overrides.run_report import fmt_ns, ruled
 from overrides.tables import pipe_table
 from overrides.verdicts import CHANGED, CLOCK_ONLY, DISAGREE, INCONCLUSIVE
 
+# Functions named in a moved case's note, the first (new ones, then the largest changes) of
+# `pycalls.order`; --json lists them all.
+NAMED_IN_NOTE = 6
 COMPARISON_HEADER = ("case", "base ns", "branch ns", "delta ns", "95% CI ns", "delta %", "verdict")
 # With instruction counts on both sides, the clock's verdict moves aside and the counts decide.
 COUNTED_HEADER = ("case", "base ns", "branch ns", "delta ns", "95% CI ns", "delta %", "clock verdict",
@@ -103,6 +107,42 @@ def user_module_notes(user_modules: dict | None, comparisons=(), your_code: dict
     return notes
 
 
+def _named_row(d) -> str:
+    where = d.function if d.line is None or d.is_c else f"{d.function[:-1]}:{d.line})"
+    calls = f"{count(d.base_calls)} -> {count(d.branch_calls)} call{'' if d.branch_calls == 1 else 's'}"
+    codes = (f", {count(d.base_bytecodes)} -> {count(d.branch_bytecodes)} bytecodes"
+             if d.has_bytecodes else "")
+    return f"{d.tag} `{where}` {calls}{codes}"
+
+
+def changed_functions_notes(comparisons) -> list[str]:
+    """What changed in each case that moved, by name (`Comparison.changed_functions`): the
+    Python functions added, removed or called differently, new ones first, with calls and own
+    bytecodes per call of the case on each side; or that the names were not looked for, and why."""
+    multi_op = len({c.op for c in comparisons}) > 1
+    notes, not_looked_for = [], {}
+    for c in comparisons:
+        named = c.changed_functions
+        if named is None:
+            continue
+        name = f"{c.case} [{c.op}]" if multi_op else c.case
+        if not named.looked_for:
+            not_looked_for.setdefault(named.not_looked_for, []).append(name)
+            continue
+        if not named.functions:
+            notes.append(f"{name}: what changed: no Python function was called more or less, or ran "
+                         "other bytecodes (counted on both sides): what moved is not in the Python code.")
+            continue
+        listed = "; ".join(_named_row(d) for d in named.functions[:NAMED_IN_NOTE])
+        more = len(named.functions) - NAMED_IN_NOTE
+        notes.append(f"{name}: what changed, per call (Python calls counted on both sides, base -> branch): "
+                     f"{listed}" + (f"; and {more} more (--json lists them all)" if more > 0 else "") + "."
+                     + (f" {named.bytecodes_note}" if named.bytecodes_note else ""))
+    for why, names in not_looked_for.items():
+        notes.append(f"what changed, by name: not looked for ({', '.join(names)}): {why}.")
+    return notes
+
+
 def comparison_notes(comparisons, settings: dict) -> list[str]:
     paired = bool(comparisons) and all(c.paired for c in comparisons)
     threshold = (f"threshold: max({settings.get('threshold_ns')} ns, "
@@ -119,7 +159,7 @@ def comparison_notes(comparisons, settings: dict) -> list[str]:
     if paired:
         how += (" base ns and branch ns are each side's own figure over all its samples; delta ns "
                 "(and delta %) is the paired estimate, so it need not equal their difference.")
-    notes = [how, threshold + "; regression/improvement only when the 95% CI excludes 0 and the "
+    notes = changed_functions_notes(comparisons) + [how, threshold + "; regression/improvement only when the 95% CI excludes 0 and the "
              "delta passes the threshold; no change only when the 99% CI lies within the threshold "
              "(as sure as a regression); otherwise inconclusive."]
     if paired and settings.get("placement"):

@@ -11,7 +11,7 @@ import threading
 import time
 from typing import Callable
 
-# One line at a time: threads report too (a report's screenshots, two at once), and print()
+# One line at a time: threads report too (the report's PNG drawer), and print()
 # writes a line's text and its newline separately, so two lines could run into one.
 _WRITING = threading.Lock()
 

@@ -45,6 +45,8 @@ class CaseResult:
     # ("gpu", samples) beside it (overrides/clock/cuda.py).
     device: str = "cpu"
     device_ns: tuple[tuple[str, tuple[float, ...]], ...] = ()
+    # Where the case is a plain twin unlike its case's operands (dtype, shape): what differs.
+    warning: str | None = None
 
     def device_figure(self, mode: str) -> float | None:
         """The headline of the CUDA figure `mode` ("synced", "gpu"), if it was timed."""
@@ -159,6 +161,7 @@ def case_to_dict(run: RunResult, result: CaseResult) -> dict:
         "error": result.error,
         "not_applicable": result.not_applicable,
         "baseline": result.baseline,
+        "warning": result.warning,
         "instructions_per_call": _finite(run.instructions_per_call(result)),
         "device": result.device,
         **{f"{mode}_per_call_ns": _finite(stats.headline(samples)) for mode, samples in result.device_ns},
@@ -199,6 +202,7 @@ def from_dict(data: dict, source: str = "results") -> RunResult:
                 error=r.get("error"),
                 not_applicable=r.get("not_applicable"),
                 baseline=r.get("baseline") or BASELINE_CASE,
+                warning=r.get("warning"),
                 device=r.get("device") or "cpu",
                 device_ns=tuple((mode, tuple(float(v) for v in samples))
                                 for mode, samples in (r.get("device_samples_ns") or {}).items()),

@@ -112,7 +112,7 @@ def _notes(run: RunResult, matrix: bool = False) -> list[str]:
             notes.append(f"{result.case} [{result.op}] failed: {result.error}")
         elif result.ok and result.too_spread:
             notes.append(f"! {result.case} [{result.op}]: {_spread_reason(result)}")
-    notes += _catalog_notes(run) + _meta_notes(run)
+    notes += _catalog_notes(run) + _twin_notes(run) + _meta_notes(run)
     notes += [entry["note"] for entry in run.settings.get("not_applied") or ()]
     if run.interrupted:
         notes.append("interrupted: figures cover only the rounds finished before Ctrl-C")
@@ -182,8 +182,7 @@ def _catalog_notes(run: RunResult) -> list[str]:
                 and result.case not in baselines.get(result.baseline, [])):
             baselines.setdefault(result.baseline, []).append(result.case)
     for baseline, cases in baselines.items():
-        like = ("its own operands as plain tensors" if twinned(baseline)
-                else "plain tensors of the same shape, dtype and device" if baseline != split_shaped(baseline)[0]
+        like = (_twin_like(run, baseline) if twinned(baseline) else "plain tensors of the same shape, dtype and device" if baseline != split_shaped(baseline)[0]
                 else "the same statements")
         notes.append(f"{', '.join(cases)}: overhead and ratio against {baseline} ({like}), not {BASELINE_CASE}")
     scaled_from = run.settings.get("min_time_scaled_from_s")
@@ -200,6 +199,30 @@ def _catalog_notes(run: RunResult) -> list[str]:
                      f"before every figure was known to +-{run.settings['precision']:.1%}: {why}; "
                      "the intervals say how sure each figure is")
     return notes
+
+
+def _twin_like(run: RunResult, twin: str) -> str:
+    """What the plain twin `twin` is, from its description ("units:pair's own operands as plain
+    tensors: how", overrides/cases/twins.py), as the baseline note says it."""
+    said = next((r.description for r in run.results if r.case == twin), "")
+    return "its " + said.split("'s ", 1)[1] if "'s " in said else "its own operands as plain tensors"
+
+
+def _counted_twin_notes(run: RunResult) -> list[str]:
+    """A counting run's _catalog_notes for twins (it has no timed figures for that to key on)."""
+    cases: dict[str, list[str]] = {}
+    for r in run.results:
+        if twinned(r.baseline) and r.case != r.baseline and r.case not in cases.get(r.baseline, []):
+            cases.setdefault(r.baseline, []).append(r.case)
+    return [f"{', '.join(mine)}: overhead and ratio against {twin} ({_twin_like(run, twin)}), not {BASELINE_CASE}"
+            for twin, mine in cases.items()] + _twin_notes(run)
+
+
+def _twin_notes(run: RunResult) -> list[str]:
+    """Where a plain twin of yours is unlike your case's operands (overrides/cases/twins.py);
+    which twin each case was quoted against is said with its baseline (_catalog_notes)."""
+    twins = {r.case: r.warning for r in run.results if twinned(r.case) and r.warning}
+    return [f"warning: {name}: {warning}" for name, warning in twins.items()]
 
 
 def _op_stmts() -> dict[str, str]:
@@ -382,6 +405,7 @@ def _instruction_notes(run: RunResult) -> list[str]:
             "(extra work only ever adds instructions), the loop and the toggles removed; "
             "repeat spread = (max - min) / that minimum.",
             _layout_note(run)] + _op_note(run) + _long_na_notes(run) \
+        + _counted_twin_notes(run) \
         + [f"incomplete: {died}; the figures rest on the other seeds" for died in records.deaths(
             records.from_dict(run.instructions))]
 
@@ -448,6 +472,6 @@ def _spread_reason(result: CaseResult) -> str:
 
 
 def spread_warnings(run: RunResult) -> list[str]:
-    """One line per case too spread to trust, for stderr."""
+    """One line per case too spread to trust, and per twin unlike its case's operands, for stderr."""
     return [f"warning: {r.case} [{r.op}]: {_spread_reason(r)}"
-            for r in run.results if r.ok and r.too_spread]
+            for r in run.results if r.ok and r.too_spread] + _twin_notes(run)

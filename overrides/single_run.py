@@ -70,7 +70,7 @@ def run_benchmark(
     results = []
     for (case, op), reason in zip(pairs, reasons):
         common = dict(case=case.name, op=op.name, stmt=case.stmt_for(op),
-                      description=case.description, baseline=case.baseline)
+                      description=case.description, baseline=case.baseline, warning=case.warning or None)
         if reason is not None:
             results.append(CaseResult(calls_per_sample=0, samples_ns=(), loop_overhead_ns=0.0,
                                       not_applicable=reason, **common))
@@ -114,7 +114,8 @@ def count_benchmark(cases: Sequence[Case], ops: Sequence[Op], seeds: Sequence[in
     runs = callgrind.count(python, targets, seeds, say=progress)
     results = tuple(CaseResult(case=case.name, op=op.name, stmt=case.stmt_for(op),
                                description=case.description, calls_per_sample=0, samples_ns=(),
-                               loop_overhead_ns=0.0, not_applicable=reason, baseline=case.baseline)
+                               loop_overhead_ns=0.0, not_applicable=reason, baseline=case.baseline,
+                               warning=case.warning or None)
                     for (case, op), reason in zip(pairs, reasons))
     settings = {"method": "instruction counts (Callgrind)", "seeds": list(seeds)}
     return RunResult(environment.collect(1), settings, results,

@@ -4,8 +4,9 @@
 # A torch that is already importable is never replaced: people benchmark their own builds. An
 # interpreter without torch is never installed into either: torch goes into this checkout's own
 # virtualenv (.venv, or $OVERRIDES_VENV), made from that interpreter, and that one is printed.
-# --test also installs the system tools the tests drive for real: valgrind and Chromium
-# (apt-get, when they are missing and this user may install packages).
+# --test also installs what the tests drive for real: pytest, py-spy and matplotlib (which draws
+# the flamegraphs' PNGs) from pip, and valgrind, the one system package (apt-get, when it is
+# missing and this user may install packages).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 test_deps=0
@@ -51,13 +52,9 @@ if [ "$test_deps" = 0 ]; then echo "$PY"; exit 0; fi
 
 "$PY" -m pip install -q --disable-pip-version-check -r requirements-test.txt >&2
 
-# System packages: valgrind (instruction counts) and Chromium (flamegraph screenshots).
+# The one system package: valgrind (instruction counts). No browser: matplotlib draws the PNGs.
 missing=()
 command -v valgrind >/dev/null 2>&1 || missing+=(valgrind)
-if ! command -v chromium >/dev/null 2>&1 && [ ! -x /usr/lib/chromium/chromium ] && \
-   ! command -v google-chrome >/dev/null 2>&1 && [ -z "${CHROMIUM:-}" ]; then
-  missing+=(chromium)
-fi
 if [ ${#missing[@]} -eq 0 ]; then echo "$PY"; exit 0; fi
 if [ "$(id -u)" = 0 ]; then sudo=(); elif command -v sudo >/dev/null 2>&1; then sudo=(sudo -n); else sudo=(none); fi
 if [ "${sudo[0]:-}" = none ] || ! command -v apt-get >/dev/null 2>&1; then
@@ -67,6 +64,6 @@ fi
 echo "install_deps: installing ${missing[*]} with apt-get" >&2
 export DEBIAN_FRONTEND=noninteractive
 "${sudo[@]}" apt-get update -qq >&2
-# --no-install-recommends: Chromium alone, without ~115 packages (systemd, printer tools) it suggests
+# --no-install-recommends: valgrind alone, without gdb and valgrind-dbg, which it recommends
 "${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 echo "$PY"

@@ -37,9 +37,34 @@ def run_tool(*args: str, timeout: float = 300, env: dict | None = None) -> subpr
 os.environ["PYTHON"] = sys.executable
 
 
-def script(name, *args, env=None, timeout=600):
-    """Run scripts/NAME from the project root, with `env` added to this process's environment."""
-    return subprocess.run(["bash", f"scripts/{name}", *args], cwd=ROOT, capture_output=True,
+# What a browser is called: commands of these names are hidden from a command that must run
+# as on a machine without one, and Debian's Chromium folder is emptied.
+BROWSER_NAMES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
+CHROMIUM_FOLDER = "/usr/lib/chromium"
+BIN = "/usr/bin"  # where the browsers' commands are (/bin is a link to it on merged-/usr systems)
+
+
+def without_chromium(command: list[str], scratch: str) -> list[str]:
+    """`command` run as on a machine without Chromium: in user and mount namespaces of its own
+    (`unshare -rm`, no root needed), /usr/bin replaced by links to each of its commands but the
+    browsers (the real one bound at `scratch`, an empty folder), CHROMIUM_FOLDER emptied. (A
+    file bound over a command is not enough: bash's `command -v` still finds it.) Skips the
+    test where namespaces are refused."""
+    if not shutil.which("unshare") or subprocess.run(["unshare", "-rm", "true"], capture_output=True).returncode:
+        pytest.skip("needs user namespaces (unshare -rm) to hide Chromium")
+    skip = "|".join(BROWSER_NAMES)
+    shell = (f'mount --bind {BIN} "$0" && mount -t tmpfs none {BIN} && '
+             f'for f in "$0"/*; do case "${{f##*/}}" in {skip}) ;; *) "$0"/ln -s "$f" {BIN}/ ;; esac; done && '
+             + (f"mount -t tmpfs none {CHROMIUM_FOLDER} && " if os.path.isdir(CHROMIUM_FOLDER) else "")
+             + 'exec "$@"')
+    return ["unshare", "-rm", "sh", "-c", shell, scratch, *command]
+
+
+def script(name, *args, env=None, timeout=600, no_chromium=None):
+    """Run scripts/NAME from the project root, with `env` added to this process's environment
+    (`no_chromium`: an empty folder, to run it as on a machine without Chromium, `without_chromium`)."""
+    command = ["bash", f"scripts/{name}", *args]
+    return subprocess.run(without_chromium(command, no_chromium) if no_chromium else command, cwd=ROOT, capture_output=True,
                           text=True, timeout=timeout, env=dict(os.environ, **(env or {})))
 
 

@@ -81,7 +81,7 @@ def test_bench_compare_cli_exit_status_and_json(slow_compare):
     out, data = slow_compare
     assert out.returncode == 1, out.stderr  # a regression gates CI
     assert "regression" in out.stdout and "paired A/B" in out.stdout
-    assert data["schema"] == "torch-function-overhead/comparison/2" and data["paired"] is True
+    assert data["schema"] == "torch-function-overhead/comparison/3" and data["paired"] is True
     sub = next(c for c in data["comparisons"] if c["case"] == "SubTensor")
     assert sub["verdict"] == "regression" and len(sub["ci95_ns"]) == 2
     assert "instructions" not in data["settings"]  # --no-instructions: clock only

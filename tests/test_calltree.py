@@ -100,7 +100,7 @@ def test_a_report_of_unchanged_counts_says_so_in_one_line(tmp_path):
     pack = Pack(str(tmp_path), lambda message: None, [])
     parts = sections.count_sections(Evidence([], {}, {}, counts=[same, same]),
                                     [SimpleNamespace(case="SubTensor", op="torch.add", verdict="no change")],
-                                    True, None, pack)
+                                    True, pack)
     assert parts[0] == "## Where the instructions went" and "### " not in "\n".join(parts)
     assert [p for p in parts if p][1:] == [
         "No function is named where the verdict is not a change (nothing moved); instructions per "
@@ -109,6 +109,6 @@ def test_a_report_of_unchanged_counts_says_so_in_one_line(tmp_path):
     grown = named(_runs({s: {(LOOP, "add"): 1000.0, (LOOP, "add", "shim"): 400.0} for s in (1, 2, 3)}))
     parts = sections.count_sections(Evidence([], {}, {}, counts=[same, grown]),
                                     [SimpleNamespace(case="SubTensor", op="torch.add", verdict="regression")],
-                                    True, None, pack)
+                                    True, pack)
     text = "\n".join(parts)
     assert "### SubTensor: +400 instructions per call (regression)" in text and "Own: " in text and "`shim`" in text

@@ -122,3 +122,28 @@ def test_one_layout_decides_nothing_unless_the_counts_are_exact():
     assert exact.verdict == "no change" and exact.exact
     clear, = judge.compare_counts(*runs((39_700.0, 482.3), (39_750.0, 505.8)))
     assert clear.verdict == "regression"
+
+
+def test_a_comparison_of_two_builds_names_the_call_added_on_the_case_that_moved_only(tmp_path):
+    """`--compare BASE_PY BRANCH_PY` names what changed too: the bare shim (one Python call
+    around `Tensor.__torch_function__`) is the new `_shim` on SubTensor, counted in each side's
+    own interpreter; Tensor, which did not move, is not counted and gets no list."""
+    import sys
+
+    from overrides.ab import shimenv
+    from overrides.ab.config import ABConfig
+    from overrides.ab.named import with_names
+    from overrides.builds.interpreters import probe_interpreter
+
+    shim = shimenv.make_shim_env(sys.executable, str(tmp_path / "bare"), "bare")
+    moved = case_comparison.Comparison("SubTensor", "torch.add", 3856.0, 3884.0, 28.0, (4.0, 51.0),
+                                       "regression", True)
+    still = case_comparison.Comparison("Tensor", "torch.add", 1612.0, 1611.0, -1.0, (-4.0, 3.0), "no change", True)
+    said = []
+    named, untouched = with_names([moved, still], probe_interpreter(sys.executable),
+                                  probe_interpreter(shim.python), ABConfig(), None, said.append)
+    assert untouched == still and untouched.changed_functions is None
+    first = named.changed_functions.functions[0]
+    assert (first.function, first.tag, first.delta_calls) == ("_shim (_overrides_shim.py)", "new", 1)
+    assert said == ["naming what changed: counting Python calls of 1 case(s) that moved, both sides"]
+    assert named.to_dict()["changed_functions"]["functions"][0]["function"] == "_shim (_overrides_shim.py)"

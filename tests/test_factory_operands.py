@@ -171,3 +171,17 @@ def test_a_comparison_of_your_factory_runs_it_with_the_shape_asked(user_dir):
     assert done.returncode in (0, 1), done.stderr[-2000:]
     assert [r["case"] for r in json.loads(out.read_text())["comparisons"]] == ["mine:pair@8x8/meta", "Tensor@8x8/meta"]
     assert "base ran" in done.stdout and "mine_fast.py" in done.stdout
+
+
+def test_a_twin_of_your_own_gets_the_keywords_it_takes(user_dir):
+    (user_dir / "hooked.py").write_text(MODULE + textwrap.dedent('''
+        def pair_plain(shape=(1,), device="cpu"):
+            return torch.zeros(shape, device=device), torch.zeros(shape, device=device)
+    '''))
+    from overrides.cases import registry
+
+    twin = registry.get_case("hooked:pair@8x8/meta@plain")
+    x, _ = twin.make_operands()
+    assert (tuple(x.shape), x.device.type, type(x)) == ((8, 8), "meta", __import__("torch").Tensor)
+    assert "pair_plain()" in twin.description and not twin.warning
+    sys.modules.pop("hooked", None)

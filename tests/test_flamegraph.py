@@ -53,7 +53,7 @@ def test_pyspybench_rejects_unknown_cases_and_ops_with_exit_2():
 def test_pyspybench_record_writes_an_svg_titled_with_the_case_and_refuses_an_image_name(tmp_path):
     out = run_tool("pyspybench.py", "SubTensor", "--record", str(tmp_path / "x.png"))
     assert out.returncode == 2 and len(out.stderr.strip().splitlines()) == 1, out.stderr
-    assert f"name it {tmp_path / 'x.svg'}" in out.stderr and not (tmp_path / "x.png").exists()
+    assert out.stderr.strip().endswith(f"name it {tmp_path / 'x.svg'}") and not (tmp_path / "x.png").exists()
     svg = tmp_path / "x.svg"
     out = run_tool("pyspybench.py", "SubTensor", "--op", "x.add", "--record", str(svg),
                    "--seconds", "1", "--pyspy", pyspy.find_pyspy(sys.executable))

@@ -15,7 +15,8 @@ import pytest
 from conftest import make_wheel, run_tool
 from test_history_output import picture_marks
 from overrides.ab import shimenv
-from overrides.flame import screenshot
+from overrides.flame import flamepng
+from test_flamepng import assert_frames_readable
 from overrides.history import HISTORY_SCHEMA
 from overrides.history import lineup as history
 
@@ -27,7 +28,7 @@ def history_measured(tmp_path_factory, torch_python):
     loop = shimenv.make_shim_env(torch_python, str(folder / "with-a-40-step-loop"), "loop40")
     out = folder / "out"
     # drawn seeds, in rounds, as users run it; on a machine without a browser (CHROMIUM names
-    # none there): the picture is matplotlib's, only the call tree's PNG needs Chromium
+    # none there): every picture is matplotlib's, the call tree's PNG too
     done = run_tool("bench.py", "--history", plain.path, loop.path, "--cases", "Tensor", "SubTensor",
                     "--out", str(out), timeout=900,
                     env=dict(os.environ, CHROMIUM=str(folder / "no-chromium-here")))
@@ -52,11 +53,15 @@ def test_history_counts_each_step_and_draws_it(history_measured):
     assert all(abs(points[k] - figures[k]) < 0.01 for k in points)
     lines = {case: verdict for kind, case, _, verdict, _ in (m for m in marks if m[0] == "step")}
     assert lines == {"Tensor": "no change", "SubTensor": "regression"}
-    # The PNG is matplotlib's, written with no browser at hand, checked like the flamegraphs'
-    # (its size, not one colour); the call tree's screenshot said why it is missing.
+    # The PNGs are matplotlib's, written with no browser at hand, checked like the flamegraphs'
+    # (their size, not one colour); the call tree's with its frames readable where md shows it.
     png = out / "history.png"
-    assert screenshot.png_size(str(png))[0] == 1600 and not screenshot.png_is_flat(str(png))
-    assert "no-chromium-here" in done.stderr and not (out / "where-subtensor.png").exists()
+    assert flamepng.png_size(str(png))[0] == 1600 and not flamepng.png_is_flat(str(png))
+    assert_frames_readable((out / "where-subtensor.svg").read_text(), str(out / "where-subtensor.png"),
+                           ["counted loop (the interpreter running it)"])
+    assert "![call-tree diff](where-subtensor.png)" in (out / "history.md").read_text()
+    assert json.loads((out / "history.json").read_text())["largest_step"]["pictures"] == [
+        "where-subtensor.svg", "where-subtensor.png"]
     # The step that changed most comes with its call tree.
     md = (out / "history.md").read_text()
     assert "Where the largest step went: SubTensor, plain-env -> with-a-40-step-loop" in md

@@ -159,3 +159,31 @@ def test_the_matrix_refuses_a_version_it_cannot_read_and_says_when_it_tested_not
     assert out.returncode == 2 and "no Python 3.99 here" in out.stderr and "nothing was tested" in out.stderr
     out = matrix("3.99", MATRIX_REQUIRED="1")  # CI: a supported version missing is a failure
     assert out.returncode == 1 and "failed on Python 3.99 (missing)" in out.stderr
+
+
+@pytest.mark.slow
+def test_make_test_installs_no_browser_on_a_machine_without_one(tmp_path):
+    """scripts/install_deps.sh --test, as `make test` runs it, where no Chromium is found: it asks
+    apt-get for nothing but valgrind (where that is missing), never a browser. apt-get is a
+    stand-in that notes what it was asked for; Chromium is hidden (conftest.without_chromium)."""
+    import os
+    import subprocess
+    import sys
+
+    from conftest import ROOT, without_chromium
+
+    asked = tmp_path / "apt-get-asked"
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "apt-get").write_text(f'#!/bin/sh\necho "$@" >> {asked}\n')
+    (fake / "apt-get").chmod(0o755)
+    env = dict(os.environ, PATH=f"{fake}:{os.environ['PATH']}")
+    env.pop("CHROMIUM", None)
+    (tmp_path / "bin-underneath").mkdir()
+    done = subprocess.run(without_chromium(["bash", os.path.join(ROOT, "scripts", "install_deps.sh"), "--test",
+                                            sys.executable], str(tmp_path / "bin-underneath")),
+                          capture_output=True, text=True, timeout=300, env=env)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == sys.executable
+    said = asked.read_text() if asked.exists() else ""
+    assert "chromium" not in said.lower() and "chromium" not in done.stderr.lower(), said + done.stderr

@@ -119,7 +119,8 @@ def test_your_case_is_judged_against_its_own_operands_as_plain_tensors(tmp_path)
     assert rows["units:pair64"]["baseline"] == "units:pair64@plain"
     # a 64x64 matmul costs microseconds: the twin carries that work, the overhead does not
     assert rows["units:pair64@plain"]["per_call_ns"] > 2_000
-    assert "against units:pair64@plain (its own operands as plain tensors)" in done.stdout
+    assert ("against units:pair64@plain (its own operands as plain tensors: as_subclass(torch.Tensor), "
+            "sharing their data)") in done.stdout
 
 
 def _two_versions(folder, extra: str, names=("units", "units_slow")) -> tuple[str, str]:
@@ -186,6 +187,15 @@ def test_two_versions_of_your_case_in_one_python_are_paired_counted_and_judged(t
     assert rows["Tensor"]["verdict"] != "regression"
     assert f"base: units:pair in {sys.executable}" in done.stdout
     assert "base built units:pair, branch units_slow:pair" in done.stdout
+    # what changed, by name: the function the edit grew, matched across the two files, and the
+    # calls it added; Tensor, which did not move, gets no list
+    named = rows["units:pair"]["changed_functions"]
+    assert named["looked_for"] is True
+    assert (named["functions"][0]["function"], named["functions"][0]["change"]) == (
+        "UnitTensor.__torch_function__ (units_slow.py)", "more bytecodes")
+    assert {f["function"]: f["delta_calls"] for f in named["functions"]}["builtins.isinstance [C]"] == 100
+    assert "changed_functions" not in rows["Tensor"] or rows["Tensor"]["verdict"] in ("improvement", "disagree")
+    assert "units:pair: what changed, per call (Python calls counted on both sides" in done.stdout
 
 
 def test_a_version_of_your_case_that_is_not_there_is_one_line_before_any_worker_starts(tmp_path):
@@ -201,3 +211,87 @@ def test_a_version_of_your_case_that_is_not_there_is_one_line_before_any_worker_
     assert line == ("bench.py: error: case 'units_fsat:pair': no module named 'units_fsat'; the module must be "
                     "importable from the current directory or PYTHONPATH")
     assert time.monotonic() - started < 20  # no side imported torch to find out (~27 s it took)
+
+
+def _userlib(folder) -> str:
+    """benchmarks/userlib copied into a folder of the user's own, as they would hold it."""
+    import shutil
+
+    folder.mkdir(parents=True, exist_ok=True)
+    for name in os.listdir(os.path.join(ROOT, "benchmarks", "userlib")):
+        if name.endswith(".py"):
+            shutil.copy(os.path.join(ROOT, "benchmarks", "userlib", name), folder)
+    return str(folder)
+
+
+def test_what_your_edit_added_is_named_first_and_the_rest_matched_across_your_two_files(tmp_path, monkeypatch):
+    """`--compare units:pair units_tiny:pair` (and units_slow): each side's Python calls, counted
+    with its own version of your code, name the helper the edit added first (`_audit` before its
+    own list comprehension, which runs more bytecodes), and match `UnitTensor.__torch_function__`
+    across units.py and units_tiny.py rather than calling it gone and new; units against itself
+    names nothing."""
+    from overrides import children
+    from overrides.ab.config import ABConfig, side_env
+    from overrides.comparison_report import changed_functions_notes
+    from overrides.case_comparison import Comparison
+
+    monkeypatch.chdir(_userlib(tmp_path / "lib"))
+    versions = ("units:pair", "units_tiny:pair", "units_slow:pair")
+    counted = children.parallel(lambda spec: pycalls.count_build(
+        sys.executable, [("units:pair", "torch.add")], own_env=side_env(ABConfig(your_code=("units:pair", spec)),
+                                                                      "branch"))[0], versions, 2)
+    base, tiny, slow = counted
+    assert [c.module_file for c in counted] == [os.path.join(str(tmp_path / "lib"), f"{v.split(':')[0]}.py")
+                                               for v in versions]
+    assert pycalls.NamedChanges.of(base, base).functions == ()
+    named = pycalls.NamedChanges.of(base, tiny)
+    first = named.functions[0]
+    assert (first.function, first.tag, first.delta_calls) == ("_note (units_tiny.py)", "new", 1)
+    assert first.branch_bytecodes > 0
+    rows = {d.function: d for d in named.functions}
+    assert rows["UnitTensor.__torch_function__ (units_tiny.py)"].tag == "more bytecodes"
+    assert not any(d.gone for d in named.functions)
+    slow_rows = pycalls.NamedChanges.of(base, slow).functions
+    assert [d.function for d in slow_rows[:2]] == ["_audit (units_slow.py)", "_audit.<locals>.<listcomp> (units_slow.py)"]
+    assert slow_rows[1].weight > slow_rows[0].weight  # named second all the same: it is _audit's
+    moved = Comparison("units:pair", "torch.add", 4500.0, 4650.0, 150.0, (120.0, 180.0), "regression", True,
+                       changed_functions=named)
+    note = changed_functions_notes([moved])[0]
+    assert note.startswith("units:pair: what changed, per call")
+    assert note.index("new `_note (units_tiny.py:26)` 0 -> 1 call") < note.index("UnitTensor.__torch_function__")
+
+
+def test_a_case_that_did_not_move_gets_no_list_and_counts_off_say_the_names_were_not_looked_for():
+    from overrides.ab.config import ABConfig
+    from overrides.ab.named import with_names
+    from overrides.builds.interpreters import Interpreter
+    from overrides.case_comparison import Comparison
+    from overrides.comparison_report import comparison_notes
+
+    still = Comparison("units:pair", "torch.add", 4500.0, 4502.0, 2.0, (-5.0, 9.0), "no change", True)
+    here = Interpreter(sys.executable, None)
+    said = []
+    assert with_names([still], here, here, ABConfig(), None, said.append) == (still,)
+    assert said == []  # nothing counted for a case that did not move
+    off, = with_names([still], here, here, ABConfig(), "--no-instructions", said.append)
+    assert not off.changed_functions.looked_for
+    assert off.to_dict()["changed_functions"] == {"looked_for": False, "why": off.changed_functions.not_looked_for}
+    assert "--no-instructions" in off.changed_functions.not_looked_for
+    note = comparison_notes([off], {})[0]
+    assert note.startswith("what changed, by name: not looked for (units:pair): the Python calls are counted only")
+
+
+@pytest.mark.slow
+def test_with_the_counts_off_a_comparison_says_the_names_were_not_looked_for(tmp_path):
+    import subprocess
+
+    from overrides.ab.named import COUNTS_OFF
+
+    folder = _userlib(tmp_path / "lib")
+    done = subprocess.run([sys.executable, os.path.join(ROOT, "bench.py"), "--compare", "units:pair",
+                           "units_tiny:pair", "--no-instructions", "--pairs", "2", "--pair-seconds", "0.3",
+                           "--json", "out.json"], cwd=folder, capture_output=True, text=True, timeout=600)
+    assert done.returncode in (0, 1), done.stderr[-2000:]
+    row, = json.loads((tmp_path / "lib" / "out.json").read_text())["comparisons"]
+    assert row["changed_functions"] == {"looked_for": False, "why": COUNTS_OFF}
+    assert f"what changed, by name: not looked for (units:pair): {COUNTS_OFF}." in done.stdout

@@ -1,4 +1,4 @@
-"""Progress lines on stderr stay whole when threads report at once (a report's screenshots)."""
+"""Progress lines on stderr stay whole when threads report at once (a report's PNG drawer)."""
 
 import re
 import subprocess

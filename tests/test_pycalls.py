@@ -319,7 +319,7 @@ def test_the_time_table_prices_a_new_helper_at_its_call_site_and_its_rows_add_up
 
     evidence, comparison, folded, (caller, helper), _, _ = _helper_recordings(tmp_path)
     pack = Pack(str(tmp_path), lambda message: None, [])
-    text = "\n".join(time_sections.differential_section(evidence, comparison, folded, "subtensor", None, pack))
+    text = "\n".join(time_sections.differential_section(evidence, comparison, folded, "subtensor", pack))
     row = next(line for line in text.splitlines() if "_check_types_extra" in line and line.startswith("|"))
     assert row.startswith("| Python calls: new, more | `_check_types_extra (torch/_tensor.py)` at "
                           "`Tensor.__torch_function__ (torch/_tensor.py)` line 1510: `_check_types_extra(types)`")
@@ -351,7 +351,7 @@ def test_recordings_that_disagree_on_the_cause_get_a_third_a_side_and_its_median
         return {"base": base_file("base.3"), "branch": branch_file("branch.3", 13)}
 
     pack = Pack(str(tmp_path), lambda message: None, [])
-    text = "\n".join(time_sections.differential_section(evidence, comparison, folded, "subtensor", None,
+    text = "\n".join(time_sections.differential_section(evidence, comparison, folded, "subtensor",
                                                       pack, more))
     assert asked == ["SubTensor"]
     assert "recorded a third time and its figures are the medians of its 3 and 3 recordings" in text
@@ -360,7 +360,7 @@ def test_recordings_that_disagree_on_the_cause_get_a_third_a_side_and_its_median
     assert first["delta_self"] == pytest.approx(26 / 1026 * 4100, abs=0.1)  # 10 + 13 + 3: the median
     # Recordings that agree ask for nothing more.
     evidence, comparison, folded, _, _, _ = _helper_recordings(tmp_path, (12, 14))
-    time_sections.differential_section(evidence, comparison, folded, "subtensor", None,
+    time_sections.differential_section(evidence, comparison, folded, "subtensor",
                                      Pack(str(tmp_path), lambda message: None, []), more)
     assert asked == ["SubTensor"]
 
@@ -383,7 +383,7 @@ def test_a_change_the_clock_could_not_size_is_sized_by_the_counts_and_says_so(tm
         "### SubTensor: about +50 ns per call by the counts (+500 instructions; regression); "
         "the clock: -24 ns, -130..+83 at 95%")
     pack = Pack(str(tmp_path), lambda message: None, [])
-    text = "\n".join(time_sections.differential_section(evidence, unsized, folded, "subtensor", None, pack))
+    text = "\n".join(time_sections.differential_section(evidence, unsized, folded, "subtensor", pack))
     assert ("of about +50 ns: the counts' +500 instructions at this case's 0.100 ns each, as the "
             "clock's -24 ns, -130..+83 at 95% could not size it)") in text
     assert "| **total: the case's change, by the counts** | | | **+50** |" in text
@@ -425,7 +425,7 @@ def test_the_only_python_function_that_changed_is_priced_by_the_interpreters_ins
                    for c in branch_calls]
     sole = Evidence([comparison], {}, {}, counts=counts, python_calls=[base_calls, same_caller])
     pack = Pack(str(tmp_path), lambda message: None, [])
-    text = "\n".join(time_sections.differential_section(sole, comparison, folded, "subtensor", None, pack))
+    text = "\n".join(time_sections.differential_section(sole, comparison, folded, "subtensor", pack))
     row = next(line for line in text.splitlines() if line.startswith("| Python calls: new"))
     assert row.endswith("| +400 (the interpreter's) |")
     assert ("is the only Python function whose calls or bytecodes changed in this case, so the "
@@ -436,7 +436,7 @@ def test_the_only_python_function_that_changed_is_priced_by_the_interpreters_ins
     # where the counts size the change (the clock could not), the row is read at their price
     unsized = dataclasses.replace(comparison, delta_ns=-24.0, ci95_ns=(-130.0, 83.0), clock_verdict="inconclusive")
     pack = Pack(str(tmp_path), lambda message: None, [])
-    text = "\n".join(time_sections.differential_section(sole, unsized, folded, "subtensor", None, pack))
+    text = "\n".join(time_sections.differential_section(sole, unsized, folded, "subtensor", pack))
     sampled = 25 / 1025 * 4100
     assert f"| +40 by the counts (sampled +{sampled:.0f}) |" in text
     assert "(listed: +40 of about +42 ns: the counts' +420 instructions" in text
@@ -445,14 +445,14 @@ def test_the_only_python_function_that_changed_is_priced_by_the_interpreters_ins
     # recordings that disagree on it ask for no third: the counts price it, not the samples
     _, _, disagreeing, _, _, _ = _helper_recordings(tmp_path, (12, 90))
     asked = []
-    time_sections.differential_section(sole, comparison, disagreeing, "subtensor", None,
+    time_sections.differential_section(sole, comparison, disagreeing, "subtensor",
                                      Pack(str(tmp_path), lambda message: None, []),
                                      lambda case: asked.append(case))
     assert asked == []
     # the caller's bytecodes moved by its call line (+2 a call): the work of those calls
     with_line = Evidence([comparison], {}, {}, counts=counts, python_calls=evidence.python_calls)
     pack = Pack(str(tmp_path), lambda message: None, [])
-    text = "\n".join(time_sections.differential_section(with_line, comparison, folded, "subtensor", None, pack))
+    text = "\n".join(time_sections.differential_section(with_line, comparison, folded, "subtensor", pack))
     assert ("is the only Python function called differently in this case, and the only other "
             "Python change is in the lines that call it (`Tensor.__torch_function__ (torch/_tensor.py)` "
             "+2 bytecodes a call), so the interpreter's own instruction change, +400 a call, is the "
@@ -462,7 +462,7 @@ def test_the_only_python_function_that_changed_is_priced_by_the_interpreters_ins
     rewritten = [dataclasses.replace(c, functions={**c.functions, caller: (100, 5000, 1509)}) for c in branch_calls]
     more = Evidence([comparison], {}, {}, counts=counts, python_calls=[base_calls, rewritten])
     pack = Pack(str(tmp_path), lambda message: None, [])
-    text = "\n".join(time_sections.differential_section(more, comparison, folded, "subtensor", None, pack))
+    text = "\n".join(time_sections.differential_section(more, comparison, folded, "subtensor", pack))
     assert "(the interpreter's)" not in text and "By the counts" not in text
     assert "counted_ns" not in pack.differentials["SubTensor [torch.add]"]["wall_clock"]["functions"][0]
 
@@ -491,7 +491,7 @@ def test_the_hot_loops_own_time_is_not_listed_where_the_counts_found_its_work_un
 
     def table(evidence) -> str:
         pack = Pack(str(tmp_path), lambda message: None, [])
-        text = "\n".join(time_sections.differential_section(evidence, comparison, folded, "subtensor", None, pack))
+        text = "\n".join(time_sections.differential_section(evidence, comparison, folded, "subtensor", pack))
         return text.split("| **total")[0].split("function | own ns")[1]
 
     assert "hot_loop_SubTensor" in table(evidence)  # no counts: the sampled move is listed

@@ -1,5 +1,6 @@
-"""record.sh and report.sh end to end: real bench runs, real py-spy, real Chromium, and a branch
-that is really slower in the subclass path (a start-up hook wraps Tensor.__torch_function__)."""
+"""record.sh and report.sh end to end: real bench runs, real py-spy, the PNGs drawn by
+matplotlib (no browser), and a branch that is really slower in the subclass path (a start-up
+hook wraps Tensor.__torch_function__)."""
 
 import json
 import os
@@ -10,6 +11,7 @@ import zipfile
 import pytest
 
 from conftest import script
+from test_flamepng import assert_frames_readable
 from overrides import results
 from overrides.ab import shimenv
 
@@ -62,6 +64,7 @@ def test_record_writes_the_readme_names_and_a_manifest(runs):
     for stem in ("tensor", "subtensor", "overridden", "suboverridden"):
         assert {f"base-{stem}.svg", f"base-{stem}.folded"} <= files
     assert {"base.json", "base.txt", "record.json"} <= files
+    assert not any(name.endswith(".png") for name in files)  # the PNGs are report.sh's (docs/pr-report.md)
     manifest = json.loads((runs / "base" / "record.json").read_text())
     assert manifest["schema"] == "torch-function-overhead/record/1" and manifest["complete"]
     # 2 s at 200 Hz is ~400 samples a case; py-spy --native falls behind on a busy machine (under
@@ -71,9 +74,10 @@ def test_record_writes_the_readme_names_and_a_manifest(runs):
     assert all(n > 5 for n in samples.values()), samples
 
 
-def _report(runs, tmp_path, *extra, env=None):
+def _report(runs, tmp_path, *extra, env=None, no_chromium=None):
     path = tmp_path / "report.zip"
-    out = script("report.sh", "base", "branch", "-o", str(path), "--runs-dir", str(runs), *extra, env=env)
+    out = script("report.sh", "base", "branch", "-o", str(path), "--runs-dir", str(runs), *extra, env=env,
+                 no_chromium=no_chromium)
     return out, path
 
 
@@ -84,7 +88,7 @@ def test_report_flags_the_slowed_cases_with_their_flamegraphs_and_leaves_tensor_
     assert {"report.md", "comparison.json", "base.txt", "branch.txt", "base.json", "branch.json"} <= names
     for stem in ("subtensor", "suboverridden"):
         assert {f"base-{stem}.svg", f"branch-{stem}.svg", f"base-{stem}.png", f"branch-{stem}.png",
-                f"diff-{stem}.svg"} <= names, names
+                f"diff-{stem}.svg", f"diff-{stem}.png"} <= names, names
     assert not any("tensor." in n and "sub" not in n for n in names if n.startswith(("base-", "branch-")))
     with zipfile.ZipFile(path) as bundle:
         comparisons = json.loads(bundle.read("comparison.json"))
@@ -106,13 +110,27 @@ def test_report_all_includes_every_case(runs, tmp_path):
     assert {"base-tensor.svg", "branch-tensor.svg", "base-overridden.png"} <= names
 
 
-def test_a_failing_browser_costs_only_its_pngs(runs, tmp_path):
-    out, path = _report(runs, tmp_path, env={"CHROMIUM": "/bin/false"})
+def test_every_png_is_drawn_on_a_machine_without_a_browser_and_reads_like_its_svg(runs, tmp_path):
+    """Chromium hidden (conftest.without_chromium) and named nowhere: the PNGs are matplotlib's,
+    each the size of its SVG, its case's frames labelled where the SVG puts them."""
+    (tmp_path / "bin-underneath").mkdir()
+    out, path = _report(runs, tmp_path, env={"CHROMIUM": str(tmp_path / "no-chromium-here")},
+                        no_chromium=str(tmp_path / "bin-underneath"))
     assert out.returncode == 1, out.stderr
-    names = set(zipfile.ZipFile(path).namelist())
-    assert "base-subtensor.svg" in names and not any(n.endswith(".png") for n in names)
-    markdown = zipfile.ZipFile(path).read("report.md").decode()
-    assert "No base-subtensor.png: Chromium wrote no PNG" in markdown
+    with zipfile.ZipFile(path) as bundle:
+        names = set(bundle.namelist())
+        markdown = bundle.read("report.md").decode()
+        bundle.extractall(tmp_path / "zip")
+    pngs = {n for n in names if n.endswith(".png")}
+    assert pngs == {f"{role}-{stem}.png" for role in ("base", "branch", "diff")
+                    for stem in ("subtensor", "suboverridden")}, names
+    assert {n[:-4] for n in names if n.endswith(".svg")} == {png[:-4] for png in pngs}  # a PNG beside each SVG
+    assert all(f"![{png[:-4]}]({png})" in markdown for png in pngs)
+    assert "No PNG" not in markdown and "no-chromium-here" not in markdown + out.stderr
+    for png in pngs:
+        loop = "hot_loop_" + ("SubTensor" if "subtensor" in png else "SubWithTorchFunction")
+        svg = (tmp_path / "zip" / (png[:-4] + ".svg")).read_text(encoding="utf-8")
+        assert_frames_readable(svg, str(tmp_path / "zip" / png), [loop] + (["_shim"] if "diff-" in png else []))
 
 
 def test_numbers_only_report(runs, tmp_path):
@@ -139,14 +157,20 @@ def test_bad_inputs_exit_2_with_a_clear_line(runs, tmp_path):
     assert out.returncode == 2 and "must be letters" in out.stderr
 
 
-def test_paired_report_counts_by_default_and_says_where_the_instructions_went(paired_report):
+def test_paired_report_counts_by_default_and_says_where_the_instructions_went(paired_report, tmp_path):
     out, path = paired_report  # conftest.py: two interpreters, the branch with a 40-turn shim
     assert out.returncode == 1, out.stderr  # the counts call the shim a regression
     with zipfile.ZipFile(path) as bundle:
         names = set(bundle.namelist())
         markdown = bundle.read("report.md").decode()
         differential = json.loads(bundle.read("differential.json"))
+        bundle.extractall(tmp_path)
     assert {"differential.json", "counts-diff-subtensor.svg", "counts-diff-subtensor.png"} <= names
+    assert_frames_readable((tmp_path / "counts-diff-subtensor.svg").read_text(encoding="utf-8"),
+                           str(tmp_path / "counts-diff-subtensor.png"), ["counted loop (the interpreter running it)"])
+    # the shim, named by the Python-call counts, is labelled in the py-spy differential's PNG
+    assert_frames_readable((tmp_path / "diff-subtensor.svg").read_text(encoding="utf-8"),
+                           str(tmp_path / "diff-subtensor.png"), ["hot_loop_SubTensor", "_shim"])
     assert "## Where the instructions went" in markdown
     # the Python-call counts name the shim first, before the instructions and the time
     assert (markdown.index("## Where the Python calls went") < markdown.index("## Where the instructions went")

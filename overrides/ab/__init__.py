@@ -7,5 +7,6 @@ worker pairs, judged case by case.
 - `worker.py`: the timing worker, `python -m overrides.ab.worker` in each side's interpreter;
 - `estimates.py`: what the pairs say, pooled into verdicts, and when to stop;
 - `countfirst.py`: the instruction counts made before the pairs;
+- `named.py`: what changed in the cases that moved, by name (their Python calls, counted);
 - `shimenv.py`: known-cost "branch" environments, for validating the verdicts.
 """

@@ -41,6 +41,9 @@ class ABConfig:
     # (the base's spec, the branch's). Both sides run one interpreter; the compared case is named
     # by the base's spec, and each side's processes build it from their own (side_env).
     your_code: tuple[str, str] | None = None
+    # Name what changed in each case that moved: its Python functions counted on both sides
+    # (ab/named.py). `bench.py --compare` asks for it; report.sh counts every case itself.
+    name_functions: bool = False
 
 
 def side_env(config: ABConfig, label: str) -> tuple[tuple[str, str], ...]:

@@ -50,8 +50,8 @@ built on: benchmarks/README.md, 'Docstring figures'):
 
 This module runs a comparison (`run_ab`); beside it in `overrides/ab/`: `config.py` (ABConfig
 and the flags), `pairs.py` (the parent's handles on its workers), `worker.py` (the worker
-process), `estimates.py` (what the pairs say, and when to stop) and `countfirst.py` (the counts
-made first).
+process), `estimates.py` (what the pairs say, and when to stop), `countfirst.py` (the counts
+made first) and `named.py` (what changed in the cases that moved, by name, counted after).
 """
 
 from __future__ import annotations
@@ -64,6 +64,7 @@ from typing import Callable, Sequence
 
 from overrides.ab.config import MAX_PAIRS, MIN_PAIRS, ABConfig
 from overrides.ab.countfirst import Counted, count_first
+from overrides.ab.named import with_names
 from overrides.ab.estimates import (PairEstimate, Pooled, compare_pooled, pair_estimates, waiting_for,
                                     why_stop)
 from overrides.ab.pairs import Pair, WorkerDied, WorkerError, pin, timing_cpu
@@ -327,10 +328,20 @@ def run_ab(
         finally:
             if current is not None:
                 current.close()
-        return _finish(base, branch, pooled, config, views, pairs_done, stopped, interrupted,
-                       started, counted, same_path, deaths, failure)
+        result = _finish(base, branch, pooled, config, views, pairs_done, stopped, interrupted,
+                         started, counted, same_path, deaths, failure)
     finally:
         views.close()
+    if not config.name_functions or interrupted:
+        return result
+    counts_off = None if counted is not None and not counted.skipped else (counted.skipped if counted else "")
+    try:
+        named = with_names(result.comparisons, base, branch, config, counts_off, say)
+        return dataclasses.replace(result, comparisons=named, wall_s=time.monotonic() - started)
+    except KeyboardInterrupt:
+        if not keep_interrupted:
+            raise
+        return dataclasses.replace(result, interrupted=True)
 
 
 def _finish(base: Interpreter, branch: Interpreter, pooled: Pooled, config: ABConfig,

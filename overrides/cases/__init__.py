@@ -5,6 +5,7 @@
 - `seedcases.py`: the four seed cases of PyTorch's original benchmark, and how cases are built;
 - `catalog.py`: the rest of the catalog (modes, dispatch subclasses, mixed and many operands);
 - `usercases.py`: a user's own case, `pkg.module:factory`;
+- `twins.py`: its plain twin, `pkg.module:factory@plain`, the baseline of its overhead;
 - `registry.py`: every tool's one way from a name to a case.
 
 This wing imports nothing of the package but its basics (`overrides/errors.py`).

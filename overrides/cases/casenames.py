@@ -54,6 +54,10 @@ class Case:
     # Said after an n/a where an operand lacks an attribute: how to build the operands so it has
     # it (a user's class with a constructor of its own, built with as_subclass, which skips it).
     construction_hint: str = ""
+    # Why no operands could be built (a plain twin of a ragged tensor): every op is n/a with it.
+    unbuildable: str = ""
+    # Said under the table and on stderr: a twin unlike its case's operands in dtype or shape.
+    warning: str = ""
 
     @property
     def stem(self) -> str:

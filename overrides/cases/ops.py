@@ -155,7 +155,7 @@ def not_applicable_reason(case: Case, op: Op) -> str | None:
     operands: an operand lacking the attribute or operator the statement uses means the op does
     not apply. Any other error is left for the Timer core to record as a failure.
     """
-    declared = case.not_applicable_to(op)
+    declared = case.unbuildable or case.not_applicable_to(op)
     if declared:
         return declared
     try:

@@ -46,7 +46,8 @@ def get_case(name: str) -> Case:
     """The case called `name`, or a user case `pkg.module:factory`; a UsageError if neither."""
     spec = casenames.twinned(name) or (name if casenames.is_user_spec(name) else None)
     if spec is not None:
-        from overrides.cases.usercases import case_from_spec, plain_twin
+        from overrides.cases.twins import plain_twin
+        from overrides.cases.usercases import case_from_spec
 
         built = casenames.side_spec(spec)  # this side's own code, where two versions are compared
         case = plain_twin(built) if casenames.twinned(name) else case_from_spec(built)

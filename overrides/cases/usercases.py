@@ -16,6 +16,8 @@ casenames.FACTORY_KEYWORDS): a class named is built from plain operands of that 
 is called with the keywords its signature has (`applied` keeps in the name only what it takes,
 and says what it does not, so a run never shows a shape or device it did not use).
 
+Its plain twin, the baseline of its overhead, is made in `overrides/cases/twins.py`.
+
 The spec is checked when it is resolved, by building the operands once, so a bad spec is a
 `UsageError` naming the problem before anything is timed.
 """
@@ -46,13 +48,13 @@ def _is_tensor_subclass(obj: Any) -> bool:
     return isinstance(obj, type) and issubclass(obj, torch.Tensor) and obj is not torch.Tensor
 
 
-def _defines_torch_dispatch(cls: type) -> bool:
+def defines_torch_dispatch(cls: type) -> bool:
     """True for a class (or a base short of Tensor) with its own `__torch_dispatch__`."""
     return any("__torch_dispatch__" in vars(klass) for klass in cls.__mro__
                if klass not in (torch.Tensor, torch._C.TensorBase))
 
 
-def _import(spec: str, module_name: str):
+def import_module(spec: str, module_name: str):
     # `python bench.py` puts the checkout on sys.path, not the directory it is run from; a user
     # naming `mymodule:MyTensor` means the module beside them. Their directory goes at the END
     # of sys.path: run from a PyTorch checkout, a `torch/` folder there must not shadow the
@@ -73,7 +75,7 @@ def _import(spec: str, module_name: str):
             f"case {spec!r}: importing {module_name} raised {type(exc).__name__}: {exc}") from None
 
 
-def _lookup(spec: str, module, module_name: str, attribute: str):
+def lookup(spec: str, module, module_name: str, attribute: str):
     value = module
     for part in attribute.split("."):
         try:
@@ -96,16 +98,20 @@ def _own_constructor(cls: type) -> str | None:
     return None
 
 
+def factory_to_write(spec: str, cls: type) -> str:
+    """The way out where a class named directly cannot be built as this tool builds it."""
+    module_name, _ = split_user_spec(spec)
+    return (f"give a factory that builds the operands as you do, e.g. in {module_name}.py `def pair(): "
+            f"return {cls.__name__}(torch.ones(1), ...), {cls.__name__}(torch.ones(1), ...)`, and "
+            f"pass {module_name}:pair")
+
+
 def construction_hint(spec: str, cls: type) -> str:
     """What to do when a class built with as_subclass lacks what its constructor sets."""
     own = _own_constructor(cls)
     if own is None:
         return ""
-    module_name, _ = split_user_spec(spec)
-    return (f"{cls.__name__} defines {own}, which as_subclass skips: give a factory that builds "
-            f"the operands as you do, e.g. in {module_name}.py `def pair(): return "
-            f"{cls.__name__}(torch.ones(1), ...), {cls.__name__}(torch.ones(1), ...)`, and "
-            f"pass {module_name}:pair")
+    return f"{cls.__name__} defines {own}, which as_subclass skips: {factory_to_write(spec, cls)}"
 
 
 def _plain(operands: Operands) -> tuple:
@@ -120,7 +126,7 @@ def _subclass_maker(cls: type, asked: dict) -> tuple[Callable[[], tuple], str]:
     operands = Operands(asked.get("shape", DEFAULT_SHAPE), asked.get("dtype", DEFAULT_DTYPE),
                         asked.get("device", DEFAULT_DEVICE))
     tensors = "the two 1-element tensors" if operands.default else f"two {operands.suffix()} tensors"
-    if _defines_torch_dispatch(cls):
+    if defines_torch_dispatch(cls):
         def make() -> tuple:
             x, y = _plain(operands)
             return cls(x), cls(y)
@@ -161,13 +167,20 @@ def _with_asked(spec: str, factory: Callable, attribute: str, asked: dict) -> Ca
     return functools.partial(factory, **keywords) if keywords else factory
 
 
+def asked_of(spec: str, function: Callable) -> Callable:
+    """`function` (your twin, FACTORY_plain) with the keywords `spec`'s name asks that it takes."""
+    keywords = {key: getattr(torch, value) if key == "dtype" else value
+                for key, value in split_asked(spec)[1] if key in takes(function)}
+    return functools.partial(function, **keywords) if keywords else function
+
+
 def _overrides_something(value: Any) -> bool:
     if isinstance(value, (list, tuple)):
         return any(_overrides_something(v) for v in value)
     return isinstance(value, torch.Tensor) or hasattr(value, "__torch_function__")
 
 
-def _check_operands(spec: str, what: str, operands: Any) -> None:
+def check_operands(spec: str, what: str, operands: Any) -> None:
     if not isinstance(operands, (tuple, list)) or len(operands) != 2:
         shape = (f"a {type(operands).__name__} of {len(operands)}"
                  if isinstance(operands, (tuple, list)) else f"a {type(operands).__name__}")
@@ -187,7 +200,8 @@ def module_files(names) -> dict[str, str]:
     out = {}
     for name in names:
         if ":" in name:
-            module = sys.modules.get(split_user_spec(side_spec(name))[0])
+            # a plain twin (`units:pair@plain`) is built from its case's module, on each side its own
+            module = sys.modules.get(split_user_spec(side_spec(twinned(name) or name))[0])
             if module is not None and getattr(module, "__file__", None):
                 out[name] = os.path.realpath(module.__file__)
     return out
@@ -198,12 +212,12 @@ def case_from_spec(spec: str) -> Case:
     bare, asked_pairs = split_asked(spec)
     asked = dict(asked_pairs)
     module_name, attribute = split_user_spec(bare)
-    module = _import(spec, module_name)
-    factory = _lookup(spec, module, module_name, attribute)
+    module = import_module(spec, module_name)
+    factory = lookup(spec, module, module_name, attribute)
     hint = ""
     if _is_tensor_subclass(factory):
         make, how = _subclass_maker(factory, asked)
-        hint = "" if _defines_torch_dispatch(factory) else construction_hint(spec, factory)
+        hint = "" if defines_torch_dispatch(factory) else construction_hint(spec, factory)
         what = f"building {factory.__name__} ({how})"
         description = f"your Tensor subclass {module_name}.{attribute}, built with {how}"
     elif callable(factory) and not isinstance(factory, type):
@@ -221,8 +235,12 @@ def case_from_spec(spec: str) -> Case:
     try:
         operands = make()
     except Exception as exc:
-        raise UsageError(f"case {spec!r}: {what} raised {type(exc).__name__}: {exc}") from None
-    _check_operands(spec, what, operands)
+        # A wrapper class named directly is built as cls(tensor); a constructor that wants more
+        # (a scale, a second tensor) cannot be, and only the author's factory can say how.
+        way_out = (f"; {factory_to_write(spec, factory)}" if _is_tensor_subclass(factory)
+                   and defines_torch_dispatch(factory) else "")
+        raise UsageError(f"case {spec!r}: {what} raised {type(exc).__name__}: {exc}{way_out}") from None
+    check_operands(spec, what, operands)
     return Case(spec, description, make, user_stem(spec), construction_hint=hint, baseline=twin_of(spec))
 
 
@@ -261,7 +279,7 @@ def applied(names: list[str] | None) -> tuple[list[str] | None, tuple[NotApplied
             continue
         bare, asked = split_asked(name)
         module_name, attribute = split_user_spec(bare)
-        accepts = takes(_lookup(name, _import(name, module_name), module_name, attribute))
+        accepts = takes(lookup(name, import_module(name, module_name), module_name, attribute))
         kept = dict((key, value) for key, value in asked if key in accepts)
         suffix = asked_suffix(kept.get("shape"), kept.get("dtype"), kept.get("device"))
         shown = bare + SHAPE_MARK + suffix if suffix else bare
@@ -275,14 +293,3 @@ def applied(names: list[str] | None) -> tuple[list[str] | None, tuple[NotApplied
         ran_as[bare] += [shown] * (shown not in ran_as[bare])
     return out, tuple(NotApplied(spec, tuple(ran_as[spec]), tuple((key, " ".join(texts)) for key, texts in keys.items()))
                       for spec, keys in dropped.items())
-
-
-def plain_twin(spec: str) -> Case:
-    """`spec@plain`: the user case's own operands unwrapped into plain tensors, built the way
-    its factory builds them (the same shape, dtype and device), as its overhead's baseline."""
-    from overrides.cases.casenames import described
-    from overrides.cases.seedcases import unwrap
-
-    case = case_from_spec(spec)
-    make = case.make_operands
-    return dataclasses.replace(described(twin_of(spec)), make_operands=lambda: tuple(unwrap(o) for o in make()))

@@ -94,18 +94,20 @@ def from_dict(payload: Mapping) -> list[CaseCalls]:
 
 
 def count_build(python: str, targets: Sequence[tuple[str, str]], *, import_path: str | None = None,
-                calls: int = CALLS, warmup_calls: int = WARMUP_CALLS) -> list[CaseCalls]:
+                calls: int = CALLS, warmup_calls: int = WARMUP_CALLS,
+                own_env: Sequence[tuple[str, str]] = ()) -> list[CaseCalls]:
     """Count every (case, op) in one process of `python` (with `import_path` first on its
     path: a kept copy of a build), this checkout on PYTHONPATH. A user case is found as every
     other process of a side finds it (the timing workers, valgrind, py-spy): the side's own
     path first, the caller's directory last (USER_DIR_VARIABLE), never the working directory
     ahead of the side's own copy, which made two sides count one file of yours while their
-    clocks each ran its own. A process that fails is a UsageError with its last line."""
+    clocks each ran its own. `own_env`: the side's own variables (`ab.config.side_env`: which
+    version of your code it builds). A process that fails is a UsageError with its last line."""
     from overrides.builds.interpreters import with_import_path
     from overrides.cases.casenames import USER_DIR_VARIABLE
 
     env = with_import_path(dict(os.environ, PYTHONHASHSEED=HASH_SEED, PYTHONDONTWRITEBYTECODE="1",
-                                **{USER_DIR_VARIABLE: os.getcwd()}), ROOT, import_path)
+                                **{USER_DIR_VARIABLE: os.getcwd()}, **dict(own_env)), ROOT, import_path)
     spec = json.dumps({"targets": [list(t) for t in targets], "calls": calls,
                        "warmup_calls": warmup_calls})
     try:
@@ -193,26 +195,79 @@ class CallDelta:
 
 
 
+def _split(function: str) -> tuple[str, str]:
+    """(qualified name, file) of a Python function's key."""
+    name, _, location = function.rpartition(" (")
+    return name, location[:-1]
+
+
+def _enclosing_new(row: CallDelta, new: Sequence[CallDelta]) -> CallDelta:
+    """The outermost new function `row` is defined in (a comprehension, a closure: its own
+    code object, `_audit.<locals>.<listcomp>`), or `row` itself."""
+    name, file = _split(row.function)
+    outer = [other for other in new if _split(other.function)[1] == file
+             and name.startswith(_split(other.function)[0] + ".<locals>.")]
+    return min(outer, key=lambda other: len(other.function), default=row)
+
+
 def order(rows: Sequence[CallDelta]) -> list[CallDelta]:
-    """New functions first, then by weight (change of calls x own bytecodes per call), largest
-    first; ties by name: the same rows in the same order on every run."""
-    return sorted(rows, key=lambda d: (not d.new, -round(d.weight, 6), d.function))
+    """New functions first, each followed by the code objects defined in it (its comprehensions
+    and closures, which up to 3.11 run as functions of their own: `_audit`'s list comprehension
+    runs more bytecodes than `_audit` and was named before it), the new function with the most
+    weight with what it holds first; then by weight (change of calls x own bytecodes per call),
+    largest first; ties by name: the same rows in the same order on every run."""
+    new = [row for row in rows if row.new]
+    root = {row.function: _enclosing_new(row, new).function for row in new}
+    held: dict[str, float] = {}
+    for row in new:
+        held[root[row.function]] = held.get(root[row.function], 0.0) + row.weight
+
+    def key(row: CallDelta) -> tuple:
+        if not row.new:
+            return (1, -round(row.weight, 6), row.function, False, 0.0, "")
+        outer = root[row.function]
+        return (0, -round(held[outer], 6), outer, row.function != outer, -round(row.weight, 6), row.function)
+
+    return sorted(rows, key=key)
+
+
+def _aliases(base: CaseCalls, branch: CaseCalls) -> dict[str, str]:
+    """{the branch's file: the base's} where the two sides ran your case from files of different
+    names (`--compare units:pair units_tiny:pair`): its functions are then one function in two
+    files, `UnitTensor.__torch_function__ (units_tiny.py)` the same as `(units.py)`."""
+    def own_file(calls: CaseCalls) -> str | None:
+        if not calls.module_file:
+            return None
+        files = {_split(key)[1] for key in calls.functions if not key.endswith(C_SUFFIX)}
+        found = [f for f in files if calls.module_file == f or calls.module_file.endswith(os.sep + f)]
+        return max(found, key=len, default=None)
+
+    base_file, branch_file = own_file(base), own_file(branch)
+    return {branch_file: base_file} if base_file and branch_file and base_file != branch_file else {}
 
 
 def compare(base: CaseCalls, branch: CaseCalls) -> list[CallDelta]:
     """Every function whose calls or own bytecodes per call of the case differ, in `order`.
-    Where either side did not count bytecodes, calls alone."""
+    Where either side did not count bytecodes, calls alone. Where the sides ran your case from
+    files of different names (`_aliases`), its functions are matched by name across the two,
+    and named as the branch names them (a function the branch no longer calls: as the base)."""
     both = base.bytecodes_counted and branch.bytecodes_counted
+    aliases = _aliases(base, branch)
+    branch_key = {}  # the base's name of each of the branch's functions -> the branch's
+    for key in branch.functions:
+        name, file = _split(key)
+        branch_key[f"{name} ({aliases[file]})" if file in aliases and not key.endswith(C_SUFFIX) else key] = key
     rows = []
-    for key in set(base.functions) | set(branch.functions):
+    for key in set(base.functions) | set(branch_key):
+        shown = branch_key.get(key, key)
         b_calls, b_codes = base.per_call(key)
-        r_calls, r_codes = branch.per_call(key)
+        r_calls, r_codes = branch.per_call(shown)
         if not both:
             b_codes = r_codes = 0.0
         if (b_calls, b_codes) == (r_calls, r_codes):
             continue
-        line = (branch.functions.get(key) or base.functions[key])[2]
-        rows.append(CallDelta(key, line, b_calls, r_calls, b_codes, r_codes, both))
+        line = (branch.functions.get(shown) or base.functions[key])[2]
+        rows.append(CallDelta(shown, line, b_calls, r_calls, b_codes, r_codes, both))
     return order(rows)
 
 
@@ -238,3 +293,31 @@ def pyspy_frame(function: str) -> str | None:
     name, _, location = function.rpartition(" (")
     return f"{name} ({'/'.join(location.rstrip(')').split('/')[-2:])})"
 
+
+
+# ---------------------------------------------------------------------------------------------
+# A compared case's change, by name
+
+@dataclasses.dataclass(frozen=True)
+class NamedChanges:
+    """What changed in one compared case's Python code, by name (`--compare`'s row of a case
+    that moved): the functions added, removed or called differently (`compare`'s rows), or,
+    where they were not counted, why not."""
+
+    functions: tuple[CallDelta, ...] = ()
+    not_looked_for: str = ""  # why the Python calls were not counted; '' where they were
+    bytecodes_note: str = ""  # `not_counted_note`: a side whose bytecodes were not counted
+
+    @property
+    def looked_for(self) -> bool:
+        return not self.not_looked_for
+
+    @classmethod
+    def of(cls, base: CaseCalls, branch: CaseCalls) -> "NamedChanges":
+        return cls(tuple(compare(base, branch)), bytecodes_note=not_counted_note(base, branch))
+
+    def to_dict(self) -> dict:
+        if not self.looked_for:
+            return {"looked_for": False, "why": self.not_looked_for}
+        return {"looked_for": True, "calls_counted": CALLS, "bytecodes_note": self.bytecodes_note or None,
+                "functions": [row.to_dict() for row in self.functions]}

@@ -5,6 +5,6 @@
 - `flamegraph.py`: recording a case with py-spy, and its SVG;
 - `stacks.py`: collapsed stacks read back, the hot loop cut out;
 - `differential.py`: base against branch, function by function, with errors;
-- `flamesvg.py`: the SVGs this tool draws (py-spy's, both differentials);
-- `screenshot.py`: Chromium screenshots of them, and the PNG checks.
+- `flamesvg.py`: the SVGs this tool draws (py-spy's, both differentials), laid out once;
+- `flamepng.py`: their PNGs, drawn by matplotlib from the same layout, and the PNG checks.
 """

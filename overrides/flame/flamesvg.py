@@ -3,11 +3,12 @@
 Why not py-spy's own SVG: its title is py-spy's command line (a temp path, for the scripts), it
 shows whatever sat above the hot loop, and it cannot draw a comparison. Drawing our own lets
 every picture in a report look alike: the title says what it shows (case, op, build, torch
-version, source of the numbers); the root is the hot loop, at the top, so a screenshot starts
+version, source of the numbers); the root is the hot loop, at the top, so a picture starts
 where the reader's eye does; width is the share of the whole; colour is either the kind of
 frame or, in a differential view, how much a function changed against base (red: more, blue:
-less, grey: not beyond its error). The SVG is static (tooltips, no script), so Chromium's
-screenshot shows exactly what a browser does.
+less, grey: not beyond its error). The SVG is static (a tooltip per box, no script): its PNG
+(overrides/flame/flamepng.py, for a PR page that shows no SVG) is drawn from the same layout
+by matplotlib, read back from the SVG itself, so the two cannot drift apart.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import dataclasses
 import hashlib
 from typing import Callable, Mapping
 
-SVG_WIDTH = 1600  # the screenshot window's width (overrides/flame/screenshot.py): no margin left unused
+SVG_WIDTH = 1600  # and its PNG's: as wide as a PR page shows a picture, no margin left unused
 ROW_HEIGHT = 17
 FONT_SIZE = 11
 CHAR_WIDTH = 6.2  # average width of a FONT_SIZE character, to cut labels that would not fit
@@ -32,7 +33,7 @@ SAME_WORK = "rgb(245,215,140)"
 # least this wide, and labelled on top of its neighbours when its name does not fit: a 100 ns
 # helper in a 4 us call is ~40 px, room for "_ch.." and no more.
 NAMED_MIN_WIDTH_PX = 3.0
-BOLD_WIDTH = 1.15  # a bold label's width against CHAR_WIDTH (measured on Chromium's Verdana fallback)
+BOLD_WIDTH = 1.15  # a bold label's width against CHAR_WIDTH (DejaVu Sans: browsers' Verdana fallback, matplotlib's font)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -109,12 +110,76 @@ def fitted_label(label: str, width_px: float) -> str:
     return name[:fits - 2] + ".." if fits > 3 else ""
 
 
-def render(weights: Mapping[tuple[str, ...], float], title: str, subtitle: str, footer: str,
-           colour: Callable[[tuple[str, ...]], str], tooltip: Callable[[tuple[str, ...], float], str],
-           named: Callable[[tuple[str, ...]], bool] = lambda path: False) -> str:
-    """The SVG text of a flamegraph of `weights` (inclusive, per call path). Boxes `named`
-    says are worth finding are drawn at least NAMED_MIN_WIDTH_PX wide and, when their name does
-    not fit, labelled over their neighbours (on a white ground, framed in the box's colour)."""
+# ---------------------------------------------------------------------------------------------
+# The drawing: every box, label and line of text with its place, laid out once (`draw`), then
+# written as SVG (`svg_text`) or, read back from that SVG (`read_svg`), drawn as a PNG
+# (overrides/flame/flamepng.py). Both pictures are made from one record, so they cannot differ
+# in what they show or where.
+
+LABEL_PAD_PX = 3  # a label starts this far right of its box's left edge
+LABEL_BASELINE_UP_PX = 4  # ... and sits this far above its box's bottom edge
+FRAME_STROKE = ("white", 0.5)  # a hairline between neighbouring frames
+CALLOUT_STROKE_WIDTH = 2.0  # a callout is framed in its box's colour
+TITLE_SIZE = 15
+GREY_TEXT = "#555"
+
+
+@dataclasses.dataclass(frozen=True)
+class Box:
+    """A filled rectangle and its label (empty: none), in pixels from the top left: a frame,
+    or a named frame's callout drawn over its neighbours (white, framed in the frame's colour,
+    its label bold)."""
+
+    x: float
+    y: float
+    width: float
+    height: float
+    fill: str
+    stroke: str
+    stroke_width: float
+    label: str
+    bold: bool
+    tooltip: str
+
+    @property
+    def label_x(self) -> float:
+        return round(self.x + LABEL_PAD_PX, 2)
+
+    @property
+    def label_baseline(self) -> float:
+        return self.y + self.height - LABEL_BASELINE_UP_PX
+
+
+@dataclasses.dataclass(frozen=True)
+class Text:
+    """A line of text outside the boxes (title, subtitle, footer); `y` is its baseline."""
+
+    x: float
+    y: float
+    text: str
+    size: int
+    anchor: str  # SVG's text-anchor: "start" or "middle"
+    colour: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Drawing:
+    """A whole flamegraph: its size in pixels, its title (the SVG's <title>), the lines of text
+    and the boxes in the order they are drawn (frames, then callouts over them)."""
+
+    width: int
+    height: int
+    title: str
+    texts: tuple[Text, ...]
+    boxes: tuple[Box, ...]
+
+
+def draw(weights: Mapping[tuple[str, ...], float], title: str, subtitle: str, footer: str,
+         colour: Callable[[tuple[str, ...]], str], tooltip: Callable[[tuple[str, ...], float], str],
+         named: Callable[[tuple[str, ...]], bool] = lambda path: False) -> Drawing:
+    """The flamegraph of `weights` (inclusive, per call path), laid out. Boxes `named` says are
+    worth finding are drawn at least NAMED_MIN_WIDTH_PX wide and, when their name does not fit,
+    labelled over their neighbours (on a white ground, framed in the box's colour)."""
     frames = layout(weights)
     total = sum(f.weight for f in frames if len(f.path) == 1)
     if total <= 0:
@@ -122,15 +187,7 @@ def render(weights: Mapping[tuple[str, ...], float], title: str, subtitle: str, 
     depth = max(len(f.path) for f in frames)
     height = TOP_MARGIN + depth * ROW_HEIGHT + BOTTOM_MARGIN
     scale = (SVG_WIDTH - 2 * SIDE_MARGIN) / total
-    parts = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{SVG_WIDTH}" height="{height}" '
-        f'viewBox="0 0 {SVG_WIDTH} {height}" font-family="Verdana, sans-serif" font-size="{FONT_SIZE}">',
-        f"<title>{escape(title)}</title>",
-        f'<rect x="0" y="0" width="{SVG_WIDTH}" height="{height}" fill="white"/>',
-        f'<text x="{SVG_WIDTH / 2}" y="22" text-anchor="middle" font-size="15">{escape(title)}</text>',
-        f'<text x="{SVG_WIDTH / 2}" y="42" text-anchor="middle" fill="#555">{escape(subtitle)}</text>',
-    ]
-    callouts = []  # drawn last, so no box covers them
+    boxes, callouts = [], []  # callouts drawn last, so no box covers them
     for frame in frames:
         width = frame.weight * scale
         emphasised = named(frame.path)
@@ -143,24 +200,116 @@ def render(weights: Mapping[tuple[str, ...], float], title: str, subtitle: str, 
         label = frame.path[-1]
         shown = fitted_label(label, width)
         fill = colour(frame.path)
-        tip = escape(tooltip(frame.path, frame.weight))
+        tip = tooltip(frame.path, frame.weight)
         if emphasised and shown not in (label, short_name(label)):
             shown = ""
             name = short_name(label)
             text_width = len(name) * CHAR_WIDTH * BOLD_WIDTH + 6
             left = min(x, SVG_WIDTH - SIDE_MARGIN - text_width)
-            callouts.append(
-                f'<g><title>{tip}</title><rect x="{left:.2f}" y="{y}" width="{text_width:.2f}" '
-                f'height="{ROW_HEIGHT - 1}" fill="white" stroke="{fill}" stroke-width="2"/>'
-                f'<text x="{left + 3:.2f}" y="{y + ROW_HEIGHT - 5}" font-weight="bold">'
-                f'{escape(name)}</text></g>')
+            callouts.append(Box(round(left, 2), y, round(text_width, 2), ROW_HEIGHT - 1, "white", fill,
+                                CALLOUT_STROKE_WIDTH, name, True, tip))
+        boxes.append(Box(round(x, 2), y, round(width, 2), ROW_HEIGHT - 1, fill, *FRAME_STROKE, shown,
+                         False, tip))
+    texts = (Text(SVG_WIDTH / 2, 22, title, TITLE_SIZE, "middle", "black"),
+             Text(SVG_WIDTH / 2, 42, subtitle, FONT_SIZE, "middle", GREY_TEXT),
+             Text(SIDE_MARGIN, height - 10, footer, FONT_SIZE, "start", GREY_TEXT))
+    return Drawing(SVG_WIDTH, height, title, texts, tuple(boxes + callouts))
+
+
+def svg_text(drawing: Drawing) -> str:
+    """The SVG of `drawing`: static (a tooltip per box, no script), one element a line."""
+    parts = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{drawing.width}" height="{drawing.height}" '
+        f'viewBox="0 0 {drawing.width} {drawing.height}" font-family="Verdana, sans-serif" '
+        f'font-size="{FONT_SIZE}">',
+        f"<title>{escape(drawing.title)}</title>",
+        f'<rect x="0" y="0" width="{drawing.width}" height="{drawing.height}" fill="white"/>',
+    ]
+    texts = [_svg_line(t) for t in drawing.texts]
+    parts += texts[:-1]  # the footer last, as a reader meets it
+    for box in drawing.boxes:
         parts.append(
-            f'<g><title>{tip}</title>'
-            f'<rect x="{x:.2f}" y="{y}" width="{width:.2f}" height="{ROW_HEIGHT - 1}" '
-            f'fill="{fill}" stroke="white" stroke-width="0.5"/>'
-            + (f'<text x="{x + 3:.2f}" y="{y + ROW_HEIGHT - 5}">{escape(shown)}</text>' if shown else "")
+            f'<g><title>{escape(box.tooltip)}</title>'
+            f'<rect x="{box.x:.2f}" y="{box.y:g}" width="{box.width:.2f}" height="{box.height:g}" '
+            f'fill="{box.fill}" stroke="{box.stroke}" stroke-width="{box.stroke_width:g}"/>'
+            + (f'<text x="{box.label_x:.2f}" y="{box.label_baseline:g}"'
+               + (' font-weight="bold"' if box.bold else "") + f'>{escape(box.label)}</text>'
+               if box.label else "")
             + "</g>")
-    parts += callouts
-    parts.append(f'<text x="{SIDE_MARGIN}" y="{height - 10}" fill="#555">{escape(footer)}</text>')
+    parts += texts[-1:]
     parts.append("</svg>")
     return "\n".join(parts) + "\n"
+
+
+def _svg_line(text: Text) -> str:
+    attributes = f'x="{text.x:g}" y="{text.y:g}"'
+    if text.anchor != "start":
+        attributes += f' text-anchor="{text.anchor}"'
+    if text.size != FONT_SIZE:
+        attributes += f' font-size="{text.size}"'
+    if text.colour != "black":
+        attributes += f' fill="{text.colour}"'
+    return f"<text {attributes}>{escape(text.text)}</text>"
+
+
+def render(weights: Mapping[tuple[str, ...], float], title: str, subtitle: str, footer: str,
+           colour: Callable[[tuple[str, ...]], str], tooltip: Callable[[tuple[str, ...], float], str],
+           named: Callable[[tuple[str, ...]], bool] = lambda path: False) -> str:
+    """The SVG text of a flamegraph of `weights`: `svg_text(draw(...))`."""
+    return svg_text(draw(weights, title, subtitle, footer, colour, tooltip, named))
+
+
+class NotOurs(ValueError):
+    """An SVG that `svg_text` did not write (py-spy's own, a hand-edited one): no drawing in it."""
+
+
+_SVG = "{http://www.w3.org/2000/svg}"
+
+
+def read_svg(text: str) -> Drawing:
+    """The Drawing an SVG written by `svg_text` holds, exactly: read_svg(svg_text(d)) == d."""
+    import xml.etree.ElementTree as ElementTree
+
+    try:
+        root = ElementTree.fromstring(text)
+    except ElementTree.ParseError as exc:
+        raise NotOurs(f"not well-formed XML ({exc})") from None
+    if root.tag != _SVG + "svg" or root.get("width") is None:
+        raise NotOurs("its root is not an <svg> with a width")
+    try:
+        return _read(root)
+    except NotOurs:
+        raise
+    except (TypeError, ValueError) as exc:  # an attribute missing or not a number
+        raise NotOurs(f"an element this tool would not write ({exc})") from None
+
+
+def _read(root) -> Drawing:
+    title, texts, boxes = "", [], []
+    for element in root:
+        tag = element.tag[len(_SVG):] if element.tag.startswith(_SVG) else element.tag
+        if tag == "title":
+            title = element.text or ""
+        elif tag == "rect" and element.get("x") == "0" and element.get("y") == "0":
+            continue  # the white ground under everything
+        elif tag == "text":
+            texts.append(Text(float(element.get("x")), float(element.get("y")), element.text or "",
+                              int(element.get("font-size", FONT_SIZE)), element.get("text-anchor", "start"),
+                              element.get("fill", "black")))
+        elif tag == "g":
+            boxes.append(_box(element))
+        else:
+            raise NotOurs(f"it holds a <{tag}>, which this tool's flamegraphs never do (py-spy's own SVG?)")
+    return Drawing(int(root.get("width")), int(root.get("height")), title, tuple(texts), tuple(boxes))
+
+
+def _box(group) -> Box:
+    rect, label = group.find(_SVG + "rect"), group.find(_SVG + "text")
+    tip = group.find(_SVG + "title")
+    if rect is None:
+        raise NotOurs("a <g> without its <rect>")
+    return Box(float(rect.get("x")), float(rect.get("y")), float(rect.get("width")), float(rect.get("height")),
+               rect.get("fill"), rect.get("stroke"), float(rect.get("stroke-width")),
+               label.text or "" if label is not None else "",
+               label is not None and label.get("font-weight") == "bold",
+               tip.text or "" if tip is not None else "")

@@ -317,8 +317,7 @@ def check_record_output(output: str, fmt: str) -> None:
     if suffix.lower() in IMAGE_SUFFIXES:
         raise UsageError(f"--record {output}: py-spy writes --format {fmt} as "
                          f"{'SVG' if fmt == 'flamegraph' else 'text'}, not {suffix[1:].upper()}; "
-                         f"name it {stem}{RECORD_SUFFIX[fmt]}"
-                         + (" (scripts/record.sh also makes a PNG of it)" if fmt == "flamegraph" else ""))
+                         f"name it {stem}{RECORD_SUFFIX[fmt]}")
 
 
 def prepare(case_name: str, op_name: str | None, nreps: int | None, seconds: float) -> HotLoop:
@@ -329,6 +328,8 @@ def prepare(case_name: str, op_name: str | None, nreps: int | None, seconds: flo
 
     case = registry.get_case(case_name)
     op = ops.get_op(op_name) if op_name else ops.DEFAULT_OP
+    if case.unbuildable:  # a plain twin that cannot be built (overrides/cases/twins.py)
+        raise UsageError(f"case {case.name}: {case.unbuildable}; nothing to record (your own twin: docs/cases.md)")
     reason = not_applicable_reason(case, op)
     if reason:
         raise UsageError(f"op {op.name} does not apply to case {case.name}: {reason}; pick another --op")

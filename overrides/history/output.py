@@ -140,7 +140,7 @@ def where_section(step: Step | None, runs: dict, out_dir: str, say) -> tuple[lis
     markdown, and its entry in the JSON (`largest_step`, naming the pictures) or None."""
     from overrides.counts import calltree
     from overrides.review import count_tables
-    from overrides.flame import screenshot
+    from overrides.flame import flamepng
 
     if step is None:
         return ["No step was judged a change, so no call tree is shown."], None
@@ -158,10 +158,10 @@ def where_section(step: Step | None, runs: dict, out_dir: str, say) -> tuple[lis
     lines += count_tables.instructions_table(went)
     lines.append("")
     try:
-        screenshot.screenshot(svg, svg[:-4] + ".png")
+        flamepng.write_png(svg, svg[:-4] + ".png")
         pictures.append(stem + ".png")
         lines += [f"![call-tree diff]({stem}.png)", ""]
-    except screenshot.ScreenshotError as exc:
+    except flamepng.PngError as exc:
         say(f"no PNG of {os.path.basename(svg)}: {exc}")
         lines += [f"The call tree is in `{os.path.basename(svg)}` (no PNG: {exc}).", ""]
     return lines, {"case": step.case, "op": step.op, "from": step.before, "to": step.after,

@@ -1,8 +1,8 @@
 """The history picture: each case's instructions per call across builds, one panel per case.
 
 Drawn with matplotlib, which writes the PNG a PR or a release note carries and the SVG beside
-it, so a machine without a browser gets its picture too (Chromium stays where a browser's
-rendering of a flamegraph is the point). Readable at a glance: builds left to right, oldest
+it, so a machine without a browser gets its picture (the flamegraphs' PNGs are matplotlib's
+too: overrides/flame/flamepng.py). Readable at a glance: builds left to right, oldest
 first; each build's count with its range over seeds; each step coloured by its verdict (red:
 regression, green: improvement, grey: no change, amber dashed: undecided) and labelled with its
 change and share. The y axis of a panel spans that case's own counts (a 1% step must be visible),

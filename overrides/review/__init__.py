@@ -6,5 +6,5 @@
 - `sides.py`: what BASE and BRANCH are (a label or an interpreter);
 - `measuring.py`: measuring and judging, into one `Evidence`;
 - `sections.py`, `time_sections.py`, `markdown.py`: presenting an Evidence as report.md;
-- `pack.py`: the figures, screenshots, differential.json and the ZIP.
+- `pack.py`: the figures (SVGs and their PNGs), differential.json and the ZIP.
 """

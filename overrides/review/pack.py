@@ -1,6 +1,6 @@
-"""What goes into the report's ZIP beside report.md: the figures (SVGs and their screenshots,
-taken on threads of their own while the report goes on), differential.json's entries, and the
-ZIP itself, written whole or not at all."""
+"""What goes into the report's ZIP beside report.md: the figures (SVGs and their PNGs, drawn on
+a thread of its own while the report goes on), differential.json's entries, and the ZIP itself,
+written whole or not at all."""
 
 from __future__ import annotations
 
@@ -15,7 +15,9 @@ from overrides.files import atomic_path, write_json_atomic, write_text_atomic
 from overrides.review.sides import ROLES
 
 DIFFERENTIAL_SCHEMA = "torch-function-overhead/differential/1"
-SCREENSHOTS_AT_ONCE = 2  # one Chromium per core of this kind of machine
+# One PNG at a time: matplotlib draws while holding the GIL and is not thread-safe
+# (overrides/flame/flamepng.py locks it), so a second thread would only wait.
+PICTURES_AT_ONCE = 1
 
 
 @dataclasses.dataclass(frozen=True)
@@ -28,7 +30,7 @@ class Figure:
 
 class Pack:
     """The report's files, made in `workdir` until they are zipped; `notes` is the report's own
-    list of notes (a failed screenshot adds one)."""
+    list of notes (a PNG that could not be drawn adds one)."""
 
     def __init__(self, workdir: str, say: Callable[[str], None], notes: list[str]):
         self.workdir = workdir
@@ -37,54 +39,62 @@ class Pack:
         self.files: list[Figure] = []
         # differential.json: per case, what each view (counts, py-spy) names, machine-readable
         self.differentials: dict[str, dict] = {}
-        # Screenshots are taken on threads of their own while the report goes on (py-spy
-        # records meanwhile); finish_screenshots() waits for them. Two at once: the flamegraphs'
-        # PNGs come together once py-spy is done, and nothing is timed after the clock's pairs.
-        self._shooter = concurrent.futures.ThreadPoolExecutor(max_workers=SCREENSHOTS_AT_ONCE,
-                                                              thread_name_prefix="screenshot")
-        self._shots: list[tuple[concurrent.futures.Future, str]] = []
+        # PNGs are drawn on a thread of their own while the report goes on (py-spy records
+        # meanwhile, in other processes); finish_pictures() waits for them. Nothing is timed
+        # after the clock's pairs, so the drawing costs no measurement.
+        self._drawer = concurrent.futures.ThreadPoolExecutor(max_workers=PICTURES_AT_ONCE,
+                                                             thread_name_prefix="picture")
+        self._pictures: list[tuple[concurrent.futures.Future, str]] = []
+        self._cannot_draw_said = False
 
     def add(self, name: str, path: str) -> None:
         """A file for the ZIP, named `name` there."""
         self.files.append(Figure(name, path))
 
-    def shoot(self, svg: str, png_name: str, browser: str) -> bool:
-        """Start a screenshot of `svg` as `png_name`; the PNG is counted on (its Figure listed,
-        the markdown pointing at it) until finish_screenshots() finds it failed."""
-        from overrides.flame import screenshot
+    def picture(self, svg: str, png_name: str) -> bool:
+        """Start drawing the PNG of `svg` as `png_name`; the PNG is counted on (its Figure
+        listed, the markdown pointing at it) until finish_pictures() finds it failed. False, and
+        one note for the whole report, where this interpreter cannot draw one (no matplotlib)."""
+        from overrides.flame import flamepng
 
+        reason = flamepng.missing()
+        if reason:
+            if not self._cannot_draw_said:
+                self.notes.append(f"No PNGs were drawn: {reason}.")
+                self._cannot_draw_said = True
+            return False
         png = os.path.join(self.workdir, png_name)
 
-        def shoot() -> None:
-            self.say(f"report: screenshot {png_name}")
-            screenshot.screenshot(svg, png, browser)
+        def draw() -> None:
+            self.say(f"report: drawing {png_name}")
+            flamepng.write_png(svg, png)
 
-        self._shots.append((self._shooter.submit(shoot), png_name))
+        self._pictures.append((self._drawer.submit(draw), png_name))
         self.add(png_name, png)
         return True
 
-    def stop_screenshots(self) -> None:
-        """Cancel the screenshots not begun and wait for the one running (on the way out)."""
-        self._shooter.shutdown(wait=True, cancel_futures=True)
+    def stop_pictures(self) -> None:
+        """Cancel the PNGs not begun and wait for the one being drawn (on the way out)."""
+        self._drawer.shutdown(wait=True, cancel_futures=True)
 
-    def finish_screenshots(self) -> list[str]:
-        """Wait for every screenshot; a failed one leaves its figure out and a note saying why.
+    def finish_pictures(self) -> list[str]:
+        """Wait for every PNG; a failed one leaves its figure out and a note saying why.
         Returns the failed PNGs' names, for the markdown to name their SVGs instead
-        (`without_screenshot`)."""
-        from overrides.flame import screenshot
+        (`without_picture`)."""
+        from overrides.flame import flamepng
 
         failed = []
         try:
-            for future, png_name in self._shots:
+            for future, png_name in self._pictures:
                 try:
                     future.result()
-                except screenshot.ScreenshotError as exc:
+                except flamepng.PngError as exc:
                     self.notes.append(f"No {png_name}: {exc}.")
                     self.files = [f for f in self.files if f.name != png_name]
                     failed.append(png_name)
         finally:
-            self._shots = []
-            self.stop_screenshots()
+            self._pictures = []
+            self.stop_pictures()
         return failed
 
     def _write(self, name: str, payload) -> str:
@@ -126,8 +136,8 @@ def comparison_list(comparisons) -> list[dict]:
     return [dict(schema=case_comparison.CASE_COMPARISON_SCHEMA, **c.to_dict()) for c in comparisons]
 
 
-def without_screenshot(texts: Sequence[str], png_name: str) -> list[str]:
-    """The markdown `texts` with a failed screenshot's image replaced by its SVG's name."""
+def without_picture(texts: Sequence[str], png_name: str) -> list[str]:
+    """The markdown `texts` with a failed PNG's image replaced by its SVG's name."""
     stem = png_name[:-len(".png")]
-    image, instead = f"![{stem}]({png_name})", f"`{stem}.svg` (no screenshot, see the notes)"
+    image, instead = f"![{stem}]({png_name})", f"`{stem}.svg` (no PNG, see the notes)"
     return [text.replace(image, instead) for text in texts]

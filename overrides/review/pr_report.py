@@ -9,7 +9,7 @@ interpreter always can, a label through the copy of its build that record.sh kep
 build's Python calls per call of every case, counted in its own interpreter
 (`overrides/counts/pycalls.py`: which Python functions the branch runs that base does not, exactly),
 and for every case that regressed (every case with --all), both builds' py-spy
-flamegraphs, their screenshots, and a differential view of where the branch's extra time went.
+flamegraphs, their PNGs, and a differential view of where the branch's extra time went.
 
 The ZIP holds report.md (ready to paste into a PR), comparison.json, base/branch .txt and .json
 (the bench outputs), base-NAME.svg / branch-NAME.svg with their PNGs, and diff-NAME.svg/.png.
@@ -38,7 +38,7 @@ from overrides.errors import INCOMPLETE_EXIT_STATUS, UsageError, place_error
 from overrides.review import measuring, runs as recorded_runs, sections
 from overrides.review.time_sections import flamegraph_sections, record_sections
 from overrides.review.markdown import report_markdown
-from overrides.review.pack import Pack, without_screenshot
+from overrides.review.pack import Pack, without_picture
 from overrides.review.sides import classify
 from overrides.verdicts import DISAGREE, REGRESSION
 
@@ -97,11 +97,8 @@ def build(base_spec: str, branch_spec: str, *, output: str = DEFAULT_OUTPUT,
             # care what else runs, and a profile is shares of samples, which they do not skew.
             recorded = None
             count_parts_after = None
-            if evidence.counts:  # the call trees drawn and their screenshots begun first
-                from overrides.flame import screenshot
-
-                count_parts_after = sections.count_sections_later(evidence, comparisons, all_cases,
-                                                                  screenshot.find_browser(), pack)
+            if evidence.counts:  # the call trees drawn and their PNGs begun first
+                count_parts_after = sections.count_sections_later(evidence, comparisons, all_cases, pack)
             if chosen:
                 recorded, _ = children.parallel(lambda job: job(), [
                     lambda: record_sections(evidence, sides, chosen, seconds, op, pack, runs),
@@ -118,15 +115,15 @@ def build(base_spec: str, branch_spec: str, *, output: str = DEFAULT_OUTPUT,
             time_parts = None
             if flamegraphs:
                 time_parts = flamegraph_sections(evidence, sides, chosen, seconds, op, pack, runs, recorded)
-            for png_name in pack.finish_screenshots():  # a failed one: its SVG named instead
-                count_parts = without_screenshot(count_parts, png_name)
+            for png_name in pack.finish_pictures():  # a failed one: its SVG named instead
+                count_parts = without_picture(count_parts, png_name)
                 if time_parts is not None:
-                    time_parts = without_screenshot(time_parts, png_name)
+                    time_parts = without_picture(time_parts, png_name)
             text = report_markdown(evidence, sides, python_call_parts, count_parts, time_parts,
                                    all_cases, time.monotonic() - started)
             pack.write_zip(output, text, evidence)
         finally:
-            pack.stop_screenshots()
+            pack.stop_pictures()
     return output, comparisons, evidence.settings, evidence.incomplete
 
 
@@ -155,7 +152,7 @@ def build_parser():
     parser = OneLineParser(
         prog="scripts/report.sh",
         description="Compare two builds and write a ZIP for the PR: report.md, comparison.json, "
-                    "bench outputs, and base-/branch- flamegraphs with screenshots of what regressed.")
+                    "bench outputs, and base-/branch- flamegraphs (SVG and PNG) of what regressed.")
     parser.add_argument("base", metavar="BASE", help="a label recorded by record.sh, or an interpreter / virtualenv")
     parser.add_argument("branch", metavar="BRANCH", help="the same, for the branch")
     parser.add_argument("-o", "--output", default=DEFAULT_OUTPUT, metavar="FILE.zip",
@@ -164,7 +161,7 @@ def build_parser():
     parser.add_argument("--allow-incomplete", action="store_true",
                         help="compare a label whose recording was interrupted (refused without it)")
     parser.add_argument("--all", action="store_true", help="flamegraphs for every case, not only regressed ones")
-    parser.add_argument("--no-flamegraphs", action="store_true", help="numbers only: no py-spy, no screenshots")
+    parser.add_argument("--no-flamegraphs", action="store_true", help="numbers only: no py-spy, no flamegraphs or their PNGs")
     parser.add_argument("--cases", nargs="+", metavar="NAME", help="cases (default: the four seed cases)")
     parser.add_argument("--op", default=None, help="the op (default torch.add), or your own statement such as "
                         "\"x.sum()\"")

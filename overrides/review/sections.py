@@ -100,19 +100,19 @@ def python_call_sections(evidence, comparisons, all_cases: bool, pack: Pack) -> 
     return intro + parts
 
 
-def count_sections(evidence, comparisons, all_cases: bool, browser: str | None, pack: Pack,
+def count_sections(evidence, comparisons, all_cases: bool, pack: Pack,
                    after_python_calls: bool = False) -> list[str]:
     """Per regressed case (every case with --all; every case whose counts changed): where
     the instructions went, by function and as a differential flamegraph of the call tree
     (overrides/counts/calltree.py). Counts recorded without call paths get the older per-function
     table of one seed. `after_python_calls`: the Python calls' section comes first, so this one
     points at it."""
-    return count_sections_later(evidence, comparisons, all_cases, browser, pack)(after_python_calls)
+    return count_sections_later(evidence, comparisons, all_cases, pack)(after_python_calls)
 
 
-def count_sections_later(evidence, comparisons, all_cases: bool, browser: str | None,
+def count_sections_later(evidence, comparisons, all_cases: bool,
                          pack: Pack) -> Callable[[bool], list[str]]:
-    """`count_sections` in two steps: its tables and pictures now (their screenshots start),
+    """`count_sections` in two steps: its tables and pictures now (their PNGs start),
     its text once it is known whether the Python calls' section comes first (the report counts
     those while py-spy records)."""
     from overrides.counts import calltree
@@ -160,7 +160,7 @@ def count_sections_later(evidence, comparisons, all_cases: bool, browser: str | 
             evidence.counts[0], evidence.counts[1], c.case, c.op,
             f"{c.case} · {c.op}: branch against base, instructions per call by call path"))
         pack.add(f"{stem}.svg", svg)
-        if browser and pack.shoot(svg, f"{stem}.png", browser):
+        if pack.picture(svg, f"{stem}.png"):
             parts += [f"Call tree of the branch, coloured by change (red: more, blue: less): "
                       f"![{stem}]({stem}.png)", ""]
         else:

@@ -1,5 +1,5 @@
 """The report's "Where the time went" section: each chosen case's flamegraphs from both sides,
-their screenshots, and the differential view (red where the branch spends more time, blue
+their PNGs, and the differential view (red where the branch spends more time, blue
 less) with its table of the functions whose own time changed.
 
 It reads an `Evidence` (`measuring.py`: the counts name functions exactly, py-spy's samples
@@ -43,14 +43,11 @@ def record_sections(evidence, sides: Sequence[Side], comparisons, seconds: float
 def flamegraph_sections(evidence, sides: Sequence[Side], comparisons, seconds: float | None,
                         op: str | None, pack: Pack, runs_dir: str, recorded: dict | None = None) -> list[str]:
     """"Where the time went": per comparison, both sides' flamegraphs (`recorded` by
-    `record_sections`, or recorded now), their screenshots, and the differential view of where
+    `record_sections`, or recorded now), their PNGs, and the differential view of where
     the branch's time went (`differential_section`). One markdown text a case."""
-    from overrides.flame import hotloop, screenshot
+    from overrides.flame import hotloop
     from overrides.review.runs import file_stem
 
-    browser = screenshot.find_browser()
-    if browser is None:
-        pack.notes.append(f"Screenshots were skipped: no Chromium on this machine; {screenshot.INSTALL_HINT}.")
     if recorded is None:
         recorded = record_sections(evidence, sides, comparisons, seconds, op, pack, runs_dir)
     more = _one_more_recording(evidence, sides, op, seconds or hotloop.DEFAULT_SECONDS, pack)
@@ -65,23 +62,22 @@ def flamegraph_sections(evidence, sides: Sequence[Side], comparisons, seconds: f
             svg, folded[side.role] = paths
             name = f"{side.role}-{stem}"
             pack.add(f"{name}.svg", svg)
-            if browser:
-                pack.shoot(svg, f"{name}.png", browser)
+            pack.picture(svg, f"{name}.png")
         section = [case_heading(comparison), ""]
         for role in ROLES:
             if any(f.name == f"{role}-{stem}.png" for f in pack.files):
                 section.append(f"{role}: ![{role}-{stem}]({role}-{stem}.png)")
         section.append("")
         if len(folded) == 2:
-            section += differential_section(evidence, comparison, folded, stem, browser, pack, more)
+            section += differential_section(evidence, comparison, folded, stem, pack, more)
         else:
             section.append("No differential view: a flamegraph is missing on one side (see notes).")
         sections.append("\n".join(section))
     return sections
 
 
-def differential_section(evidence, comparison, folded: dict, stem: str, browser: str | None,
-                         pack: Pack, more=None) -> list[str]:
+def differential_section(evidence, comparison, folded: dict, stem: str, pack: Pack,
+                         more=None) -> list[str]:
     """The differential flamegraph of one case (base against branch, from both sides' collapsed
     stacks `folded`) and its table: what the Python-call counts name first, then the functions
     whose own time moved beyond their error; differential.json's `wall_clock` entry too.
@@ -90,7 +86,7 @@ def differential_section(evidence, comparison, folded: dict, stem: str, browser:
     found = time_analysis.analyse(evidence, comparison, folded, more)
     if found is None:
         return ["No differential view: no samples inside the hot loop on one side."]
-    lines = [_picture(found, comparison, stem, browser, pack)]
+    lines = [_picture(found, comparison, stem, pack)]
     pack.differential_entry(comparison)["wall_clock"] = _json_entry(found, comparison)
     if not found.changed:
         verdicts = " / ".join(sorted({comparison.verdict, comparison.clock_verdict}))
@@ -125,10 +121,9 @@ def _overshoot(found: time_analysis.TimeAnalysis) -> str:
             "size with its ±; where the counts price it, theirs is the exact one.")
 
 
-def _picture(found: time_analysis.TimeAnalysis, comparison, stem: str, browser: str | None,
-             pack: Pack) -> str:
-    """The differential flamegraph drawn into the pack (and screenshot where a browser is at
-    hand): the line of report.md that shows or names it, with its legend."""
+def _picture(found: time_analysis.TimeAnalysis, comparison, stem: str, pack: Pack) -> str:
+    """The differential flamegraph drawn into the pack, SVG and PNG (where this interpreter
+    can draw one): the line of report.md that shows or names it, with its legend."""
     from overrides.flame import differential
 
     diff_svg = os.path.join(pack.workdir, f"diff-{stem}.svg")
@@ -141,7 +136,7 @@ def _picture(found: time_analysis.TimeAnalysis, comparison, stem: str, browser: 
         ", amber: time moved where the counts found the same work" if found.same_work else "") + (
         ", labelled whatever their width: the functions the Python-call counts found new or "
         "changed" if found.counted else "")
-    if browser and pack.shoot(diff_svg, f"diff-{stem}.png", browser):
+    if pack.picture(diff_svg, f"diff-{stem}.png"):
         return f"Differential flamegraph ({legend}): ![diff-{stem}](diff-{stem}.png)"
     return f"Differential flamegraph: `diff-{stem}.svg` ({legend})."
 
