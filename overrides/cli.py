@@ -67,6 +67,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="print a results file written by --json instead of measuring")
     parser.add_argument("--format", choices=run_report.FORMATS, default="table",
                         help="table (default), legacy (the seed's sentences) or markdown")
+    parser.add_argument("--cells", choices=run_report.MATRIX_CELLS, default=None,
+                        help="what a cell of the cases x ops matrix (several --op) shows: full (default: "
+                             "per call ns, overhead ns and ratio), overhead (overhead ns alone) or ratio")
     parser.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
     parser.add_argument(RANDOM_LAYOUT_FLAG, action="store_true",
                         help="keep address-space and hash randomisation on (default: off, so two "
@@ -137,7 +140,7 @@ def with_twins(cases: list[str] | None) -> list[str] | None:
         return cases
     out: list[str] = []
     for name in cases:
-        if casenames.is_user_spec(name) and not casenames.twinned(name) and casenames.SHAPE_MARK not in name:
+        if casenames.is_user_spec(name) and not casenames.twinned(name):
             twin = casenames.twin_of(name)
             if twin not in cases and twin not in out:
                 out.append(twin)
@@ -203,10 +206,13 @@ def run(argv: list[str]) -> int:
         return run_compare(args)
     if args.no_instructions:
         raise UsageError("--no-instructions turns off --compare's counts; add --compare BASE_PY BRANCH_PY or drop it")
+    if args.cells and (args.format == "legacy" or (not args.load and len(ops_mod.resolve_ops(args.op)) < 2)):
+        raise UsageError(f"--cells {args.cells} chooses the cells of the cases x ops matrix; it needs two "
+                         "--op or more (and not --format legacy): the one-op table shows every figure, drop --cells")
     run_result = _loaded_counted_or_timed(args)
     for warning in run_report.spread_warnings(run_result):
         print(warning, file=sys.stderr)
-    print(run_report.render(run_result, args.format), flush=True)  # shown even if --json cannot be written
+    print(run_report.render(run_result, args.format, args.cells), flush=True)  # shown even if --json cannot be written
     on_device = device_report.render(run_result, args.format)
     if on_device:
         print("\n" + on_device, flush=True)
@@ -250,6 +256,7 @@ def _loaded_counted_or_timed(args) -> results.RunResult:
         if args.cases or args.op or args.nreps or args.nrepreps or args.json:
             raise UsageError("--load prints a saved file; drop --cases/--op/-n/-m/--json, or drop --load to measure")
         return results.load(args.load)
+    not_applied = applied_to_yours(args.cases) if args.shape or args.dtype or args.device else ()
     args.cases = with_twins(args.cases)
     if args.instructions:
         from overrides.counts.callgrind import DEFAULT_SEEDS
@@ -276,7 +283,25 @@ def _loaded_counted_or_timed(args) -> results.RunResult:
 
         run_result = run_benchmark(selected, selected_ops, config, stderr_progress(args.quiet),
                                    run_budget_s=budget, speed_cache=speed.cache_path())
+    if not_applied:  # what your factories were asked and have no parameter for: in the notes and JSON
+        run_result = dataclasses.replace(run_result, settings={
+            **run_result.settings, "not_applied": [entry.to_dict() for entry in not_applied]})
     return run_result
+
+
+def applied_to_yours(names: list[str] | None) -> tuple:
+    """args.cases with what each of your factories takes of --shape/--dtype/--device (in place),
+    and what it does not take (usercases.applied): imports your modules, so torch, only where
+    something was asked of one. A name you wrote yourself (`units:pair@64x64`) is not softened:
+    asking what the factory cannot take is an error there (usercases.case_from_spec)."""
+    if not any(casenames.is_user_spec(n) and not casenames.twinned(n) and casenames.SHAPE_MARK in n
+               for n in names or ()):
+        return ()
+    require_torch("your case with --shape, --dtype or --device")
+    from overrides.cases import usercases
+
+    names[:], not_applied = usercases.applied(names)
+    return not_applied
 
 
 def run_budget(args) -> int:
@@ -370,6 +395,24 @@ def compared_code(compare: list[str]) -> tuple[str, str] | None:
     return compare[0], compare[1]
 
 
+def compared_names(your_code: tuple[str, str], args) -> tuple[list[str], tuple]:
+    """Your compared case's names, one per --shape, with what the base's factory takes of
+    --shape/--dtype/--device, and what it does not (usercases.applied); one line where the
+    branch's factory takes other parameters than the base's (the two rows would differ)."""
+    if not (args.shape or args.dtype or args.device):
+        return [your_code[0]], ()
+    from overrides.cases import usercases
+
+    asked = casenames.with_shapes([your_code[0]], args.shape, args.dtype, args.device)
+    base, not_applied = usercases.applied(list(asked))
+    branch, _ = usercases.applied([your_code[1] + name[len(your_code[0]):] for name in asked])
+    if [name[len(your_code[0]):] for name in base] != [name[len(your_code[1]):] for name in branch]:
+        raise UsageError(f"--compare {' '.join(your_code)}: the two factories take different parameters of "
+                         f"--shape/--dtype/--device ({', '.join(base)} against {', '.join(branch)}); give "
+                         "both the same, or drop those flags")
+    return base, not_applied
+
+
 def run_compare(args) -> int:
     """`--compare BASE_PY BRANCH_PY`: paired A/B, table on stdout, exit 1 on a regression.
     This process never imports torch: the cases are passed on by name, and each side's worker
@@ -384,9 +427,11 @@ def run_compare(args) -> int:
     if your_code:
         require_torch("--compare of two versions of your case")
     selected = casenames.resolve(args.cases)
+    not_applied = ()
     if your_code:  # your case, named by the base's spec, and any other cases asked beside it
-        selected = casenames.resolve([your_code[0]]) + tuple(c for c in (selected if args.cases else ())
-                                                             if c.name != your_code[0])
+        yours, not_applied = compared_names(your_code, args)
+        selected = casenames.resolve(yours) + tuple(c for c in (selected if args.cases else ())
+                                                    if casenames.split_asked(c.name)[0] != your_code[0])
     selected_ops = ops_mod.resolve_ops(args.op)
     config, skipped = config_from_arguments(args, threads=args.threads)
     config = dataclasses.replace(config, your_code=your_code, name_functions=True)
@@ -399,6 +444,8 @@ def run_compare(args) -> int:
     outcome = run_ab(sides[0], sides[1], selected, selected_ops, config, stderr_progress(args.quiet))
     if skipped:
         outcome.settings["instructions_skipped"] = skipped
+    if not_applied:
+        outcome.settings["not_applied"] = [entry.to_dict() for entry in not_applied]
     environments = {"base": outcome.base_run.environment, "branch": outcome.branch_run.environment}
     render = comparison_report.comparison_markdown if args.format == "markdown" else comparison_report.comparison_table
     print(render(outcome.comparisons, outcome.settings))

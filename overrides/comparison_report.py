@@ -13,7 +13,7 @@ from overrides.case_comparison import UNPAIRED_PROCESS_CV
 from overrides.figures import count
 from overrides.run_report import fmt_ns, ruled
 from overrides.tables import pipe_table
-from overrides.verdicts import CLOCK_ONLY, DISAGREE, INCONCLUSIVE
+from overrides.verdicts import CHANGED, CLOCK_ONLY, DISAGREE, INCONCLUSIVE
 
 # Functions named in a moved case's note, the first (new ones, then the largest changes) of
 # `pycalls.order`; --json lists them all.
@@ -78,18 +78,29 @@ def unexplained_note(c) -> str:
             "only the code. The verdict stands; its size is the machine's as much as the code's.")
 
 
-def user_module_notes(user_modules: dict | None) -> list[str]:
+def user_module_notes(user_modules: dict | None, comparisons=(), your_code: dict | None = None) -> list[str]:
     """Which file of yours each side ran, per user case: one file on both sides says your code
-    was the same there (what moved is the build), two files that each side ran its own."""
+    was the same there, two files that each side ran its own. What moved is said only where a
+    verdict says something moved (CHANGED, CLOCK_ONLY): the build's doing with two interpreters,
+    the method's false alarm with one (`your_code`: nothing differed between the sides, unless
+    its two specs name two factories, which one file may hold)."""
     if not user_modules:
         return []
     base, branch = user_modules.get("base") or {}, user_modules.get("branch") or {}
     notes = []
     for spec in dict.fromkeys([*base, *branch]):
         a, b = base.get(spec), branch.get(spec)
-        if a and a == b:
-            notes.append(f"{spec}: both sides ran one file of yours, {a}: your code is the same on "
-                         "both, so what moved is the build, not your code.")
+        moved = sorted({c.verdict for c in comparisons if c.case == spec and c.verdict in CHANGED + (CLOCK_ONLY,)})
+        one_interpreter = bool(your_code)
+        if a and a == b and (not your_code or your_code["base"] == your_code["branch"]):
+            said = f"{spec}: both sides ran one file of yours, {a}: your code is the same on both"
+            if not moved:
+                notes.append(said + ", and no verdict found a change.")
+            elif one_interpreter:
+                notes.append(f"{said}, in one interpreter: nothing differed between the sides, so its "
+                             f"{' / '.join(moved)} is a false alarm of the method, not a change.")
+            else:
+                notes.append(f"{said}, so what moved ({' / '.join(moved)}) is the build, not your code.")
         else:
             notes.append(f"{spec}: base ran {a or 'no file (not resolved)'}, branch ran "
                          f"{b or 'no file (not resolved)'}: each side its own code.")
@@ -171,8 +182,11 @@ def comparison_notes(comparisons, settings: dict) -> list[str]:
     if settings.get("your_code"):
         base, branch = settings["your_code"]["base"], settings["your_code"]["branch"]
         notes.append(f"your code: one interpreter on both sides; base built {base}, branch {branch}, "
-                     f"timed and counted alike under the name {base}.")
-    notes += user_module_notes(settings.get("user_modules"))
+                     f"timed and counted alike under the name {base}"
+                     + (": the same code on both sides (an A/A), so any change found is the method's noise."
+                        if base == branch else "."))
+    notes += user_module_notes(settings.get("user_modules"), comparisons, settings.get("your_code"))
+    notes += [entry["note"] for entry in settings.get("not_applied") or ()]
     if settings.get("incomplete"):
         notes.append(f"incomplete: {settings['incomplete']}; the verdicts rest on the {settings.get('pairs', 0)} "
                      "pairs finished before it, and gate nothing.")

@@ -6,6 +6,7 @@ The table of a comparison of two runs is `overrides/comparison_report.py`.
 
 from __future__ import annotations
 
+import math
 from typing import Sequence
 
 from overrides import environment
@@ -104,14 +105,15 @@ def _notes(run: RunResult, matrix: bool = False) -> list[str]:
         f" the empty-loop cost ({_loop_cost(run)} ns/call) is already removed.",
         speed_note(run),
     ]
-    notes += _missing_baseline_notes(run, "no ratio" if matrix else "'-' in overhead ns and vs Tensor")
-    notes += _long_na_notes(run)
+    notes += _missing_baseline_notes(run, "no overhead or ratio" if matrix else "'-' in overhead ns and vs Tensor")
+    notes += [] if matrix else _long_na_notes(run)  # the matrix says every reason in its footnotes
     for result in run.results:
-        if result.error:
+        if result.error and not (matrix and not result.ok):  # a matrix keys a failed cell instead
             notes.append(f"{result.case} [{result.op}] failed: {result.error}")
         elif result.ok and result.too_spread:
             notes.append(f"! {result.case} [{result.op}]: {_spread_reason(result)}")
     notes += _catalog_notes(run) + _twin_notes(run) + _meta_notes(run)
+    notes += [entry["note"] for entry in run.settings.get("not_applied") or ()]
     if run.interrupted:
         notes.append("interrupted: figures cover only the rounds finished before Ctrl-C")
     return notes
@@ -228,15 +230,19 @@ def _catalog_notes(run: RunResult) -> list[str]:
     scaled_from = run.settings.get("min_time_scaled_from_s")
     if scaled_from:
         longest = run.settings.get("max_time_s") or run.settings.get("min_time_s")
+        took = f"; the run took {run.wall_s:.0f} s" if math.isfinite(run.wall_s) and run.wall_s > 0 else ""  # aim, and outcome
         notes.append(f"at most {longest:.2g} s per case and op, scaled down from {scaled_from:g} s "
-                     f"to fit the run in ~{run_budget_s():g} s; --min-time SECONDS sets it")
+                     f"to aim the sampling at ~{run_budget_s():g} s{took}; --min-time SECONDS sets it")
     if run.settings.get("recalibrated"):
         notes.append(f"calibrated during a slow spell: {', '.join(run.settings['recalibrated'])} ran well faster "
                      "than calibration measured, so were resized from their samples and the rounds started over")
     if run.settings.get("stopped") == "time cap" and run.settings.get("precision"):
-        notes.append(f"sampling stopped at the time cap ({run.settings.get('max_time_s'):g} s per case) "
-                     f"before every figure was known to +-{run.settings['precision']:.1%}: the "
-                     "machine was busy; the intervals say how sure each figure is")
+        busy = [r for r in run.results if r.ok and (stats.contended(r.samples_ns) or stats.busy(r.samples_ns))]
+        why = (f"the machine was busy ({len(busy)} of {sum(r.ok for r in run.results)} figures show it: "
+               "see ! above)" if busy else "the samples stayed spread wider than that")
+        notes.append(f"sampling stopped at the time cap ({run.settings.get('max_time_s'):.3g} s per case) "
+                     f"before every figure was known to +-{run.settings['precision']:.1%}: {why}; "
+                     "the intervals say how sure each figure is")
     return notes
 
 
@@ -280,59 +286,98 @@ def _multi_op(run: RunResult) -> bool:
     return len({r.op for r in run.results}) > 1
 
 
-def _matrix_cell(run: RunResult, result: CaseResult | None) -> str:
+# What a cell of the cases x ops matrix shows (`--cells`): `full`, the per-call figure, its
+# overhead in ns and its ratio to its baseline; `overhead`, the overhead in ns alone (what the
+# subclass adds to each op, the narrowest view); `ratio`, the figure and its ratio (the layout
+# before the overhead was shown). An n/a or failed cell is a short key either way (`n/a [1]`),
+# its reason in a note below, so no reason widens the matrix.
+MATRIX_CELLS = ("full", "overhead", "ratio")
+DEFAULT_CELLS = "full"
+_CELLS_SAY = {"full": "per call ns, its overhead ns over its baseline and the ratio to it",
+              "overhead": "overhead ns: the per-call figure less its baseline's",
+              "ratio": "per call ns and its ratio to its baseline"}
+
+
+def _footnote_keys(run: RunResult) -> dict[tuple[str, str], tuple[int, str]]:
+    """(case, op) -> (key, text) for every n/a or failed cell: one key per distinct reason."""
+    keys: dict[str, int] = {}
+    out = {}
+    for r in run.results:
+        text = (f"n/a: {r.not_applicable}" if r.not_applicable
+                else f"failed: {r.error or 'no figure'}" if not r.ok else None)
+        if text is not None:
+            out[(r.case, r.op)] = (keys.setdefault(text, len(keys) + 1), text)
+    return out
+
+
+def _footnotes(run: RunResult) -> list[str]:
+    """`[1] n/a: reason (case [op, ...]; ...)`: what each short cell's key stands for, and where."""
+    cells: dict[tuple[int, str], dict[str, list[str]]] = {}
+    for (case, op), key in _footnote_keys(run).items():
+        cells.setdefault(key, {}).setdefault(case, []).append(op)
+    return [f"[{key}] {text} (" + "; ".join(f"{case} [{', '.join(ops)}]" for case, ops in where.items()) + ")"
+            for (key, text), where in cells.items()]
+
+
+def _matrix_cell(run: RunResult, result: CaseResult | None, cells: str, key: tuple[int, str] | None) -> str:
     if result is None:
         return ""
-    if result.not_applicable:
-        return na_cell(result.not_applicable)
-    if not result.ok:
-        return "failed"
+    if key is not None:
+        return f"{key[1].split(':', 1)[0]} [{key[0]}]"
     ratio = run.overhead_ratio(result)
+    overhead = run.overhead_ns(result)
     flag = " !" if result.too_spread else ""
-    return fmt_ns(result.per_call_ns) + _slow_mark(run) + ("" if ratio is None else f" ({fmt_ratio(ratio)})") + flag
+    if cells == "overhead":
+        return fmt_ns(overhead, signed=True) + _slow_mark(run) + flag
+    figure = fmt_ns(result.per_call_ns) + _slow_mark(run)
+    if cells == "full" and overhead is not None:
+        figure += f" {fmt_ns(overhead, signed=True)}"
+    return figure + ("" if ratio is None else f" ({fmt_ratio(ratio)})") + flag
 
 
-def _matrix_rows(run: RunResult) -> list[list[str]]:
-    """Cases down, ops across; each cell the per-call figure and the ratio to its baseline."""
+def _matrix_rows(run: RunResult, cells: str = DEFAULT_CELLS) -> list[list[str]]:
+    """Cases down, ops across; each cell as `cells` says (MATRIX_CELLS)."""
     ops = list(dict.fromkeys(r.op for r in run.results))
     cases = list(dict.fromkeys(r.case for r in run.results))
     by_key = {(r.case, r.op): r for r in run.results}
+    keys = _footnote_keys(run)
     rows = [["case"] + ops]
-    rows += [[case] + [_matrix_cell(run, by_key.get((case, op))) for op in ops] for case in cases]
+    rows += [[case] + [_matrix_cell(run, by_key.get((case, op)), cells, keys.get((case, op))) for op in ops]
+             for case in cases]
     return rows
 
 
-def _matrix_notes(run: RunResult) -> list[str]:
+def _matrix_notes(run: RunResult, cells: str = DEFAULT_CELLS) -> list[str]:
     known = _op_stmts()
     stmts = {r.op: known.get(r.op, r.stmt) for r in run.results}
     named = {op: stmt for op, stmt in stmts.items() if op != stmt}  # a statement of yours is its own name
-    return [f"cells: per call ns ({stats.headline_label()} of per-call samples, the empty-loop cost "
-            f"({_loop_cost(run)} ns/call) removed) and its ratio to its baseline for the same op (plain Tensor unless a note says otherwise); "
-            "n/a: the op makes no sense for that case and was not timed; intervals and every "
-            "sample are in --json.",
+    return [f"cells: {_CELLS_SAY[cells]} for the same op (plain Tensor unless a note says otherwise; "
+            f"--cells {' / '.join(MATRIX_CELLS)}); per call = {stats.headline_label()} of per-call samples, the "
+            f"empty-loop cost ({_loop_cost(run)} ns/call) removed; n/a [k] and failed [k]: see [k] below "
+            "(n/a: the op makes no sense for that case and was not timed); intervals and every sample are in --json.",
             *(["ops: " + "; ".join(f"{op} = {stmt}" for op, stmt in named.items())] if named else [])] \
-        + _notes(run, matrix=True)[1:]  # [0] is the single-op table's per-call line, said above for cells
+        + _footnotes(run) + _notes(run, matrix=True)[1:]  # [0]: the one-op table's per-call line, said above
 
 
-def matrix(run: RunResult) -> str:
+def matrix(run: RunResult, cells: str = DEFAULT_CELLS) -> str:
     """Several ops: cases by ops, one aligned cell per case and op."""
-    lines = ruled(_matrix_rows(run))
-    lines += [""] + _matrix_notes(run) + [environment.one_line(run.environment)]
+    lines = ruled(_matrix_rows(run, cells))
+    lines += [""] + _matrix_notes(run, cells) + [environment.one_line(run.environment)]
     return "\n".join(lines)
 
 
-def matrix_markdown(run: RunResult) -> str:
-    rows = _matrix_rows(run)
+def matrix_markdown(run: RunResult, cells: str = DEFAULT_CELLS) -> str:
+    rows = _matrix_rows(run, cells)
     lines = pipe_table(rows[0], rows[1:], right_from=1)
-    lines += [""] + [f"- {note}" for note in _matrix_notes(run)]
+    lines += [""] + [f"- {note}" for note in _matrix_notes(run, cells)]
     lines.append(f"- {environment.one_line(run.environment)}")
     return "\n".join(lines)
 
 
-def table(run: RunResult) -> str:
+def table(run: RunResult, cells: str = DEFAULT_CELLS) -> str:
     multi = _multi_op(run)
     if multi:
-        return matrix(run)
+        return matrix(run, cells)
     rows = [list(HEADER)] + [_row(run, r, multi) for r in run.results]
     lines = ruled(rows)
     lines += [""] + _notes(run) + [environment.one_line(run.environment)]
@@ -355,10 +400,10 @@ def legacy(run: RunResult) -> str:
     return "\n".join(lines)
 
 
-def markdown(run: RunResult) -> str:
+def markdown(run: RunResult, cells: str = DEFAULT_CELLS) -> str:
     multi = _multi_op(run)
     if multi:
-        return matrix_markdown(run)
+        return matrix_markdown(run, cells)
     lines = pipe_table(HEADER, [_row(run, r, multi) for r in run.results], right_from=1)
     lines += [""] + [f"- {note}" for note in _notes(run)]
     lines.append(f"- {environment.one_line(run.environment)}")
@@ -404,11 +449,22 @@ def _instruction_notes(run: RunResult) -> list[str]:
             f"minimum of repeats 2-{settings.get('repeats')} of {settings.get('calls_per_repeat')} calls "
             "(extra work only ever adds instructions), the loop and the toggles removed; "
             "repeat spread = (max - min) / that minimum.",
-            "Counts move with memory layout (up to ~1% between hash seeds): compare builds over "
-            "several seeds (--seeds 1 2 3), never across one layout each."] + _op_note(run) + _long_na_notes(run) \
+            _layout_note(run)] + _op_note(run) + _long_na_notes(run) \
         + _counted_twin_notes(run) \
         + [f"incomplete: {died}; the figures rest on the other seeds" for died in records.deaths(
             records.from_dict(run.instructions))]
+
+
+def _layout_note(run: RunResult) -> str:
+    """How far this run's counts moved between its hash seeds (memory layouts), where it counted
+    under two or more; with one, that it could not see it."""
+    spreads = [(max(values) - min(values)) / min(values) for values in
+               records.per_call_by_case(records.from_dict(run.instructions)).values() if len(values) > 1 and min(values) > 0]
+    if not spreads:
+        return ("Counts move with memory layout, which one hash seed cannot show: compare builds over "
+                "several seeds (--seeds 1 2 3), never across one layout each.")
+    return (f"Counts move with memory layout: here by up to {max(spreads):.2%} between hash seeds; compare "
+            "builds over several seeds (--seeds 1 2 3), never across one layout each.")
 
 
 def _long_na_notes(run: RunResult) -> list[str]:
@@ -431,11 +487,12 @@ def instruction_markdown(run: RunResult) -> str:
     return "\n".join(lines + [""] + [f"- {note}" for note in _instruction_notes(run)])
 
 
-def render(run: RunResult, fmt: str) -> str:
-    """The run in format `fmt`; counted instructions get their own table (after the timings,
-    when the run has both)."""
+def render(run: RunResult, fmt: str, cells: str | None = None) -> str:
+    """The run in format `fmt` (a matrix's cells as `cells` says: MATRIX_CELLS); counted
+    instructions get their own table (after the timings, when the run has both)."""
     timed = any(r.ok for r in run.results)
-    parts = [{"table": table, "legacy": legacy, "markdown": markdown}[fmt](run)] if timed or not run.instructions else []
+    shown = legacy(run) if fmt == "legacy" else {"table": table, "markdown": markdown}[fmt](run, cells or DEFAULT_CELLS)
+    parts = [shown] if timed or not run.instructions else []
     if run.instructions:
         parts.append(instruction_markdown(run) if fmt == "markdown" else instruction_table(run))
     return "\n\n".join(parts)

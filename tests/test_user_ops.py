@@ -76,7 +76,6 @@ def test_a_statement_is_counted_compared_and_recorded(tmp_path):
     (["--shape", "0"], "shape '0' is not sizes joined by x"),
     (["--dtype", "float"], "did you mean float64?"),
     (["--cases", "SubTensor@4/half"], "dtype 'half' is not one of torch's"),
-    (["--shape", "4", "--cases", "units:pair"], "your own case keeps its factory's"),
 ])
 def test_a_bad_shape_or_dtype_is_one_line_and_exit_2(args, said):
     done = run_tool("bench.py", *args, timeout=60)
@@ -87,7 +86,7 @@ def test_shapes_sweep_the_built_in_cases_and_each_is_judged_against_plain_tensor
     from overrides.cases.casenames import with_shapes
 
     assert with_shapes(["Tensor", "SubTensor", "units:pair"], ["1", "64x64"], None) == [
-        "Tensor", "SubTensor", "units:pair", "Tensor@64x64", "SubTensor@64x64"]
+        "Tensor", "SubTensor", "units:pair@1", "Tensor@64x64", "SubTensor@64x64", "units:pair@64x64"]
     assert with_shapes(None, None, "bfloat16")[:2] == ["Tensor@1/bfloat16", "SubTensor@1/bfloat16"]
     assert with_shapes(["SubTensor"], ["8"], None, "meta") == ["SubTensor@8/meta"]
     out = tmp_path / "run.json"

@@ -222,8 +222,12 @@ def on_cuda(name: str) -> bool:
 
 def elements_of(name: str) -> int:
     """Elements per operand of the built-in case `name`, its device unchecked (a run read back
-    on a machine without that device)."""
+    on a machine without that device); of your own case, those of the shape asked of it (its
+    factory's own shape is unknown here: one element)."""
     base, mark, suffix = name.partition(SHAPE_MARK)
+    if is_user_spec(base):
+        shape = dict(split_asked(twinned(name) or name)[1]).get("shape")
+        return math.prod(shape or DEFAULT_SHAPE)
     return math.prod(parse_shape(suffix.split("/")[0])) if mark else math.prod(DEFAULT_SHAPE)
 
 
@@ -260,12 +264,12 @@ def add_operand_arguments(parser) -> None:
                         help="operands of this shape for the built-in cases, several for a sweep "
                              "(e.g. 1 64x64 1024x1024; default: the seed's 1 element); each "
                              "case's overhead is against plain tensors of the same shape (CASE@SHAPE); "
-                             "your own case keeps its factory's")
+                             "your factory gets it where it takes a shape keyword")
     parser.add_argument("--dtype", metavar="DTYPE",
-                        help=f"operands of this dtype for the built-in cases (default "
+                        help=f"operands of this dtype (your factory's where it takes dtype; default "
                              f"{DEFAULT_DTYPE}; one of {', '.join(DTYPES)})")
     parser.add_argument("--device", metavar="DEVICE",
-                        help="operands on this device for the built-in cases: cpu (default), meta "
+                        help="operands on this device (your factory's where it takes device): cpu (default), meta "
                              "(shapes, no data, on any machine: dispatch alone for ops whose meta function "
                              "is C++, such as x.view(-1)), or cuda / cuda:N (the host's cost a call, the "
                              "synchronized cost and the GPU's own, each per call)")
@@ -274,7 +278,8 @@ def add_operand_arguments(parser) -> None:
 def with_shapes(cases: list[str] | None, shapes: list[str] | None, dtype: str | None,
                 device: str | None = None) -> list[str] | None:
     """The --cases names with --shape, --dtype and --device applied: each built-in case once per
-    shape, as `CASE@SHAPE[/DTYPE][/DEVICE]` (SHAPE_MARK); your own cases as they are.
+    shape, as `CASE@SHAPE[/DTYPE][/DEVICE]` (SHAPE_MARK); your own with what was asked of it,
+    and only that (`units:pair@64x64`, `units:pair@meta`: FACTORY_KEYWORDS).
     Unchanged without any of the three."""
     if not shapes and not dtype and not device:
         return cases
@@ -282,15 +287,49 @@ def with_shapes(cases: list[str] | None, shapes: list[str] | None, dtype: str | 
     dtype = check_dtype(dtype) if dtype else DEFAULT_DTYPE
     device = check_device(device) if device else DEFAULT_DEVICE
     named = resolve(cases)
-    if all(is_user_spec(case.name) for case in named):
-        raise UsageError("--shape, --dtype and --device make the built-in cases' operands; your own case "
-                         "keeps its factory's: add a built-in case (--cases Tensor SubTensor ...) or drop them")
     out = []
-    for shape in parsed:
+    for text, shape in zip(shapes or [None], parsed):
         operands = Operands(shape, dtype, device)
-        out += [case.name if is_user_spec(case.name) else shaped_name(case.name, operands)
-                for case in named]
+        asked = asked_suffix(text and shape, dtype if dtype != DEFAULT_DTYPE else None,
+                             device if device != DEFAULT_DEVICE else None)
+        out += [(case.name + SHAPE_MARK + asked if asked and not twinned(case.name) else case.name)
+                if is_user_spec(case.name) else shaped_name(case.name, operands) for case in named]
     return list(dict.fromkeys(out))
+
+
+# Your own factory takes what --shape, --dtype and --device asked where its signature has a
+# parameter of that name (or **kwargs): `def pair(shape=(1,), dtype=torch.float32, device="cpu")`.
+# Its name then says what was asked of it, and only that (`units:pair@64x64/meta`,
+# `units:pair@meta`: a part not asked is the factory's own default); a factory without the
+# parameter keeps its own and the run says so (overrides/cases/usercases.py, `applied`).
+FACTORY_KEYWORDS = ("shape", "dtype", "device")
+
+
+def asked_suffix(shape: tuple[int, ...] | None, dtype: str | None, device: str | None) -> str:
+    """`64x64/meta`, `meta`, `64x64/bfloat16`: what follows SHAPE_MARK in your case's name."""
+    parts = ["x".join(map(str, shape))] if shape else []
+    return "/".join(parts + [part for part in (dtype, device) if part])
+
+
+def split_asked(spec: str) -> tuple[str, tuple[tuple[str, object], ...]]:
+    """(`pkg.module:factory`, ((keyword, value), ...)) of your case's name: what its suffix asks
+    of its factory (FACTORY_KEYWORDS order); a UsageError naming a part that is none of them."""
+    bare, mark, suffix = spec.partition(SHAPE_MARK)
+    asked: dict[str, object] = {}
+    for part in suffix.split("/") if mark else ():
+        if part[:1].isdigit():
+            key, value = "shape", parse_shape(part)
+        elif part.partition(":")[0] in DEVICES:
+            key, value = "device", check_device(part)
+        elif part in DTYPES:
+            key, value = "dtype", part
+        else:
+            raise UsageError(f"case {spec!r}: {part!r} is not a shape, dtype or device; write your case "
+                             f"as {SPEC_FORM}{SHAPE_MARK}64x64/bfloat16/meta (any of the three, once each)")
+        if key in asked:
+            raise UsageError(f"case {spec!r} gives its {key} twice; give it once")
+        asked[key] = value
+    return bare, tuple((key, asked[key]) for key in FACTORY_KEYWORDS if key in asked)
 
 
 # Your own case's plain twin, `units:pair@plain`: its operands unwrapped into plain tensors
@@ -325,9 +364,6 @@ def described(name: str) -> Case:
                     user_stem(spec) + "-plain", baseline=name)
     base, operands = split_shaped(name)
     if base != name:
-        if is_user_spec(base):
-            raise UsageError(f"case {name!r}: your own case keeps the operands its factory makes; a "
-                             f"shape ({SHAPE_MARK}SHAPE, --shape) applies to the built-in cases")
         case = described(base)
         suffix = name[len(base) + 1:]
         return dataclasses.replace(
@@ -382,7 +418,8 @@ def side_spec(spec: str) -> str:
     import os
 
     shown, mark, built = os.environ.get(YOUR_CODE_VARIABLE, "").partition("=")
-    return built if mark and shown == spec else spec
+    bare, at, asked = spec.partition(SHAPE_MARK)  # what is asked of the factory goes with it
+    return built + at + asked if mark and shown == bare else spec
 
 
 def resolve(names: list[str] | None) -> tuple[Case, ...]:
@@ -395,8 +432,8 @@ def resolve(names: list[str] | None) -> tuple[Case, ...]:
     for name in names:
         if name == ALL:
             found = all_described()
-        elif is_user_spec(name) and SHAPE_MARK not in name:
-            split_user_spec(name)
+        elif is_user_spec(name) and not twinned(name):
+            split_user_spec(split_asked(name)[0])
             found = (Case(name, f"your case {name}", None, user_stem(name), baseline=twin_of(name)),)
         else:
             found = (described(name),)

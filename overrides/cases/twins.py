@@ -29,9 +29,10 @@ from typing import Any
 
 import torch
 
-from overrides.cases.casenames import Case, described, split_user_spec, twin_of
+from overrides.cases.casenames import Case, described, split_asked, split_user_spec, twin_of
 from overrides.cases.seedcases import unwrap
-from overrides.cases.usercases import case_from_spec, check_operands, defines_torch_dispatch, import_module, lookup
+from overrides.cases.usercases import (asked_of, case_from_spec, check_operands, defines_torch_dispatch, import_module,
+                                       lookup)
 from overrides.errors import UsageError
 
 HOOK_SUFFIX = "_plain"  # `pair256_plain` is the twin of `pair256`, when your module defines it
@@ -147,7 +148,7 @@ def _unlike(spec: str, name: str, mine: Any, twin: Any) -> list[str]:
 
 def _hook(spec: str) -> tuple[str, Any] | None:
     """(name, function) of your own twin, FACTORY_plain beside FACTORY, if your module has one."""
-    module_name, attribute = split_user_spec(spec)
+    module_name, attribute = split_user_spec(split_asked(spec)[0])  # `pair@64x64`'s twin is pair_plain's
     module = import_module(spec, module_name)
     name = attribute + HOOK_SUFFIX
     try:
@@ -179,7 +180,8 @@ def plain_twin(spec: str) -> Case:
     hook = _hook(spec)
     if hook is not None:
         name, function = hook
-        twins = _from_hook(spec, *hook)
+        function = asked_of(spec, function)  # the keywords your case was asked, where your twin takes them
+        twins = _from_hook(spec, name, function)
         module_name, _ = split_user_spec(spec)
         return dataclasses.replace(
             named, description=f"{spec}'s twin of your own, {module_name}.{name}()",

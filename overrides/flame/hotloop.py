@@ -384,6 +384,12 @@ def from_command_line(argv: list[str] | None = None) -> Program:
         from overrides.cases.casenames import with_shapes
 
         args.case = with_shapes(args.case, args.shape, args.dtype, args.device)
+        if args.shape or args.dtype or args.device:  # what your factories have no parameter for, said
+            from overrides.cases.usercases import applied
+
+            args.case, not_applied = applied(args.case)
+            for entry in not_applied:
+                print(f"pyspybench.py: {entry.note()}", file=sys.stderr)
         record = None
         seconds = args.seconds
         if args.record:

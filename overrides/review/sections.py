@@ -138,6 +138,7 @@ def count_sections_later(evidence, comparisons, all_cases: bool,
 
     parts: list[str] = []
     unchanged = []  # "case delta (verdict)": one line for all of them, not a table each
+    moved_any = False  # whether any of them moved at all: only then is "what moved" a thing to place
     for c in chosen:
         went = calltree.where_it_went(evidence.counts[0], evidence.counts[1], c.case, c.op)
         if went is None:
@@ -149,6 +150,7 @@ def count_sections_later(evidence, comparisons, all_cases: bool,
         pack.differential_entry(c)["instructions"] = dict(went.to_dict(), listed=counted_change)
         if not counted_change:
             unchanged.append(f"{c.case} {signed(went.total_delta)} ({c.verdict})")
+            moved_any = moved_any or round(went.total_delta) != 0
             continue
         parts += [f"### {c.case}: {signed(went.total_delta)} instructions per call ({c.verdict})", ""]
         parts.append((c, count_tables.instructions_table(went)))  # in view, or folded: see below
@@ -164,8 +166,9 @@ def count_sections_later(evidence, comparisons, all_cases: bool,
         else:
             parts += [f"Call tree of the branch, coloured by change: `{stem}.svg`.", ""]
     if unchanged:
-        parts += [f"No function is named where the verdict is not a change (what moved is "
-                  f"within the hash seeds' layout noise); instructions per call: {'; '.join(unchanged)}.", ""]
+        why = "what moved is within the hash seeds' layout noise" if moved_any else "nothing moved"
+        parts += [f"No function is named where the verdict is not a change ({why}); instructions per "
+                  f"call: {'; '.join(unchanged)}.", ""]
     explained = len(unchanged) < len(chosen)
 
     def table(c, lines: list[str]) -> list[str]:

@@ -14,6 +14,7 @@ from typing import Sequence
 
 from overrides import children
 from overrides.files import write_text_atomic
+from overrides.flame.stacks import hot_loop_stacks
 from overrides.figures import json_figure, signed, signed_count
 from overrides.review.markdown import in_details
 from overrides.review.measuring import record_flamegraphs
@@ -90,8 +91,7 @@ def differential_section(evidence, comparison, folded: dict, stem: str, pack: Pa
     if not found.changed:
         verdicts = " / ".join(sorted({comparison.verdict, comparison.clock_verdict}))
         return lines + ["", f"No function is named: the case itself did not change beyond noise "
-                        f"({verdicts}), and a function's share of ~1000 samples moves by chance "
-                        "(two installs of one build moved single functions by hundreds of ns).", ""]
+                        f"({verdicts}), and a function's share of {_samples(found)} moves by chance.", ""]
     lines += [""] + in_details("How to read this table", _method(found, comparison))
     table = _table(found)
     if not table:
@@ -104,7 +104,7 @@ def differential_section(evidence, comparison, folded: dict, stem: str, pack: Pa
         lines += ["", over]
     if found.priced:
         sampled = next(d for d in found.listed if found.is_priced(d))
-        lines += ["", _counts_price_sentence(found.priced.change, found.priced.ns, sampled, comparison)]
+        lines += ["", _counts_price_sentence(found.priced.change, found.priced.ns, sampled, comparison, _samples(found))]
     return lines + [""]
 
 
@@ -326,7 +326,7 @@ def _row_name(frame: str, row_of: dict, sites_of: dict) -> str:
     return f"`{pycalls.pyspy_frame(row_of[frame].function)}` at {places}"
 
 
-def _counts_price_sentence(change, ns: float, sampled, comparison) -> str:
+def _counts_price_sentence(change, ns: float, sampled, comparison, samples: str) -> str:
     """What the counts say of the one Python function whose work changed, under the table."""
     from overrides.counts import pycalls
 
@@ -345,6 +345,16 @@ def _counts_price_sentence(change, ns: float, sampled, comparison) -> str:
     return (f"By the counts: {only}: about {signed(ns)} ns at this case's "
             f"{comparison.ns_per_instruction:.3f} ns per instruction (its sampled "
             f"time: {signed(sampled.delta_ns)} ± {sampled.error_ns:,.0f} ns). The counts are exact; "
-            "py-spy's ~1,000 samples are not.")
+            f"py-spy's {samples} are not.")
+
+
+def _samples(found) -> str:
+    """How many samples py-spy took in the hot loop, per recording of a side, as counted here
+    (not a typical figure: a busy machine or a short case gives fewer)."""
+    totals = [sum(hot_loop_stacks(run).values()) for run in (*found.base_runs, *found.branch_runs)]
+    if not totals:
+        return "its samples"
+    low, high = min(totals), max(totals)
+    return f"{low:,} samples a recording" if low == high else f"{low:,}-{high:,} samples a recording"
 
 
