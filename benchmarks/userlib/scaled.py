@@ -69,8 +69,8 @@ def pair():
     return (ScaledInt8Tensor.quantize(torch.randn(1)), ScaledInt8Tensor.quantize(torch.randn(1)))
 
 
-def pair256():
-    """256x256 int8 weights, float32 outside."""
+def pair256(device="cpu"):
+    """256x256 int8 weights, float32 outside, on `device` (bench.py's --device reaches it)."""
     torch.manual_seed(0)
-    return (ScaledInt8Tensor.quantize(torch.randn(256, 256)),
-            ScaledInt8Tensor.quantize(torch.randn(256, 256)))
+    return (ScaledInt8Tensor.quantize(torch.randn(256, 256, device=device)),
+            ScaledInt8Tensor.quantize(torch.randn(256, 256, device=device)))
