@@ -435,8 +435,9 @@ def run_compare(args) -> int:
     selected_ops = ops_mod.resolve_ops(args.op)
     config, skipped = config_from_arguments(args, threads=args.threads)
     config = dataclasses.replace(config, your_code=your_code, name_functions=True)
-    if config.instruction_seeds and any(casenames.on_cuda(case.name) for case in selected):
-        # asked for (--instructions): refused above; by default: the clock judges alone
+    if any(casenames.on_cuda(case.name) for case in selected):
+        # asked for (--instructions): refused above; by default: the clock judges alone. Said as
+        # CUDA's reason even where valgrind is missing too: installing it would not count these.
         config = dataclasses.replace(config, instruction_seeds=())
         skipped = ("the cases run on CUDA, which valgrind cannot run; the clock judges the host's cost "
                    "a call (count the same cases with --device meta)")

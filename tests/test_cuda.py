@@ -97,6 +97,9 @@ def test_the_sweep_picture_is_drawn_with_its_lines_and_where_the_gpu_hides_it(tm
 def test_counting_on_cuda_is_refused_and_points_to_meta():
     assert casenames.on_cuda("SubTensor@1/cuda") and casenames.on_cuda("Tensor@64x64/float16/cuda:1")
     assert not casenames.on_cuda("SubTensor@1/meta") and not casenames.on_cuda("units:pair")
+    # your factory asked for a device, and its plain twin: counting them would start valgrind on CUDA
+    assert casenames.on_cuda("scaled:pair256@cuda") and casenames.on_cuda("scaled:pair256@64x64/cuda:1@plain")
+    assert not casenames.on_cuda("scaled:pair256@meta@plain")
     with pytest.raises(UsageError, match=r"--instructions counts instructions under valgrind, which cannot "
                                          r"run CUDA \(SubTensor@1/cuda\); count the same cases with --device meta"):
         casenames.refuse_counting_on_cuda(["Tensor", "SubTensor@1/cuda"], "--instructions")

@@ -215,9 +215,10 @@ def check_device(name: str) -> str:
 
 
 def on_cuda(name: str) -> bool:
-    """Whether the built-in case `name` (CASE@SHAPE/cuda) has its operands on a CUDA device."""
+    """Whether the case `name` has its operands on a CUDA device: a built-in CASE@SHAPE/cuda, or
+    your factory asked for a device (`mod:pair@cuda`, `mod:pair@64x64/cuda:1`, its `...@plain` twin)."""
     base, mark, suffix = name.partition(SHAPE_MARK)
-    return bool(mark) and any(part.partition(":")[0] == "cuda" for part in suffix.split("/")[1:])
+    return bool(mark) and any(part.partition(":")[0] == "cuda" for part in suffix.replace("@", "/").split("/"))
 
 
 def elements_of(name: str) -> int:
