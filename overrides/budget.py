@@ -20,7 +20,7 @@ Layout beyond the seeds. A row of your own code also moves when its module's obj
 elsewhere: an unused function added to the module moves every address the import makes after
 it. Each module's cases are counted in processes of their own (counts/isolated.py), so a
 sibling's edit moves nothing; for its own module's, a budget is also counted under
-LAYOUT_VARIANTS (unused functions compiled onto each of your sources), and a row's margin covers
+LAYOUT_VARIANTS (unused functions compiled onto each of your sources, one variant a seed), and a row's margin covers
 the largest move a variant made on any seed (LAYOUT_SHARE of it), within the same floor and
 ceiling. A check counts no variant: it is as fast as `--instructions` of the same cases.
 
@@ -51,9 +51,10 @@ MARGIN_CEILING_PCT = judge.DEFAULT_THRESHOLD_INSTRUCTIONS_PCT
 # says how far layout can move this case, which another install's start-up may still do. Half of
 # it kept the bare shim's +453 on SubTensor (range 427 over seeds 1-3) two margins out.
 MARGIN_SPREAD_SHARE = 0.5
-# Unused functions compiled onto your sources while a budget is written (one count of every seed
-# per entry): the harmless edit a budget must read as no change, made twice, small and larger.
-LAYOUT_VARIANTS = (1, 3)
+# Unused functions compiled onto your sources while a budget is written, one entry a seed in seed
+# order (one more count of every seed, of your cases only: a write takes about twice a check): the
+# harmless edit a budget must read as no change, in three sizes.
+LAYOUT_VARIANTS = (1, 2, 3)
 # Of the largest per-seed move a layout variant made: a check's delta is the mean over seeds of
 # one new layout each, which stayed within the largest single-seed move measured (figures:
 # benchmarks/README.md, 'A budget row moves only when its case's code moves').

@@ -51,21 +51,23 @@ def groups(targets: Sequence[tuple[str, str]]) -> list[list[tuple[str, str]]]:
 
 
 def count(python: str, targets: Sequence[tuple[str, str]], seeds: Sequence[int], *,
-          say: Callable[[str], None] | None = None, variant: int = 0) -> list[CountRun]:
+          say: Callable[[str], None] | None = None, variants: Sequence[int] = ()) -> list[CountRun]:
     """callgrind.count, each module's targets in processes of their own: one CountRun per seed
-    (in seed order) holding every target in the order given. `variant`: that many unused
-    functions compiled onto each of your sources (0: none, as a check counts)."""
-    side_env = ((LAYOUT_VARIANT_VARIABLE, str(variant)),) if variant else ()
+    (in seed order) holding every target in the order given. `variants`: per seed, in order, how
+    many unused functions are compiled onto each of your sources (none given: none, as a check
+    counts)."""
     split = groups(targets)
-    jobs = [(group, seed) for seed in seeds for group in split]
+    per_seed = list(variants) or [0] * len(seeds)
+    jobs = [(group, seed, variant) for seed, variant in zip(seeds, per_seed) for group in split]
 
     def run(job) -> CountRun:
-        group, seed = job
+        group, seed, variant = job
+        side_env = ((LAYOUT_VARIANT_VARIABLE, str(variant)),) if variant else ()
         return callgrind.count_builds([python], group, [seed], say=say, side_envs=[side_env])[0][0]
 
     runs = children.parallel(run, jobs, callgrind.count_jobs())
     merged = []
-    for i, seed in enumerate(seeds):
+    for i, (seed, variant) in enumerate(zip(seeds, per_seed)):
         parts = runs[i * len(split):(i + 1) * len(split)]
         by_key = {(c.case, c.op): c for part in parts for c in part.cases}
         settings = dict(next((p.settings for p in parts if not p.died), parts[0].settings))
