@@ -52,9 +52,12 @@ def pair():
 """
 
 
+RUN_TIMEOUT_S = 5400  # a write of three modules (two counts of each) took over 30 min beside 15 busy processes
+
+
 def run(python: str, *args: str, cwd: str) -> tuple[int, float, str]:
     started = time.monotonic()
-    done = subprocess.run([python, BENCH, *args, "-q"], cwd=cwd, capture_output=True, text=True, timeout=1800)
+    done = subprocess.run([python, BENCH, *args, "-q"], cwd=cwd, capture_output=True, text=True, timeout=RUN_TIMEOUT_S)
     return done.returncode, time.monotonic() - started, done.stdout + done.stderr
 
 
@@ -129,7 +132,7 @@ def library(args) -> None:
     os.makedirs(args.work, exist_ok=True)
     written = _library(os.path.join(args.work, "lib"), 0, "")
     code, wall, out = run(sys.executable, "--write-budget", "budget.json", "--cases", *LIBRARY_CASES,
-                          "--op", *LIBRARY_OPS, cwd=written)
+                          "--op", *LIBRARY_OPS, "--seeds", *map(str, args.seeds), cwd=written)
     assert code == 0, out
     print(f"written in {wall:.0f} s\n{out}", file=sys.stderr, flush=True)
     log = []
@@ -165,6 +168,7 @@ def main() -> None:
     parser.add_argument("--no-user-case", action="store_true", help="the four seed cases only")
     parser.add_argument("--library", action="store_true", help="benchmarks/userlib: harmless changes and an edit")
     parser.add_argument("--rounds", nargs="+", choices=("harmless", "edit"), default=["harmless", "edit"])
+    parser.add_argument("--seeds", nargs="+", type=int, default=[1, 2, 3], help="--library: the budget's seeds")
     args = parser.parse_args()
     if args.library:
         return library(args)
