@@ -16,6 +16,15 @@ What a budget holds for. Counts move with the torch build, the Python, the machi
 architecture and valgrind itself; a budget records them (`environment`) and a check under
 another refuses in one line (exit 2) rather than reading a new build's counts as a regression.
 
+Layout beyond the seeds. A row of your own code also moves when its module's objects lie
+elsewhere: an unused function added to the module moves every address the import makes after
+it. Each module's cases are counted in processes of their own (counts/isolated.py), so a
+sibling's edit moves nothing; for its own module's, a budget is also counted under
+LAYOUT_VARIANTS (unused functions compiled onto each of your sources, one variant a seed), and
+a row's margin covers the largest move a variant made on any seed (LAYOUT_SHARE of it), above
+the ceiling too: the write names such rows (`wide_rows`), where a change smaller than the
+margin goes unseen. A check counts no variant: it is as fast as `--instructions` of the same cases.
+
 A rewrite over an existing budget keeps the rows that moved by less than a third of their
 margin (KEEP_SHARE), so a budget's diff in a pull request shows only what changed.
 """
@@ -43,6 +52,14 @@ MARGIN_CEILING_PCT = judge.DEFAULT_THRESHOLD_INSTRUCTIONS_PCT
 # says how far layout can move this case, which another install's start-up may still do. Half of
 # it kept the bare shim's +453 on SubTensor (range 427 over seeds 1-3) two margins out.
 MARGIN_SPREAD_SHARE = 0.5
+# Unused functions compiled onto your sources while a budget is written, one entry a seed in seed
+# order (one more count of every seed, of your cases only: a write takes about twice a check): the
+# harmless edit a budget must read as no change, in three sizes.
+LAYOUT_VARIANTS = (1, 2, 3)
+# Of the largest per-seed move a layout variant made: a check's delta is the mean over seeds of
+# one new layout each, which stayed within the largest single-seed move measured (figures:
+# benchmarks/README.md, 'A budget row moves only when its case's code moves').
+LAYOUT_SHARE = 1.0
 KEEP_SHARE = 1 / 3  # a rewrite keeps a row that moved by less than this share of its margin
 # A row keeps every function of at least this many own instructions a call: where a change went,
 # read against what runs now (a shorter list made functions below its cut look new or gone).
@@ -62,6 +79,8 @@ class Row:
     # Python function -> [calls, own bytecodes] per call (counts/pycalls.py): which Python code
     # a failing row runs more of, by name, where Callgrind sees only the interpreter
     python_calls: dict = dataclasses.field(default_factory=dict)
+    # the largest move a layout variant made on one seed (instructions a call); None: not counted
+    layout_moved: float | None = None
 
     @property
     def instructions(self) -> float:
@@ -70,6 +89,7 @@ class Row:
     def to_dict(self) -> dict:
         return {"case": self.case, "op": self.op, "instructions": json_figure(self.instructions),
                 "margin": json_figure(self.margin),
+                **({} if self.layout_moved is None else {"layout_moved": json_figure(self.layout_moved)}),
                 "seeds": {str(seed): json_figure(v) for seed, v in self.per_seed.items()},
                 "functions": {name: round(v, 1) for name, v in self.functions.items()},
                 "python_calls": self.python_calls}
@@ -114,12 +134,15 @@ def load(path: str) -> Budget:
         raise UsageError(f"{path} is not a budget file (schema {data.get('schema') if isinstance(data, dict) else None!r}, "
                          f"not {SCHEMA}); write one with --write-budget")
     rows = tuple(Row(r["case"], r["op"], {int(s): v for s, v in r["seeds"].items()}, r["margin"],
-                     dict(r.get("functions", {})), dict(r.get("python_calls", {}))) for r in data["rows"])
+                     dict(r.get("functions", {})), dict(r.get("python_calls", {})), r.get("layout_moved"))
+                 for r in data["rows"])
     return Budget(data["environment"], tuple(data["seeds"]), rows)
 
 
-def rows_from(runs, seeds: Sequence[int]) -> list[Row]:
-    """A budget row per (case, op) counted on every seed: its counts, margin and functions."""
+def rows_from(runs, seeds: Sequence[int], variant_runs=()) -> list[Row]:
+    """A budget row per (case, op) counted on every seed: its counts, margin and functions.
+    `variant_runs`: the same cases counted under layout variants (LAYOUT_VARIANTS), whose
+    largest per-seed move widens the row's margin up to the ceiling."""
     by_key: dict[tuple[str, str], dict] = {}
     functions: dict[tuple[str, str], dict] = {}
     for run in runs:
@@ -129,6 +152,13 @@ def rows_from(runs, seeds: Sequence[int]) -> list[Row]:
                 by_key.setdefault(key, {})[run.seed] = counted.per_call
                 for name, value in counted.functions.items():
                     functions.setdefault(key, {}).setdefault(name, []).append(value)
+    moved: dict[tuple[str, str], float] = {}
+    for run in variant_runs:
+        for counted in run.cases:
+            base = by_key.get((counted.case, counted.op), {}).get(run.seed)
+            if counted.error is None and base is not None:
+                key = (counted.case, counted.op)
+                moved[key] = max(moved.get(key, 0.0), abs(counted.per_call - base))
     rows = []
     for key, per_seed in by_key.items():
         if len(per_seed) != len(seeds):
@@ -139,9 +169,22 @@ def rows_from(runs, seeds: Sequence[int]) -> list[Row]:
                            key=lambda kv: -kv[1]))
         mean = sum(per_seed.values()) / len(per_seed)
         ceiling = max(MARGIN_FLOOR, MARGIN_CEILING_PCT / 100 * mean)
-        rows.append(Row(key[0], key[1], dict(sorted(per_seed.items())),
-                        min(max(MARGIN_FLOOR, MARGIN_SPREAD_SHARE * spread), ceiling), kept))
+        # What layout alone did to this row is no change, whatever the ceiling (a gate that fails
+        # on nothing gets switched off); `wide_rows` names the rows where it is over the ceiling.
+        margin = max(min(max(MARGIN_FLOOR, MARGIN_SPREAD_SHARE * spread), ceiling),
+                     LAYOUT_SHARE * moved.get(key, 0.0))
+        rows.append(Row(key[0], key[1], dict(sorted(per_seed.items())), margin, kept, layout_moved=moved.get(key)))
     return rows
+
+
+def wide_rows(rows: Sequence[Row]) -> list[str]:
+    """One line per row whose layout variants moved it beyond --compare's threshold on counts:
+    its margin is that move, and a smaller change of its code goes unseen."""
+    return [f"{r.case} [{r.op}]: an unused function in its module moved it by {r.layout_moved:,.0f} instructions "
+            f"a call on one seed, over {MARGIN_CEILING_PCT:g}% of its count; its margin is ±{r.margin:,.0f}, and a "
+            "change of its code smaller than that goes unseen (more --seeds may narrow it)"
+            for r in rows if r.layout_moved is not None
+            and r.margin > max(MARGIN_FLOOR, MARGIN_CEILING_PCT / 100 * r.instructions)]
 
 
 def with_python_calls(rows: Sequence[Row], counted) -> list[Row]:
@@ -170,6 +213,13 @@ def python_call_rows(row: Row, now) -> list[list[str]]:
     return [["new" if d.new else "", f"`{d.function}`", count(d.base_calls), count(d.branch_calls),
              signed_count(d.delta_calls), signed_count(d.delta_bytecodes) if d.has_bytecodes else "-"]
             for d in changed[:8]]
+
+
+def calls_unchanged(row: Row, now) -> bool:
+    """Whether a row off its budget runs the very Python calls its budget recorded (`now`:
+    pycalls.CaseCalls of the check): the same functions, as often, with as many bytecodes. Then
+    the interpreter did the same work, and the instructions moved with memory layout."""
+    return bool(row.python_calls) and now is not None and not now.error and not python_call_rows(row, now)
 
 
 def rewritten(old: Budget | None, new: Budget) -> tuple[Budget, list[str]]:
@@ -209,6 +259,8 @@ class Checked:
     verdict: str
     functions: tuple = ()  # (function, budget, measured) own instructions, largest change first
     python_calls: tuple = ()  # table rows (python_call_rows) of the Python calls that changed
+    # off, and its Python calls counted and none changed: most likely layout, not its code
+    layout_only: bool = False
 
     @property
     def delta(self) -> float | None:
@@ -217,7 +269,7 @@ class Checked:
     def to_dict(self) -> dict:
         return {"case": self.case, "op": self.op, "budget": json_figure(self.budget),
                 "measured": json_figure(self.measured), "delta": json_figure(self.delta),
-                "margin": json_figure(self.margin), "verdict": self.verdict,
+                "margin": json_figure(self.margin), "verdict": self.verdict, "layout_only": self.layout_only,
                 "functions": [{"function": f, "budget": json_figure(a), "measured": json_figure(b)}
                               for f, a, b in self.functions]}
 
@@ -268,6 +320,8 @@ def where_lines(checked: Sequence[Checked]) -> list[tuple[str, list[list[str]]]]
     out = []
     for c in checked:
         head = f"{c.case} [{c.op}]: {signed(c.delta)} instructions a call ({c.verdict})"
+        if c.layout_only:
+            head += ": no Python call changed (likely memory layout)"
         if c.python_calls:
             out.append((f"{head}: Python calls", [["", "function", "calls: budget", "now", "delta",
                                                    "bytecodes delta"]] + [list(r) for r in c.python_calls]))
@@ -320,6 +374,13 @@ def _notes(checked: Sequence[Checked], path: str, budget: Budget) -> list[str]:
     if any(c.verdict == UNDER for c in checked):
         notes.append(f"under budget: cheaper than the budget says; tighten it (`{rewrite_command(path)}`) "
                      "so the gain is kept")
+    moved = [f"{c.case} [{c.op}]" for c in checked if c.layout_only]
+    if moved:
+        notes.append(f"{', '.join(moved)}: the same Python calls and bytecodes as the budget's, so the code "
+                     "does the same work a call; the instructions most likely moved with memory layout "
+                     "(code added elsewhere in the case's module or in what it imports). If nothing in that "
+                     f"code path changed, rewrite the budget (`{rewrite_command(path)}`): its margins are "
+                     "then measured on this layout too")
     if any(c.verdict not in (WITHIN, OVER, UNDER) for c in checked):
         notes.append(f"rows not measured, or measured with no row: rewrite the budget "
                      f"(`{rewrite_command(path)}`) to match the cases checked")

@@ -336,9 +336,12 @@ def run_budget(args) -> int:
         print(f"bench.py: incomplete: {'; '.join(died)}; "
               + (f"{path} was not written" if args.write_budget else "nothing was checked"), file=sys.stderr)
         return INCOMPLETE_EXIT_STATUS
-    rows = budget.rows_from(records.from_dict(run_result.instructions), seeds)
     if args.write_budget:
+        rows = budget.rows_from(records.from_dict(run_result.instructions), seeds,
+                                _layout_variant_runs(selected, selected_ops, seeds, args))
         rows = budget.with_python_calls(rows, pycalls.count_build(sys.executable, [(r.case, r.op) for r in rows]))
+        for line in budget.wide_rows(rows):
+            print(f"bench.py: {line}", file=sys.stderr)
         final, changed = budget.rewritten(old, budget.Budget(here, seeds, tuple(rows)))
         write_text_atomic(path, budget.dumps(final))
         print(budget.written(final))
@@ -346,12 +349,15 @@ def run_budget(args) -> int:
               + (f"changed: {', '.join(changed)}" if changed else "none changed (each moved by less than a "
                  "third of its margin)"), file=sys.stderr)
         return 0
+    rows = budget.rows_from(records.from_dict(run_result.instructions), seeds)
     checked = budget.check(old, rows, [(c.name, o.name) for o in selected_ops for c in selected])
     off = [c for c in checked if c.verdict in (budget.OVER, budget.UNDER)]
     if off:  # which Python code the failing rows run more of, by name (a few seconds)
         now = pycalls.count_build(sys.executable, [(c.case, c.op) for c in off])
         checked = [dataclasses.replace(c, python_calls=tuple(map(tuple, budget.python_call_rows(
-            old.get(c.case, c.op), pycalls.find(now, c.case, c.op))))) if c in off else c for c in checked]
+            old.get(c.case, c.op), pycalls.find(now, c.case, c.op)))),
+            layout_only=budget.calls_unchanged(old.get(c.case, c.op), pycalls.find(now, c.case, c.op)))
+            if c in off else c for c in checked]
     markdown = budget.markdown(checked, path, old)
     print(markdown if args.format == "markdown" else budget.text(checked, path, old))
     summary = budget.github_summary_path()
@@ -361,6 +367,21 @@ def run_budget(args) -> int:
     if args.json:
         write_json_atomic(args.json, budget.payload(checked, path, old), what="--json")
     return 1 if budget.failed(checked) else 0
+
+
+def _layout_variant_runs(selected, selected_ops, seeds, args) -> list:
+    """Your cases counted again under the budget's layout variants (unused functions compiled
+    onto your sources; one variant a seed), for their margins; nothing where no case is yours."""
+    from overrides import budget
+    from overrides.counts import isolated
+    from overrides.single_run import count_benchmark
+
+    yours = [case for case in selected if isolated.module_of(case.name) != isolated.BUILT_IN]
+    if not yours:
+        return []
+    variants = [budget.LAYOUT_VARIANTS[i % len(budget.LAYOUT_VARIANTS)] for i in range(len(seeds))]
+    counted = count_benchmark(yours, selected_ops, seeds, progress=stderr_progress(args.quiet), variants=variants)
+    return [run for run in records.from_dict(counted.instructions) if not run.died]
 
 
 def compared_code(compare: list[str]) -> tuple[str, str] | None:

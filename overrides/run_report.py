@@ -445,7 +445,8 @@ def _instruction_rows(run: RunResult) -> list[list[str]]:
 def _instruction_notes(run: RunResult) -> list[str]:
     settings = (run.instructions or {}).get("settings", {})
     seeds = (run.instructions or {}).get("seeds", [])
-    return [f"instructions/call: Callgrind, one valgrind process per hash seed ({', '.join(map(str, seeds))}); "
+    return [f"instructions/call: Callgrind, one valgrind process per hash seed ({', '.join(map(str, seeds))}) "
+            "and module of yours; "
             f"minimum of repeats 2-{settings.get('repeats')} of {settings.get('calls_per_repeat')} calls "
             "(extra work only ever adds instructions), the loop and the toggles removed; "
             "repeat spread = (max - min) / that minimum.",

@@ -112,18 +112,19 @@ def run_benchmark(
 
 def count_benchmark(cases: Sequence[Case], ops: Sequence[Op], seeds: Sequence[int],
                     python: str | None = None,
-                    progress: Callable[[str], None] | None = None) -> RunResult:
+                    progress: Callable[[str], None] | None = None, variants: Sequence[int] = ()) -> RunResult:
     """Count instructions per call of every case under every op with Callgrind (one valgrind
-    process per hash seed), and record it as a results file with no timings."""
+    process per hash seed and module of cases: counts/isolated.py), and record it as a results
+    file with no timings. `variants`: a budget's layout variants, one per seed (isolated.count)."""
     import sys
 
-    from overrides.counts import callgrind, records
+    from overrides.counts import isolated, records
 
     pairs = [(case, op) for op in ops for case in cases]
     reasons = [not_applicable_reason(case, op) for case, op in pairs]
     targets = [(case.name, op.name) for (case, op), reason in zip(pairs, reasons) if reason is None]
     python = python or sys.executable
-    runs = callgrind.count(python, targets, seeds, say=progress)
+    runs = isolated.count(python, targets, seeds, say=progress, variants=variants)
     results = tuple(CaseResult(case=case.name, op=op.name, stmt=case.stmt_for(op),
                                description=case.description, calls_per_sample=0, samples_ns=(),
                                loop_overhead_ns=0.0, not_applicable=reason, baseline=case.baseline,

@@ -5,8 +5,9 @@ of instructions. How the counts are made, and why (the figures that were the evi
 valgrind 3.19 / torch 2.13 CPU machine this was built on: benchmarks/README.md, 'Docstring
 figures'):
 
-- All selected cases are counted in ONE valgrind process started with the interpreter asked
-  for (never `python` from PATH). `torch.utils.benchmark`'s `collect_callgrind` starts valgrind
+- All the cases given are counted in ONE valgrind process started with the interpreter asked
+  for (never `python` from PATH); `isolated.py` gives each module of the user's its own
+  processes, so that one module's code does not move another's counts. `torch.utils.benchmark`'s `collect_callgrind` starts valgrind
   and imports torch anew for every Timer: a whole import under valgrind per case.
 - Instrumentation is off while Python starts and imports torch (`--instr-atstart=no`: most of
   a run was `import torch` under instrumentation). When the worker is ready, the parent
