@@ -20,10 +20,9 @@ Layout beyond the seeds. A row of your own code also moves when its module's obj
 elsewhere: an unused function added to the module moves every address the import makes after
 it. Each module's cases are counted in processes of their own (counts/isolated.py), so a
 sibling's edit moves nothing; for its own module's, a budget is also counted under
-LAYOUT_VARIANTS (unused functions compiled onto each of your sources, one variant a seed), and
-a row's margin covers the largest move a variant made on any seed (LAYOUT_SHARE of it), above
-the ceiling too: the write names such rows (`wide_rows`), where a change smaller than the
-margin goes unseen. A check counts no variant: it is as fast as `--instructions` of the same cases.
+LAYOUT_VARIANTS (unused functions compiled onto each of your sources, one variant a seed), and a row's margin covers
+the largest move a variant made on any seed (LAYOUT_SHARE of it), within the same floor and
+ceiling. A check counts no variant: it is as fast as `--instructions` of the same cases.
 
 A rewrite over an existing budget keeps the rows that moved by less than a third of their
 margin (KEEP_SHARE), so a budget's diff in a pull request shows only what changed.
@@ -169,22 +168,10 @@ def rows_from(runs, seeds: Sequence[int], variant_runs=()) -> list[Row]:
                            key=lambda kv: -kv[1]))
         mean = sum(per_seed.values()) / len(per_seed)
         ceiling = max(MARGIN_FLOOR, MARGIN_CEILING_PCT / 100 * mean)
-        # What layout alone did to this row is no change, whatever the ceiling (a gate that fails
-        # on nothing gets switched off); `wide_rows` names the rows where it is over the ceiling.
-        margin = max(min(max(MARGIN_FLOOR, MARGIN_SPREAD_SHARE * spread), ceiling),
-                     LAYOUT_SHARE * moved.get(key, 0.0))
-        rows.append(Row(key[0], key[1], dict(sorted(per_seed.items())), margin, kept, layout_moved=moved.get(key)))
+        wanted = max(MARGIN_FLOOR, MARGIN_SPREAD_SHARE * spread, LAYOUT_SHARE * moved.get(key, 0.0))
+        rows.append(Row(key[0], key[1], dict(sorted(per_seed.items())), min(wanted, ceiling), kept,
+                        layout_moved=moved.get(key)))
     return rows
-
-
-def wide_rows(rows: Sequence[Row]) -> list[str]:
-    """One line per row whose layout variants moved it beyond --compare's threshold on counts:
-    its margin is that move, and a smaller change of its code goes unseen."""
-    return [f"{r.case} [{r.op}]: an unused function in its module moved it by {r.layout_moved:,.0f} instructions "
-            f"a call on one seed, over {MARGIN_CEILING_PCT:g}% of its count; its margin is ±{r.margin:,.0f}, and a "
-            "change of its code smaller than that goes unseen (more --seeds may narrow it)"
-            for r in rows if r.layout_moved is not None
-            and r.margin > max(MARGIN_FLOOR, MARGIN_CEILING_PCT / 100 * r.instructions)]
 
 
 def with_python_calls(rows: Sequence[Row], counted) -> list[Row]:

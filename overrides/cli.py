@@ -340,8 +340,6 @@ def run_budget(args) -> int:
         rows = budget.rows_from(records.from_dict(run_result.instructions), seeds,
                                 _layout_variant_runs(selected, selected_ops, seeds, args))
         rows = budget.with_python_calls(rows, pycalls.count_build(sys.executable, [(r.case, r.op) for r in rows]))
-        for line in budget.wide_rows(rows):
-            print(f"bench.py: {line}", file=sys.stderr)
         final, changed = budget.rewritten(old, budget.Budget(here, seeds, tuple(rows)))
         write_text_atomic(path, budget.dumps(final))
         print(budget.written(final))
