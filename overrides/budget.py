@@ -209,6 +209,27 @@ def calls_unchanged(row: Row, now) -> bool:
     return bool(row.python_calls) and now is not None and not now.error and not python_call_rows(row, now)
 
 
+def with_calls(checked: Sequence[Checked], budget: Budget, find) -> list[Checked]:
+    """Each checked row with the Python calls that changed against its budget (`find(c)`: its
+    pycalls.CaseCalls now). A row within its instruction margin whose Python calls changed is off
+    all the same: its code moved, and a margin sized for memory layout must not hide a new call."""
+    out = []
+    for c in checked:
+        row = budget.get(c.case, c.op)
+        if row is None or c.verdict not in (WITHIN, OVER, UNDER):
+            out.append(c)
+            continue
+        now = find(c)
+        changed = python_call_rows(row, now)
+        verdict = c.verdict
+        if verdict == WITHIN and changed and not now.error:
+            verdict = OVER if (c.delta or 0.0) >= 0 else UNDER
+        out.append(dataclasses.replace(c, verdict=verdict, python_calls=tuple(map(tuple, changed)),
+                                       by_calls=verdict != c.verdict,
+                                       layout_only=verdict != WITHIN and calls_unchanged(row, now)))
+    return out
+
+
 def rewritten(old: Budget | None, new: Budget) -> tuple[Budget, list[str]]:
     """`new`, keeping each of `old`'s rows (same environment) that moved by less than
     KEEP_SHARE of its margin; and the (case, op)s whose row changed."""
@@ -248,6 +269,8 @@ class Checked:
     python_calls: tuple = ()  # table rows (python_call_rows) of the Python calls that changed
     # off, and its Python calls counted and none changed: most likely layout, not its code
     layout_only: bool = False
+    # within its instruction margin, but its Python calls changed: off by its calls (with_calls)
+    by_calls: bool = False
 
     @property
     def delta(self) -> float | None:
@@ -257,6 +280,7 @@ class Checked:
         return {"case": self.case, "op": self.op, "budget": json_figure(self.budget),
                 "measured": json_figure(self.measured), "delta": json_figure(self.delta),
                 "margin": json_figure(self.margin), "verdict": self.verdict, "layout_only": self.layout_only,
+                "by_calls": self.by_calls,
                 "functions": [{"function": f, "budget": json_figure(a), "measured": json_figure(b)}
                               for f, a, b in self.functions]}
 
@@ -361,6 +385,11 @@ def _notes(checked: Sequence[Checked], path: str, budget: Budget) -> list[str]:
     if any(c.verdict == UNDER for c in checked):
         notes.append(f"under budget: cheaper than the budget says; tighten it (`{rewrite_command(path)}`) "
                      "so the gain is kept")
+    by_calls = [f"{c.case} [{c.op}]" for c in checked if c.by_calls]
+    if by_calls:
+        notes.append(f"{', '.join(by_calls)}: within the instruction margin, but off all the same: its Python "
+                     "calls changed (named below), so its code moved; a margin is sized for memory layout, "
+                     "never for a new call")
     moved = [f"{c.case} [{c.op}]" for c in checked if c.layout_only]
     if moved:
         notes.append(f"{', '.join(moved)}: the same Python calls and bytecodes as the budget's, so the code "

@@ -349,13 +349,13 @@ def run_budget(args) -> int:
         return 0
     rows = budget.rows_from(records.from_dict(run_result.instructions), seeds)
     checked = budget.check(old, rows, [(c.name, o.name) for o in selected_ops for c in selected])
-    off = [c for c in checked if c.verdict in (budget.OVER, budget.UNDER)]
-    if off:  # which Python code the failing rows run more of, by name (a few seconds)
-        now = pycalls.count_build(sys.executable, [(c.case, c.op) for c in off])
-        checked = [dataclasses.replace(c, python_calls=tuple(map(tuple, budget.python_call_rows(
-            old.get(c.case, c.op), pycalls.find(now, c.case, c.op)))),
-            layout_only=budget.calls_unchanged(old.get(c.case, c.op), pycalls.find(now, c.case, c.op)))
-            if c in off else c for c in checked]
+    # Every row's Python calls against its budget's, by name (a few seconds): a row off names what
+    # it runs more of, and a row within its margin whose calls changed is off all the same.
+    looked = [c for c in checked if c.verdict in (budget.OVER, budget.UNDER)
+              or (c.verdict == budget.WITHIN and old.get(c.case, c.op).python_calls)]
+    if looked:
+        now = pycalls.count_build(sys.executable, [(c.case, c.op) for c in looked])
+        checked = budget.with_calls(checked, old, lambda c: pycalls.find(now, c.case, c.op))
     markdown = budget.markdown(checked, path, old)
     print(markdown if args.format == "markdown" else budget.text(checked, path, old))
     summary = budget.github_summary_path()

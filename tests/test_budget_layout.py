@@ -71,6 +71,26 @@ def test_a_row_off_with_the_same_python_calls_says_layout_and_what_to_do():
     assert "most likely moved with memory layout" in text and "--write-budget b.json" in text
 
 
+def test_a_row_within_its_margin_whose_python_calls_changed_is_off_all_the_same():
+    """A margin sized for layout (±300 on units:pair here) must not hide a new Python call: the
+    bare shim added +295..+409 instructions and one call to units:pair, and read 'within'."""
+    from overrides.counts import pycalls
+
+    row = budget.Row("units:pair", "torch.add", {1: 40_895.0}, 307.0, {}, {"f (units.py)": [1.0, 12.0]})
+    plan = budget.Budget({}, (1,), (row,))
+    same = pycalls.CaseCalls("units:pair", "torch.add", 1000, {"f (units.py)": (1000, 12000, None)})
+    more = pycalls.CaseCalls("units:pair", "torch.add", 1000, {"f (units.py)": (1000, 12000, None),
+                                                               "_shim (_overrides_shim.py)": (1000, 4000, None)})
+    within = [budget.Checked("units:pair", "torch.add", 40_895.0, 41_190.0, 307.0, budget.WITHIN)]
+    kept = budget.with_calls(within, plan, lambda c: same)
+    assert kept[0].verdict == budget.WITHIN and not kept[0].by_calls and not budget.failed(kept)
+    off = budget.with_calls(within, plan, lambda c: more)
+    assert off[0].verdict == budget.OVER and off[0].by_calls and budget.failed(off)
+    assert any("_shim" in " ".join(cells) for cells in off[0].python_calls)
+    text = budget.text(off, "b.json", plan)
+    assert "within the instruction margin, but off all the same: its Python calls changed" in text
+
+
 @pytest.mark.slow
 def test_an_unused_function_in_a_sibling_module_moves_no_other_row(tmp_path):
     """units_fast.py byte for byte the same, units.py with a function added: units_fast's rows
