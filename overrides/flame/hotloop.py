@@ -288,13 +288,21 @@ def traced_now(pid: int) -> bool | None:
     return None
 
 
+# How long the loop's word may lag py-spy's exit. A killed process stops being readable (py-spy
+# sees it gone and exits 0) before the kernel closes its files, the pipe's end among them: read
+# at once, the pipe of a loop killed mid-case still looked open under load, and the run read
+# "py-spy took no sample" for the case the loop never reached instead of saying it was killed.
+LOOP_WORD_WAIT_S = 5.0
+
+
 def _said_finished(finished: int) -> bool:
     """Whether the loop said it finished; True too while it still runs (py-spy went first)."""
-    os.set_blocking(finished, False)
-    try:
-        return os.read(finished, 1) == b"1"
-    except BlockingIOError:
+    import select
+
+    readable, _, _ = select.select([finished], [], [], LOOP_WORD_WAIT_S)
+    if not readable:
         return True  # still running: py-spy ended first, which its own status says
+    return os.read(finished, 1) == b"1"
 
 
 def _reaped_loop() -> int:
