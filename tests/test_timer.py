@@ -78,8 +78,10 @@ def test_an_empty_statement_costs_nothing_after_removal():
     timed = time_targets([Target("empty", "", _operands)],
                          TimerConfig(calls_per_sample=50, samples=2000)).targets[0]
     assert timed.loop_overhead_ns > 0
-    # Within 3% of the loop cost here, quiet or with a CPU hog on each core.
-    assert abs(stats.headline(timed.samples_ns)) < timed.loop_overhead_ns / 4, timed.loop_overhead_ns
+    # Not removed, it would read all of the loop cost. Within 3% of it here when quiet; the two
+    # identical loops' headlines differed by 27% of it once in CI's Python 3.12 run (0.6 of 2.2 ns,
+    # 30 ns a sample on a clock that read in steps of 10 ns), so half is the line.
+    assert abs(stats.headline(timed.samples_ns)) < timed.loop_overhead_ns / 2, timed.loop_overhead_ns
 
 
 def test_every_sample_is_kept_and_calls_are_exact():
