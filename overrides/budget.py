@@ -126,12 +126,10 @@ def holds_for(environment: dict, valgrind: str) -> dict:
 
 
 def load(path: str) -> Budget:
-    from overrides.files import read_json
+    from overrides.files import read_json, versioned
 
     data = read_json(path, "budget", f"write one with `python bench.py --write-budget {path}`")
-    if not isinstance(data, dict) or data.get("schema") != SCHEMA:
-        raise UsageError(f"{path} is not a budget file (schema {data.get('schema') if isinstance(data, dict) else None!r}, "
-                         f"not {SCHEMA}); write one with --write-budget")
+    versioned(data, SCHEMA, path, "a budget file", f"write one with `python bench.py --write-budget {path}`")
     rows = tuple(Row(r["case"], r["op"], {int(s): v for s, v in r["seeds"].items()}, r["margin"],
                      dict(r.get("functions", {})), dict(r.get("python_calls", {})), r.get("layout_moved"))
                  for r in data["rows"])

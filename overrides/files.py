@@ -77,5 +77,24 @@ def read_json(path: str, what: str, make: str):
         raise UsageError(f"cannot read {path} as a {what} ({exc}); {make}") from None
 
 
+def schema_of(data) -> str | None:
+    """The "schema" a parsed JSON document says it follows; None for anything else (a list, a
+    number, a dict without one). The one place that reads it: every versioned reader asks here."""
+    return data.get("schema") if isinstance(data, dict) and isinstance(data.get("schema"), str) else None
+
+
+def versioned(data, schemas: str | tuple[str, ...], source: str, what: str, make: str) -> dict:
+    """`data` if it follows one of `schemas`, else a UsageError of one line: `source` (a path) is
+    not `what` of this tool, the schema found and the one expected, and `make` (how to make one)."""
+    from overrides.errors import UsageError
+
+    accepted = (schemas,) if isinstance(schemas, str) else tuple(schemas)
+    found = schema_of(data)
+    if found not in accepted:
+        said = repr(found) if found is not None else f"none: a JSON {type(data).__name__}"
+        raise UsageError(f"{source} is not {what} of this tool (schema {said}, expected {accepted[0]!r}); {make}")
+    return data
+
+
 def write_json_atomic(path: str, payload, what: str = "") -> None:
     write_text_atomic(path, json.dumps(payload, indent=1) + "\n", what)

@@ -20,7 +20,7 @@ from overrides.clock import speed as speed_check
 from overrides.clock import stats
 from overrides.counts import records
 from overrides.errors import UsageError
-from overrides.files import read_json, write_json_atomic
+from overrides.files import read_json, versioned, write_json_atomic
 
 SCHEMA = "torch-function-overhead/results/2"
 # Version 2 added `speed` (overrides/clock/speed.py: the run's reference loop against this
@@ -201,11 +201,7 @@ def to_dict(run: RunResult) -> dict:
 
 
 def from_dict(data: dict, source: str = "results") -> RunResult:
-    if not isinstance(data, dict) or data.get("schema") not in READABLE_SCHEMAS:
-        found = data.get("schema") if isinstance(data, dict) else type(data).__name__
-        raise UsageError(
-            f"{source} is not a results file of this tool (schema {found!r}, expected "
-            f"{SCHEMA!r}); write one with `python bench.py --json PATH`")
+    versioned(data, READABLE_SCHEMAS, source, "a results file", "write one with `python bench.py --json PATH`")
     try:
         results = tuple(
             CaseResult(

@@ -1,5 +1,6 @@
-"""One owner per concern, checked: the verdict is decided in `overrides/verdicts.py` alone, and
-each command's flags are declared by one parser.
+"""One owner per concern, checked: the verdict is decided in `overrides/verdicts.py` alone,
+each command's flags are declared by one parser, and a JSON document's schema is read in
+`overrides/files.py` alone.
 
 Both checks read the source (no import), so a made-up violation in a scratch package shows
 that each can fail. The Markdown check (no tables laid out in the measuring wings) is
@@ -148,3 +149,52 @@ def test_the_parser_check_finds_a_second_parser_of_bench_flags(tmp_path):
         'from pkg.argtypes import OneLineParser\nP = OneLineParser(prog="bench.py")\n')
     found = second_parsers(str(tmp_path), "pkg", {"bench.py": "pkg.cli"})
     assert found == ["pkg.counts.also:2 (bench.py)", "pkg.counts.guess:3 (no prog)"]
+
+
+# The one module that reads a JSON document's "schema" (files.schema_of, files.versioned): a
+# reader elsewhere that compares it by hand is a second schema check, each with its own wording.
+SCHEMA_OWNER = "overrides.files"
+
+
+def schema_reads(source: str, name: str = "module") -> list[str]:
+    """`name:line` of every read of a "schema" key in `source`: `d["schema"]` loaded, or
+    `d.get("schema")`. Writing one (`{"schema": SCHEMA}`, `d["schema"] = ...`) is not a read."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        key = None
+        if isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Load):
+            key = node.slice
+        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+              and node.func.attr == "get" and node.args):
+            key = node.args[0]
+        if isinstance(key, ast.Constant) and key.value == "schema":
+            found.append(f"{name}:{node.lineno}")
+    return found
+
+
+def schema_checks_outside_owner(root: str = ROOT, package: str = PACKAGE,
+                                owner: str = SCHEMA_OWNER) -> list[str]:
+    found = []
+    for name, path in sorted(package_modules(root, package).items()):
+        if name != owner:
+            with open(path, encoding="utf-8") as src:
+                found += schema_reads(src.read(), name)
+    return found
+
+
+def test_a_documents_schema_is_read_in_files_py_alone():
+    found = schema_checks_outside_owner()
+    assert not found, ('a "schema" read outside overrides/files.py (check it with files.versioned, '
+                       "or read it with files.schema_of): " + ", ".join(found))
+
+
+def test_the_schema_check_finds_a_second_one(tmp_path):
+    package = tmp_path / "pkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "files.py").write_text('def schema_of(d):\n    return d.get("schema")\n')
+    (package / "reader.py").write_text(
+        'def load(d):\n    out = {"schema": "x/1"}\n    out["schema"] = "x/2"\n'
+        '    if d["schema"] != "x/1":\n        raise ValueError\n'
+        '    return d.get("schema", None) == out.get("rows")\n')
+    assert schema_checks_outside_owner(str(tmp_path), "pkg", "pkg.files") == ["pkg.reader:4", "pkg.reader:6"]

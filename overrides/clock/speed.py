@@ -26,7 +26,7 @@ import sys
 
 from overrides.clock import stats
 from overrides.errors import UsageError
-from overrides.files import write_json_atomic
+from overrides.files import schema_of, write_json_atomic
 
 # The statement the run's speed is read from: a C builtin calling a C key function over a fresh
 # tuple and list. Nothing a build or a case changes runs in it, so two runs of one interpreter
@@ -117,7 +117,7 @@ def _read_cache(path: str) -> dict:
             data = json.load(file)
     except (OSError, ValueError):
         return {}
-    if not isinstance(data, dict) or data.get("schema") != CACHE_SCHEMA or not isinstance(data.get("machines"), dict):
+    if schema_of(data) != CACHE_SCHEMA or not isinstance(data.get("machines"), dict):
         return {}
     return data["machines"]
 

@@ -37,6 +37,7 @@ from overrides import ROOT
 from overrides.errors import UsageError
 from overrides.counts.pyhook import C_SUFFIX, CALLS, SCHEMA, WARMUP_CALLS
 from overrides.figures import COUNT_PLACES, json_figure
+from overrides.files import schema_of
 
 _WORKER_CODE = "import sys; from overrides.counts.pyhook import _worker_main; _worker_main(sys.argv[1])"
 
@@ -82,8 +83,8 @@ class CaseCalls:
 
 
 def from_dict(payload: Mapping) -> list[CaseCalls]:
-    if payload.get("schema") != SCHEMA:
-        raise ValueError(f"not a Python-calls count ({payload.get('schema')!r})")
+    if schema_of(payload) != SCHEMA:
+        raise ValueError(f"not a Python-calls count ({schema_of(payload)!r})")
     counter = payload.get("bytecode_counter", "sys.settrace opcodes")  # older files: 3.11's hook
     return [CaseCalls(c["case"], c["op"], c.get("calls", 0),
                       {k: tuple(v) for k, v in c.get("functions", {}).items()}, c.get("error"),

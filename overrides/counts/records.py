@@ -13,6 +13,7 @@ import math
 from typing import Sequence
 
 from overrides.errors import UsageError
+from overrides.files import versioned
 
 SCHEMA = "torch-function-overhead/instructions/1"
 
@@ -92,9 +93,7 @@ def _unpack_stacks(packed: dict | None) -> dict:
 
 
 def from_dict(data: dict, source: str = "instructions") -> list[CountRun]:
-    if not isinstance(data, dict) or data.get("schema") != SCHEMA:
-        raise UsageError(f"{source} is not an instruction-count file of this tool; "
-                         "count again with --instructions")
+    versioned(data, SCHEMA, source, "an instruction-count file", "count again with --instructions")
     try:
         return [CountRun(run["seed"], tuple(
             CaseCounts(c["case"], c["op"], c["instructions_per_call"], tuple(c["repeats"]),

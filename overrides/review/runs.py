@@ -31,7 +31,7 @@ from typing import Sequence
 
 from overrides import ROOT
 from overrides.errors import UsageError
-from overrides.files import TEMP_PREFIX, write_json_atomic
+from overrides.files import TEMP_PREFIX, versioned, write_json_atomic
 from overrides.progress import counted
 
 DEFAULT_RUNS_DIR = os.path.join(ROOT, "runs")
@@ -198,9 +198,7 @@ def load_label(directory: str, label: str) -> RecordedRun:
                          f"`scripts/record.sh --label {label}`")
     with open(path, encoding="utf-8") as src:
         manifest = json.load(src)
-    if manifest.get("schema") != SCHEMA:
-        raise UsageError(f"{path} was not written by this tool's record.sh (schema "
-                         f"{manifest.get('schema')!r}); record the run again")
+    versioned(manifest, SCHEMA, path, "a recording's manifest", "record the run again with `scripts/record.sh`")
     return RecordedRun(label, os.path.dirname(path), manifest)
 
 
