@@ -17,7 +17,7 @@ copied over units.py (a helper call added in `__torch_function__`): exit 1 namin
 other modules' rows within.
 
     python benchmarks/budget_validation.py [-n 10] [--work DIR]
-    python benchmarks/budget_validation.py --library [-n 10] [--work DIR] [--rounds harmless edit]
+    python benchmarks/budget_validation.py --library [-n 10] [--first-round K] [--work DIR] [--rounds harmless edit]
 """
 
 from __future__ import annotations
@@ -136,7 +136,7 @@ def library(args) -> None:
     assert code == 0, out
     print(f"written in {wall:.0f} s\n{out}", file=sys.stderr, flush=True)
     log = []
-    for i in range(args.n):
+    for i in range(args.first_round - 1, args.n):
         for kind in args.rounds:
             change = HARMLESS[i % len(HARMLESS)] if kind == "harmless" else "edit"
             python = _same_packages_venv(args.work) if change.startswith("a new virtualenv") else sys.executable
@@ -149,6 +149,11 @@ def library(args) -> None:
             entry = {"round": i + 1, "kind": kind, "change": change, "exit": code, "wall_s": round(wall),
                      "started": started, "rows": rows_of(out), "names_note": "_note (units.py)" in out,
                      "load": os.getloadavg()[0]}
+            if kind == "harmless":  # --instructions of the same cases and seeds, right after, same folder
+                _, entry["instructions_wall_s"], _ = run(python, "--instructions", "--cases", *LIBRARY_CASES,
+                                                         "--op", *LIBRARY_OPS, "--seeds", *map(str, args.seeds),
+                                                         cwd=folder)
+                entry["instructions_wall_s"] = round(entry["instructions_wall_s"])
             log.append(entry)
             print(json.dumps(entry), file=sys.stderr, flush=True)
             with open(os.path.join(args.work, "library-log.json"), "w", encoding="utf-8") as out_file:
@@ -159,6 +164,11 @@ def library(args) -> None:
         print(f"{kind}: exit 0 in {exits.count(0)}/{len(runs)}, exit 1 in {exits.count(1)}/{len(runs)}; "
               f"_note named in {sum(e['names_note'] for e in runs)}; wall median "
               f"{statistics.median(e['wall_s'] for e in runs):.0f} s")
+    paired = [(e["wall_s"], e["instructions_wall_s"]) for e in log if "instructions_wall_s" in e]
+    if paired:
+        check_med, count_med = (statistics.median(p[0] for p in paired), statistics.median(p[1] for p in paired))
+        print(f"check {check_med:.0f} s against --instructions {count_med:.0f} s of the same cases and seeds "
+              f"(medians of {len(paired)}, each right after its check): {check_med / count_med:.2f}x")
 
 
 def main() -> None:
@@ -169,6 +179,8 @@ def main() -> None:
     parser.add_argument("--library", action="store_true", help="benchmarks/userlib: harmless changes and an edit")
     parser.add_argument("--rounds", nargs="+", choices=("harmless", "edit"), default=["harmless", "edit"])
     parser.add_argument("--seeds", nargs="+", type=int, default=[1, 2, 3], help="--library: the budget's seeds")
+    parser.add_argument("--first-round", type=int, default=1,
+                        help="--library: start at this round (its harmless change is HARMLESS[(K-1) %% 6])")
     args = parser.parse_args()
     if args.library:
         return library(args)
