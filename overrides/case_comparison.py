@@ -23,6 +23,7 @@ import dataclasses
 import math
 
 from overrides.clock import stats
+from overrides.comparison_settings import ComparisonSettings
 from overrides.counts.pycalls import NamedChanges
 from overrides.figures import json_figure
 from overrides.results import CaseResult, RunResult
@@ -239,12 +240,12 @@ def compare_runs(base: RunResult, branch: RunResult,
     ]
 
 
-def comparison_payload(comparisons, settings: dict, environments: dict) -> dict:
+def comparison_payload(comparisons, settings: ComparisonSettings, environments: dict) -> dict:
     """The versioned JSON of a comparison (`comparison.json`, `bench.py --compare --json`)."""
     return {
         "schema": COMPARISON_SCHEMA,
         "paired": all(c.paired for c in comparisons) if comparisons else None,
-        "settings": settings,
+        "settings": settings.to_dict(),
         "environments": environments,
         "comparisons": [c.to_dict() for c in comparisons],
     }

@@ -462,10 +462,10 @@ def run_compare(args) -> int:
                    "a call (count the same cases with --device meta)")
     sides = (sys.executable, sys.executable) if your_code else args.compare
     outcome = run_ab(sides[0], sides[1], selected, selected_ops, config, stderr_progress(args.quiet))
-    if skipped:
-        outcome.settings["instructions_skipped"] = skipped
-    if not_applied:
-        outcome.settings["not_applied"] = [entry.to_dict() for entry in not_applied]
+    if skipped or not_applied:
+        outcome = dataclasses.replace(outcome, settings=dataclasses.replace(
+            outcome.settings, instructions_skipped=skipped or outcome.settings.instructions_skipped,
+            not_applied=tuple(entry.to_dict() for entry in not_applied)))
     environments = {"base": outcome.base_run.environment, "branch": outcome.branch_run.environment}
     render = comparison_report.comparison_markdown if args.format == "markdown" else comparison_report.comparison_table
     print(render(outcome.comparisons, outcome.settings))

@@ -10,6 +10,8 @@ from __future__ import annotations
 import math
 
 from overrides.case_comparison import UNPAIRED_PROCESS_CV
+from overrides.comparison_settings import ComparisonSettings, CountSettings
+from overrides.counts.judge import DEFAULT_THRESHOLD_INSTRUCTIONS
 from overrides.figures import count
 from overrides.run_report import fmt_ns, ruled
 from overrides.tables import pipe_table
@@ -143,12 +145,11 @@ def changed_functions_notes(comparisons) -> list[str]:
     return notes
 
 
-def comparison_notes(comparisons, settings: dict) -> list[str]:
+def comparison_notes(comparisons, settings: ComparisonSettings) -> list[str]:
     paired = bool(comparisons) and all(c.paired for c in comparisons)
-    threshold = (f"threshold: max({settings.get('threshold_ns')} ns, "
-                 f"{settings.get('threshold_pct')}% of base)")
+    threshold = f"threshold: max({settings.threshold_ns} ns, {settings.threshold_pct}% of base)"
     if paired:
-        how = (f"paired A/B: base and branch sampled alternately in {settings.get('pairs')} fresh "
+        how = (f"paired A/B: base and branch sampled alternately in {settings.pairs} fresh "
                f"worker pairs{_stopped(settings)}; delta and 95% CI from the pair-to-pair spread "
                f"(t-interval), so memory-layout luck is inside the interval.")
     else:
@@ -162,8 +163,8 @@ def comparison_notes(comparisons, settings: dict) -> list[str]:
     notes = changed_functions_notes(comparisons) + [how, threshold + "; regression/improvement only when the 95% CI excludes 0 and the "
              "delta passes the threshold; no change only when the 99% CI lies within the threshold "
              "(as sure as a regression); otherwise inconclusive."]
-    if paired and settings.get("placement"):
-        notes.append(_placement_note(settings["placement"]))
+    if paired and settings.placement:
+        notes.append(_placement_note(settings.placement))
     if any(c.verdict == DISAGREE for c in comparisons):
         notes.append("disagree: the clock and the instruction counts found changes in opposite "
                      "directions: fewer instructions that cost more cycles (memory, atomics, "
@@ -175,32 +176,32 @@ def comparison_notes(comparisons, settings: dict) -> list[str]:
     for c in comparisons:
         if c.clock_unexplained:
             notes.append(unexplained_note(c))
-    if settings.get("same_path"):
-        notes.append(f"start-up paths: {settings['same_path']['summary']}.")
-    for target, why in (settings.get("not_timed") or {}).items():
+    if settings.same_path:
+        notes.append(f"start-up paths: {settings.same_path['summary']}.")
+    for target, why in (settings.not_timed or {}).items():
         notes.append(f"{target}: not timed: {why}")
-    if settings.get("your_code"):
-        base, branch = settings["your_code"]["base"], settings["your_code"]["branch"]
+    if settings.your_code:
+        base, branch = settings.your_code["base"], settings.your_code["branch"]
         notes.append(f"your code: one interpreter on both sides; base built {base}, branch {branch}, "
                      f"timed and counted alike under the name {base}"
                      + (": the same code on both sides (an A/A), so any change found is the method's noise."
                         if base == branch else "."))
-    notes += user_module_notes(settings.get("user_modules"), comparisons, settings.get("your_code"))
-    notes += [entry["note"] for entry in settings.get("not_applied") or ()]
-    if settings.get("incomplete"):
-        notes.append(f"incomplete: {settings['incomplete']}; the verdicts rest on the {settings.get('pairs', 0)} "
+    notes += user_module_notes(settings.user_modules, comparisons, settings.your_code)
+    notes += [entry["note"] for entry in settings.not_applied]
+    if settings.incomplete:
+        notes.append(f"incomplete: {settings.incomplete}; the verdicts rest on the {settings.pairs or 0} "
                      "pairs finished before it, and gate nothing.")
-    elif settings.get("workers_died"):
-        died = settings["workers_died"]
+    elif settings.workers_died:
+        died = settings.workers_died
         notes.append(f"retried: {len(died)} worker{'s' if len(died) > 1 else ''} died and "
                      f"{'their pairs were' if len(died) > 1 else 'its pair was'} run again with fresh workers "
                      f"({'; '.join(died)}).")
-    if settings.get("instructions_skipped"):
-        notes.append(f"instruction counts skipped: {settings['instructions_skipped']}; the verdicts "
+    if settings.instructions_skipped:
+        notes.append(f"instruction counts skipped: {settings.instructions_skipped}; the verdicts "
                      "are the wall clock's alone.")
     if _counted(comparisons):
-        counts = settings.get("instructions", {})
-        seeds_added = counts.get("seeds_added") or []
+        counts = settings.instructions or CountSettings((), DEFAULT_THRESHOLD_INSTRUCTIONS, settings.threshold_pct or 0.0)
+        seeds_added = counts.seeds_added
         added = (f" (the last {len(seeds_added)} only for the cases the first ones left undecided)"
                  if seeds_added else "")
         exact = [c.case for c in comparisons if c.counts_exact]
@@ -219,9 +220,9 @@ def comparison_notes(comparisons, settings: dict) -> list[str]:
                          "verdict stands there.")
         notes.append(
             f"verdict: judged on instruction counts per call (Callgrind, hash seeds "
-            f"{', '.join(map(str, counts.get('seeds', [])))}{added}, base and branch matched per "
-            f"seed; CI over the seeds), threshold max({counts.get('threshold')} instructions, "
-            f"{counts.get('threshold_pct')}% of base): counts do not see machine noise, so a "
+            f"{', '.join(map(str, counts.seeds))}{added}, base and branch matched per "
+            f"seed; CI over the seeds), threshold max({counts.threshold} instructions, "
+            f"{counts.threshold_pct}% of base): counts do not see machine noise, so a "
             "change beyond it is a regression whatever the wall clock says.")
     return notes
 
@@ -230,11 +231,11 @@ _STOPPED = {"decided": "until every case was decided", "time cap": "until the ti
             "pair limit": "until the pair limit", "interrupted": "until interrupted"}
 
 
-def _stopped(settings: dict) -> str:
-    why = _STOPPED.get(settings.get("stopped", ""))
+def _stopped(settings: ComparisonSettings) -> str:
+    why = _STOPPED.get(settings.stopped)
     if not why:
         return ""
-    cap = settings.get("max_seconds")
+    cap = settings.max_seconds
     return f" ({why}{f', cap {cap:g} s' if cap and why != _STOPPED['time cap'] else ''})"
 
 
@@ -263,13 +264,13 @@ def _placement_note(record: dict) -> str:
     return text + "."
 
 
-def comparison_table(comparisons, settings: dict) -> str:
+def comparison_table(comparisons, settings: ComparisonSettings) -> str:
     multi = len({c.op for c in comparisons}) > 1
     lines = ruled(_comparison_rows(comparisons, multi))
     return "\n".join(lines + [""] + comparison_notes(comparisons, settings))
 
 
-def comparison_markdown(comparisons, settings: dict, notes: bool = True) -> str:
+def comparison_markdown(comparisons, settings: ComparisonSettings, notes: bool = True) -> str:
     """The comparison as a markdown table, and (`notes`) its notes as a list under it."""
     multi = len({c.op for c in comparisons}) > 1
     rows = _comparison_rows(comparisons, multi)

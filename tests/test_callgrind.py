@@ -15,6 +15,7 @@ from conftest import ROOT
 from overrides.builds import samepath
 from overrides.counts import callgrind, dumps, judge, records, rounds
 from overrides.errors import UsageError
+from overrides.comparison_settings import ComparisonSettings, CountSettings
 
 SEED_TARGETS = [(name, "torch.add") for name in
                 ("Tensor", "SubTensor", "WithTorchFunction", "SubWithTorchFunction")]
@@ -248,7 +249,7 @@ def test_comparisons_count_by_default_only_where_valgrind_is(monkeypatch):
         rounds.counting_plan(True, False, None)
     with pytest.raises(UsageError, match="valgrind not found"):  # --seeds asks for counts too
         rounds.counting_plan(False, False, [1, 2])
-    notes = comparison_report.comparison_notes([], {"instructions_skipped": skipped})
+    notes = comparison_report.comparison_notes([], ComparisonSettings(instructions_skipped=skipped))
     assert any(n.startswith("instruction counts skipped: valgrind is not installed") and
                "wall clock's alone" in n for n in notes)
 
@@ -312,8 +313,7 @@ def test_undecided_counts_get_more_seeds_until_decided():
     from overrides import case_comparison, comparison_report
     clock = [case_comparison.Comparison(c.case, c.op, 1000.0, 1000.0, 0.0, (-5.0, 5.0), "no change", paired=True)
              for c in comparisons]
-    settings = {"instructions": {"seeds": list(seeds), "seeds_added": list(seeds[2:]),
-                                 "threshold": 50.0, "threshold_pct": 0.25}}
+    settings = ComparisonSettings(instructions=CountSettings(tuple(seeds), 50.0, 0.25, tuple(seeds[2:])))
     notes = comparison_report.comparison_notes(case_comparison.with_counts(clock, comparisons), settings)
     assert any("the last 2 only for the cases the first ones left undecided" in n for n in notes)
     assert any(n.startswith("exact: Steady counted alike") for n in notes)
@@ -383,7 +383,7 @@ def test_sides_that_do_not_count_alike_are_left_to_the_clock_with_the_reason():
     judged = case_comparison.with_counts([case_comparison.Comparison("Tensor", "op", 1000.0, 1001.0, 1.0, (-5.0, 7.0),
                                                      "no change", True)], [wild])
     assert judged[0].verdict == "no change" and judged[0].to_dict()["counts_why"] == wild.why
-    notes = comparison_report.comparison_notes(judged, {"instructions": {"seeds": list(range(1, 9))}})
+    notes = comparison_report.comparison_notes(judged, ComparisonSettings(instructions=CountSettings(tuple(range(1, 9)), 20, 0.75)))
     assert any(note.startswith("(clock): the counts do not judge Tensor: its seeds spread") for note in notes)
 
 

@@ -8,6 +8,7 @@ import pytest
 from overrides.counts import calltree
 from overrides.review import count_tables
 from overrides.counts.callgrind import CaseCounts, CountRun
+from overrides.comparison_settings import ComparisonSettings
 
 LOOP = "PyObject_Vectorcall"  # where Callgrind's view of the stack begins
 
@@ -98,7 +99,7 @@ def test_a_report_of_unchanged_counts_says_so_in_one_line(tmp_path):
     same = named(_runs({s: {(LOOP, "add"): 1000.0} for s in (1, 2, 3)}))
     # the presenting half of the report alone, on made-up evidence: nothing measured
     pack = Pack(str(tmp_path), lambda message: None, [])
-    parts = sections.count_sections(Evidence([], {}, {}, counts=[same, same]),
+    parts = sections.count_sections(Evidence([], {}, ComparisonSettings(), counts=[same, same]),
                                     [SimpleNamespace(case="SubTensor", op="torch.add", verdict="no change")],
                                     True, pack)
     assert parts[0] == "## Where the instructions went" and "### " not in "\n".join(parts)
@@ -107,7 +108,7 @@ def test_a_report_of_unchanged_counts_says_so_in_one_line(tmp_path):
         "call: SubTensor +0 (no change)."]  # "what moved" only where something did (issue 45)
     # a changed case gets its own section, with the key to the table
     grown = named(_runs({s: {(LOOP, "add"): 1000.0, (LOOP, "add", "shim"): 400.0} for s in (1, 2, 3)}))
-    parts = sections.count_sections(Evidence([], {}, {}, counts=[same, grown]),
+    parts = sections.count_sections(Evidence([], {}, ComparisonSettings(), counts=[same, grown]),
                                     [SimpleNamespace(case="SubTensor", op="torch.add", verdict="regression")],
                                     True, pack)
     text = "\n".join(parts)

@@ -4,6 +4,7 @@ import math
 
 from overrides import case_comparison, verdicts
 from overrides.results import CaseResult, RunResult
+from overrides.comparison_settings import ComparisonSettings
 
 
 def test_verdict_rules():
@@ -44,7 +45,7 @@ def test_unpaired_is_inconclusive_when_one_side_ran_on_a_busy_machine():
 
 def test_payload_is_versioned():
     (c,) = case_comparison.compare_runs(_run([1000.0] * 50), _run([1000.0] * 50))
-    payload = case_comparison.comparison_payload([c], {"threshold_ns": 20}, {})
+    payload = case_comparison.comparison_payload([c], ComparisonSettings(threshold_ns=20), {})
     assert payload["schema"] == case_comparison.COMPARISON_SCHEMA and payload["paired"] is False
     assert set(payload["comparisons"][0]) >= {"case", "base_ns", "branch_ns", "delta_ns", "ci95_ns", "verdict"}
 
@@ -113,7 +114,7 @@ def test_one_layout_decides_nothing_unless_the_counts_are_exact():
     clock = [Comparison("WithTorchFunction", "torch.add", 2730.0, 2733.0, 3.0, (-12.0, 18.0), "inconclusive", paired=True)]
     judged = with_counts(clock, [counted])
     assert judged[0].verdict == "inconclusive"
-    assert "1 seed" in comparison_report.comparison_table(judged, {}).splitlines()[2]
+    assert "1 seed" in comparison_report.comparison_table(judged, ComparisonSettings()).splitlines()[2]
     two, = judge.compare_counts(*runs((22_286.5, 309.3), (22_290.0, -20.0)))
     assert two.verdict == "inconclusive"
     # ... while a case counted exactly alike is decided on its one seed, and two ordinary seeds

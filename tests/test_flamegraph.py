@@ -12,6 +12,7 @@ import pytest
 from conftest import ROOT, run_tool
 from overrides.errors import UsageError
 from overrides.flame import differential, flamegraph, flamesvg, pyspy, stacks
+from overrides.comparison_settings import ComparisonSettings
 
 
 def test_pyspybench_runs_exactly_nreps_and_prints_nothing():
@@ -426,7 +427,7 @@ def test_several_cases_are_recorded_in_one_process_each_recording_and_split_by_c
             "refusing:Fine", str(tmp_path / "f.svg"), str(tmp_path / "f.folded"))], seconds=1.0)
     folder = tmp_path / "runs" / "base"
     folder.mkdir(parents=True)
-    evidence = Evidence([], {}, {}, recorded={"base": RecordedRun("base", str(folder), {"op": "torch.add"})})
+    evidence = Evidence([], {}, ComparisonSettings(), recorded={"base": RecordedRun("base", str(folder), {"op": "torch.add"})})
     side = Side("base", sys.executable, python=sys.executable, build=Build(sys.executable))
     found = record_flamegraphs(evidence, side, ["SubTensor", "refusing:Fine"], None, 1.0,
                                str(tmp_path / "runs"), str(tmp_path), lambda message: None)

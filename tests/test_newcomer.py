@@ -7,6 +7,7 @@ import pytest
 from overrides import run_report, comparison_report
 from overrides.ab.countfirst import counts_progress
 from overrides.case_comparison import Comparison
+from overrides.comparison_settings import ComparisonSettings
 
 
 def _counted(delta_instructions: float = 120.0) -> Comparison:
@@ -16,14 +17,14 @@ def _counted(delta_instructions: float = 120.0) -> Comparison:
 
 
 def test_the_counted_table_gives_both_deltas_in_percent():
-    table = comparison_report.comparison_table([_counted()], {"pairs": 5, "threshold_ns": 20, "threshold_pct": 0.75})
+    table = comparison_report.comparison_table([_counted()], ComparisonSettings(pairs=5, threshold_ns=20, threshold_pct=0.75))
     header, _, row = table.splitlines()[:3]
     assert "delta %" in header and "delta instr %" in header
     assert "+5.79%" in row and "+0.30%" in row  # 297 of 5,126 ns; 120 of 40,000 instructions
 
 
 def test_the_notes_say_the_paired_delta_is_not_the_difference_of_the_columns():
-    notes = " ".join(comparison_report.comparison_notes([_counted()], {"pairs": 5}))
+    notes = " ".join(comparison_report.comparison_notes([_counted()], ComparisonSettings(pairs=5)))
     assert "paired estimate, so it need not equal their difference" in notes
 
 

@@ -15,6 +15,7 @@ import pytest
 
 from conftest import ROOT
 from overrides.counts import pycalls
+from overrides.comparison_settings import ComparisonSettings
 from overrides.review import sections
 
 UNITS = '''
@@ -75,14 +76,14 @@ def test_counts_of_another_file_than_the_clock_ran_are_never_read_as_the_same_co
     clock_ran = {"base": {"units:pair": "/a/units.py"}, "branch": {"units:pair": "/b/units.py"}}
     comparison = Comparison("units:pair", "torch.add", 4500.0, 3100.0, -1400.0, (-1450.0, -1350.0),
                             "improvement", True)
-    evidence = Evidence([comparison], {}, {"user_modules": clock_ran}, python_calls=[counted, counted])
+    evidence = Evidence([comparison], {}, ComparisonSettings(user_modules=clock_ran), python_calls=[counted, counted])
     text = "\n".join(sections.python_call_sections(evidence, [comparison], False, Pack(str(tmp_path), print, [])))
     assert "The same Python functions ran" not in text
     assert "counted in /here/units.py on the base side, where its clock ran /a/units.py" in text
     # counted where the clock ran: compared, and said the same when it is
     right = [[pycalls.CaseCalls("units:pair", "torch.add", 1000, same, module_file=f"/{side}/units.py")]
              for side in ("a", "b")]
-    evidence = Evidence([comparison], {}, {"user_modules": clock_ran}, python_calls=right)
+    evidence = Evidence([comparison], {}, ComparisonSettings(user_modules=clock_ran), python_calls=right)
     text = "\n".join(sections.python_call_sections(evidence, [comparison], False, Pack(str(tmp_path), print, [])))
     assert "The same Python functions ran" in text
 
@@ -282,7 +283,7 @@ def test_a_case_that_did_not_move_gets_no_list_and_counts_off_say_the_names_were
     assert not off.changed_functions.looked_for
     assert off.to_dict()["changed_functions"] == {"looked_for": False, "why": off.changed_functions.not_looked_for}
     assert "--no-instructions" in off.changed_functions.not_looked_for
-    note = comparison_notes([off], {})[0]
+    note = comparison_notes([off], ComparisonSettings())[0]
     assert note.startswith("what changed, by name: not looked for (units:pair): the Python calls are counted only")
 
 

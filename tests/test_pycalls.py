@@ -10,6 +10,7 @@ import pytest
 from overrides.ab import shimenv
 from overrides.counts import pycalls, pyhook
 from overrides.review import count_tables
+from overrides.comparison_settings import ComparisonSettings
 
 SEED_TARGETS = [("SubTensor", "torch.add"), ("SubWithTorchFunction", "torch.add"),
                 ("Tensor", "torch.add")]
@@ -178,7 +179,7 @@ def test_the_report_section_lists_changed_cases_new_rows_first_and_fills_differe
                                       "regression", True),
                    case_comparison.Comparison("Tensor", "torch.add", 1000.0, 1001.0, 1.0, (-5.0, 7.0),
                                       "no change", True)]
-    parts = sections.python_call_sections(Evidence(comparisons, {}, {}, python_calls=[base, branch]),
+    parts = sections.python_call_sections(Evidence(comparisons, {}, ComparisonSettings(), python_calls=[base, branch]),
                                           comparisons, all_cases=False, pack=pack)
     text = "\n".join(parts)
     assert parts[0] == "## Where the Python calls went"
@@ -195,7 +196,7 @@ def test_the_report_section_lists_changed_cases_new_rows_first_and_fills_differe
     from overrides.review.measuring import count_python_calls
     from overrides.review.sides import Side
 
-    quiet = Evidence(comparisons, {}, {})
+    quiet = Evidence(comparisons, {}, ComparisonSettings())
     count_python_calls(quiet, [Side("base", "base", label="base", unpaired_reason="no copy kept"),
                                Side("branch", "/x/python", python="/x/python", build=object())],
                        lambda message: None)
@@ -305,7 +306,7 @@ def _helper_recordings(tmp_path, helper_samples=(12, 12)):
               "branch": [write(f"branch.{i}", branch_lines(n)) for i, n in enumerate(helper_samples, 1)]}
     comparison = case_comparison.Comparison("SubTensor", "torch.add", 4000.0, 4100.0, 100.0, (60.0, 140.0),
                                     "regression", True)
-    evidence = Evidence([comparison], {}, {}, python_calls=[calls["base"], calls["branch"]])
+    evidence = Evidence([comparison], {}, ComparisonSettings(), python_calls=[calls["base"], calls["branch"]])
     return (evidence, comparison, folded, (caller, helper),
             lambda name, inside: write(name, branch_lines(inside)), lambda name: write(name, base_lines))
 
@@ -423,7 +424,7 @@ def test_the_only_python_function_that_changed_is_priced_by_the_interpreters_ins
     # the caller ran as many bytecodes: the helper is the only Python change
     same_caller = [dataclasses.replace(c, functions={**c.functions, caller: base_calls[0].functions[caller]})
                    for c in branch_calls]
-    sole = Evidence([comparison], {}, {}, counts=counts, python_calls=[base_calls, same_caller])
+    sole = Evidence([comparison], {}, ComparisonSettings(), counts=counts, python_calls=[base_calls, same_caller])
     pack = Pack(str(tmp_path), lambda message: None, [])
     text = "\n".join(time_sections.differential_section(sole, comparison, folded, "subtensor", pack))
     row = next(line for line in text.splitlines() if line.startswith("| Python calls: new"))
@@ -450,7 +451,7 @@ def test_the_only_python_function_that_changed_is_priced_by_the_interpreters_ins
                                      lambda case: asked.append(case))
     assert asked == []
     # the caller's bytecodes moved by its call line (+2 a call): the work of those calls
-    with_line = Evidence([comparison], {}, {}, counts=counts, python_calls=evidence.python_calls)
+    with_line = Evidence([comparison], {}, ComparisonSettings(), counts=counts, python_calls=evidence.python_calls)
     pack = Pack(str(tmp_path), lambda message: None, [])
     text = "\n".join(time_sections.differential_section(with_line, comparison, folded, "subtensor", pack))
     assert ("is the only Python function called differently in this case, and the only other "
@@ -460,7 +461,7 @@ def test_the_only_python_function_that_changed_is_priced_by_the_interpreters_ins
     assert pack.differentials["SubTensor [torch.add]"]["wall_clock"]["functions"][0]["counted_ns"] == 40.0
     # the caller ran 20 more bytecodes a call: more than a call line, so the counts price nothing
     rewritten = [dataclasses.replace(c, functions={**c.functions, caller: (100, 5000, 1509)}) for c in branch_calls]
-    more = Evidence([comparison], {}, {}, counts=counts, python_calls=[base_calls, rewritten])
+    more = Evidence([comparison], {}, ComparisonSettings(), counts=counts, python_calls=[base_calls, rewritten])
     pack = Pack(str(tmp_path), lambda message: None, [])
     text = "\n".join(time_sections.differential_section(more, comparison, folded, "subtensor", pack))
     assert "(the interpreter's)" not in text and "By the counts" not in text
@@ -495,7 +496,7 @@ def test_the_hot_loops_own_time_is_not_listed_where_the_counts_found_its_work_un
         return text.split("| **total")[0].split("function | own ns")[1]
 
     assert "hot_loop_SubTensor" in table(evidence)  # no counts: the sampled move is listed
-    counted = Evidence([comparison], {}, {}, counts=[runs(100.0), runs(102.0)], python_calls=evidence.python_calls)
+    counted = Evidence([comparison], {}, ComparisonSettings(), counts=[runs(100.0), runs(102.0)], python_calls=evidence.python_calls)
     assert "hot_loop_SubTensor" not in table(counted)
 
 

@@ -74,6 +74,7 @@ from overrides.cases.casenames import Case
 from overrides.cases.ops import Op
 from overrides.counts import records
 from overrides.case_comparison import Comparison
+from overrides.comparison_settings import PAIRED, ComparisonSettings, CountSettings
 from overrides.errors import UsageError
 from overrides.results import CaseResult, RunResult
 from overrides.verdicts import NO_CHANGE_CONFIDENCE
@@ -93,7 +94,7 @@ class ABResult:
     base_run: RunResult
     branch_run: RunResult
     pairs: tuple[PairEstimate, ...]
-    settings: dict
+    settings: ComparisonSettings
     wall_s: float
     interrupted: bool = False
     failure: str = ""  # a worker that died past its retries ended it: the pairs finished are kept
@@ -349,29 +350,26 @@ def _finish(base: Interpreter, branch: Interpreter, pooled: Pooled, config: ABCo
             started: float, counted: "Counted | None", same_path: dict, deaths: Sequence[str] = (),
             failure: str = "") -> ABResult:
     """The timed pairs' results, judged with the instruction counts where they were counted."""
-    settings = {"mode": "paired A/B", "pairs": pairs_done, "pairs_asked": config.pairs,
-                "max_seconds": config.max_seconds if config.pairs is None else None,
-                "stopped": stopped, "min_pairs": MIN_PAIRS,
-                "seconds_per_pair": config.seconds_per_pair, "threads": config.threads,
-                "fix_layout": config.fix_layout, "hash_seed_base": config.hash_seed_base,
-                "threshold_ns": config.threshold_ns, "threshold_pct": config.threshold_pct,
-                "no_change_confidence": NO_CHANGE_CONFIDENCE,
-                "calls_per_sample": pooled.calls, "placement": views.record(), "same_path": same_path,
-                "torch_roots": {"base": base.torch_root, "branch": branch.torch_root},
-                "estimator": "mean over pairs of the median log ratio of neighbouring samples"}
-    unmeasured = {f"{case.name} [{op.name}]": error for (case, op), error in zip(pooled.targets, pooled.errors)
-                  if error}
-    if unmeasured:  # n/a (the op does not apply) or failed, in words, for the notes
-        settings["not_timed"] = unmeasured
-    if config.your_code:  # two versions of your code, one interpreter: the row is named by the base's
-        settings["your_code"] = dict(zip(("base", "branch"), config.your_code))
-    if deaths:
-        settings["workers_died"] = list(deaths)  # each cost its pair, retried up to WORKER_RETRIES
-    if failure:
-        settings["incomplete"] = failure
     user_modules = {side: pooled.environments.get(side, {}).get("user_modules") for side in ("base", "branch")}
-    if any(user_modules.values()):
-        settings["user_modules"] = user_modules  # which file of yours each side's clock ran
+    settings = ComparisonSettings(
+        mode=PAIRED, pairs=pairs_done, pairs_asked=config.pairs,
+        max_seconds=config.max_seconds if config.pairs is None else None,
+        stopped=stopped, min_pairs=MIN_PAIRS, seconds_per_pair=config.seconds_per_pair,
+        threads=config.threads, fix_layout=config.fix_layout, hash_seed_base=config.hash_seed_base,
+        threshold_ns=config.threshold_ns, threshold_pct=config.threshold_pct,
+        no_change_confidence=NO_CHANGE_CONFIDENCE, calls_per_sample=tuple(pooled.calls),
+        placement=views.record(), same_path=same_path,
+        torch_roots={"base": base.torch_root, "branch": branch.torch_root},
+        estimator="mean over pairs of the median log ratio of neighbouring samples",
+        # n/a (the op does not apply) or failed, in words, for the notes
+        not_timed={f"{case.name} [{op.name}]": error
+                   for (case, op), error in zip(pooled.targets, pooled.errors) if error} or None,
+        # two versions of your code, one interpreter: the row is named by the base's
+        your_code=dict(zip(("base", "branch"), config.your_code)) if config.your_code else None,
+        workers_died=tuple(deaths),  # each cost its pair, retried up to WORKER_RETRIES
+        incomplete=failure,
+        # which file of yours each side's clock ran
+        user_modules=user_modules if any(user_modules.values()) else None)
     runs = {}
     for side in ("base", "branch"):
         case_results = tuple(
@@ -381,22 +379,20 @@ def _finish(base: Interpreter, branch: Interpreter, pooled: Pooled, config: ABCo
                        error=pooled.errors[i] if not pooled.samples[side][i] else None,
                        baseline=case.baseline)
             for i, (case, op) in enumerate(pooled.targets))
-        runs[side] = RunResult(pooled.environments.get(side, {}), dict(settings, side=side),
+        runs[side] = RunResult(pooled.environments.get(side, {}), dict(settings.to_dict(), side=side),
                                case_results, interrupted=interrupted or bool(failure),
                                wall_s=time.monotonic() - started)
     comparisons = compare_pooled(pooled, config)
     if counted is not None and counted.skipped:
-        settings["instructions_skipped"] = counted.skipped
+        settings = dataclasses.replace(settings, instructions_skipped=counted.skipped)
     elif counted is not None:
         from overrides import case_comparison
         from overrides.counts.judge import DEFAULT_THRESHOLD_INSTRUCTIONS
 
-        settings["instructions"] = {"seeds": list(counted.seeds),
-                                    "threshold": DEFAULT_THRESHOLD_INSTRUCTIONS,
-                                    "threshold_pct": config.threshold_pct,
-                                    "seeds_added": list(counted.seeds_added),
-                                    "counted_first_s": round(counted.seconds, 1),
-                                    "settled_by_counts": sorted(f"{case} {op}" for case, op in counted.settled)}
+        settings = dataclasses.replace(settings, instructions=CountSettings(
+            tuple(counted.seeds), DEFAULT_THRESHOLD_INSTRUCTIONS, config.threshold_pct,
+            tuple(counted.seeds_added), round(counted.seconds, 1),
+            tuple(sorted(f"{case} {op}" for case, op in counted.settled))))
         runs = {side: dataclasses.replace(run, instructions=records.to_dict(counts))
                 for (side, run), counts in zip(runs.items(), counted.runs)}
         sure_clock = {(c.case, c.op): c.verdict

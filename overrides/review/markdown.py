@@ -74,7 +74,7 @@ def report_markdown(evidence, sides: Sequence[Side], python_calls: Sequence[str]
     if evidence.notes:
         parts += ["## Notes", ""] + [f"- {note}" for note in evidence.notes] + [""]
     environments: list[str] = []
-    paired = settings.get("mode", "").startswith("paired")
+    paired = settings.paired
     for side in sides:
         env = runs[side.role].environment
         # A label with a copy is still compared from its recorded run when the other side

@@ -13,6 +13,7 @@ import os
 from typing import Callable, Sequence
 
 from overrides import children, case_comparison, run_report, results
+from overrides.comparison_settings import UNPAIRED, ComparisonSettings, CountSettings
 from overrides.errors import UsageError
 from overrides.files import write_json_atomic, write_text_atomic
 from overrides.review.sides import ROLES, Side, live_folder
@@ -26,7 +27,7 @@ class Evidence:
 
     comparisons: list
     runs: dict  # role -> RunResult
-    settings: dict
+    settings: ComparisonSettings = ComparisonSettings()
     recorded: dict = dataclasses.field(default_factory=dict)  # role -> runs.RecordedRun
     counts: list | None = None  # [base runs, branch runs] of Callgrind, when both counted
     python_calls: list | None = None  # [base, branch] pycalls.CaseCalls lists
@@ -62,7 +63,7 @@ def measure(sides: Sequence[Side], case_names: Sequence[str] | None, op: str | N
     from overrides.cases import ops as ops_mod, registry
     from overrides.review import record, runs as recorded_runs
 
-    evidence = Evidence([], {}, {}, notes=notes if notes is not None else [])
+    evidence = Evidence([], {}, ComparisonSettings(), notes=notes if notes is not None else [])
     selected = registry.resolve_cases(list(case_names) if case_names else None)
     names = [case.name for case in selected]
     if all(side.build is not None for side in sides):
@@ -122,12 +123,11 @@ def measure(sides: Sequence[Side], case_names: Sequence[str] | None, op: str | N
     runs = {role: results.load(recorded[role].results_path) for role in ROLES}
     comparisons = case_comparison.compare_runs(runs["base"], runs["branch"], ab_config.threshold_ns,
                                        ab_config.threshold_pct)
-    settings = {"mode": "unpaired", "threshold_ns": ab_config.threshold_ns,
-                "threshold_pct": ab_config.threshold_pct}
+    settings = ComparisonSettings(mode=UNPAIRED, threshold_ns=ab_config.threshold_ns,
+                                  threshold_pct=ab_config.threshold_pct)
     count_files = [recorded[role].instructions_path() for role in ROLES]
     if all(count_files):
-        comparisons, runs = _judge_on_counts(evidence, comparisons, runs, count_files, settings,
-                                             ab_config.threshold_pct)
+        comparisons, runs, settings = _judge_on_counts(evidence, comparisons, runs, count_files, settings)
     elif any(count_files):
         evidence.notes.append("Only one side has instruction counts (record both with "
                               "`record.sh --instructions`), so the verdicts rest on wall time.")
@@ -135,9 +135,9 @@ def measure(sides: Sequence[Side], case_names: Sequence[str] | None, op: str | N
     return evidence
 
 
-def _judge_on_counts(evidence: Evidence, comparisons, runs: dict, count_files, settings: dict,
-                     threshold_pct: float):
-    """The comparisons judged on both sides' recorded counts, where they share hash seeds."""
+def _judge_on_counts(evidence: Evidence, comparisons, runs: dict, count_files, settings: ComparisonSettings):
+    """The comparisons, runs and settings, judged on both sides' recorded counts where they share
+    hash seeds."""
     from overrides.counts import judge, records
 
     counts = []
@@ -149,13 +149,13 @@ def _judge_on_counts(evidence: Evidence, comparisons, runs: dict, count_files, s
     if not seeds:
         evidence.notes.append("The two sides' instruction counts share no hash seed (record both "
                               "with the same --seeds), so the verdicts rest on wall time.")
-        return comparisons, runs
-    settings["instructions"] = {"seeds": seeds,
-                                "threshold": judge.DEFAULT_THRESHOLD_INSTRUCTIONS,
-                                "threshold_pct": threshold_pct}
+        return comparisons, runs, settings
+    threshold_pct = settings.threshold_pct
+    settings = dataclasses.replace(settings, instructions=CountSettings(
+        tuple(seeds), judge.DEFAULT_THRESHOLD_INSTRUCTIONS, threshold_pct))
     runs = {role: dataclasses.replace(runs[role], instructions=records.to_dict(c))
             for role, c in zip(ROLES, counts)}
-    return case_comparison.with_counts(comparisons, judge.compare_counts(*counts, threshold_pct=threshold_pct)), runs
+    return case_comparison.with_counts(comparisons, judge.compare_counts(*counts, threshold_pct=threshold_pct)), runs, settings
 
 
 def count_python_calls(evidence: Evidence, sides: Sequence[Side], say: Callable[[str], None]) -> None:

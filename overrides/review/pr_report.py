@@ -84,7 +84,7 @@ def build(base_spec: str, branch_spec: str, *, output: str = DEFAULT_OUTPUT,
             # Measuring and judging ...
             evidence = measuring.measure(sides, cases, op, ab_config, runs, say, notes)
             comparisons = evidence.comparisons
-            if not evidence.settings.get("mode", "").startswith("paired"):
+            if not evidence.settings.paired:
                 notes.append(
                     "This comparison is UNPAIRED: base and branch were measured in separate runs, so "
                     "machine drift and memory layout between the runs are in the interval (3% per "

@@ -52,7 +52,7 @@ def python_call_sections(evidence, comparisons, all_cases: bool, pack: Pack) -> 
         if calls is None:
             continue
         base, branch = calls
-        mismatch = counted_elsewhere(c.case, base, branch, evidence.settings.get("user_modules"))
+        mismatch = counted_elsewhere(c.case, base, branch, evidence.settings.user_modules)
         if mismatch:
             parts += [f"### {c.case}: Python calls not compared", "", mismatch, ""]
             continue

@@ -1,0 +1,115 @@
+"""How a comparison was made, as one frozen record: what the notes under its table say and what
+its JSON's "settings" holds.
+
+A paired comparison (`ab/paired.py`) and an unpaired one (report.sh's recorded runs,
+`review/measuring.py`) both build one; `comparison_report.py` and the report read it by
+attribute. It was a dict of ~25 string keys, written in one module and read by string in three
+others, where a renamed key was silently a missing note. `to_dict` writes the same keys the JSON
+always had (comparison/3), so files written before read the same.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Mapping
+
+PAIRED = "paired A/B"
+UNPAIRED = "unpaired"
+
+
+@dataclasses.dataclass(frozen=True)
+class CountSettings:
+    """How the instruction counts that judged the comparison were made."""
+
+    seeds: tuple[int, ...]
+    threshold: float  # instructions a call: the absolute part of the counts' threshold
+    threshold_pct: float
+    seeds_added: tuple[int, ...] = ()  # counted only for the cases the first seeds left undecided
+    counted_first_s: float | None = None  # paired: the counts ran before the clock, this long
+    settled_by_counts: tuple[str, ...] = ()  # "case op" the counts decided before any pair ran
+
+    def to_dict(self) -> dict:
+        out: dict[str, Any] = {"seeds": list(self.seeds), "threshold": self.threshold,
+                               "threshold_pct": self.threshold_pct}
+        if self.counted_first_s is not None:
+            out.update(seeds_added=list(self.seeds_added), counted_first_s=self.counted_first_s,
+                       settled_by_counts=list(self.settled_by_counts))
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Mapping) -> "CountSettings":
+        return cls(tuple(data.get("seeds", ())), data.get("threshold", 0.0), data.get("threshold_pct", 0.0),
+                   tuple(data.get("seeds_added", ())), data.get("counted_first_s"),
+                   tuple(data.get("settled_by_counts", ())))
+
+
+# The paired run's own figures, written even where None (as they always were).
+_PAIRED_FIELDS = ("pairs", "pairs_asked", "max_seconds", "stopped", "min_pairs", "seconds_per_pair",
+                  "threads", "fix_layout", "hash_seed_base", "threshold_ns", "threshold_pct",
+                  "no_change_confidence", "calls_per_sample", "placement", "same_path", "torch_roots",
+                  "estimator")
+# Written only where they hold something, in this order after those.
+_OPTIONAL_FIELDS = ("not_timed", "your_code", "workers_died", "incomplete", "user_modules",
+                    "instructions_skipped", "instructions", "not_applied")
+
+
+@dataclasses.dataclass(frozen=True)
+class ComparisonSettings:
+    mode: str = PAIRED
+    threshold_ns: float | None = None
+    threshold_pct: float | None = None
+    # paired only: the pairs run and why they stopped
+    pairs: int | None = None
+    pairs_asked: int | None = None
+    max_seconds: float | None = None  # the time cap, where no pair count was asked
+    stopped: str = ""  # "decided", "time cap", "pair limit", "interrupted"
+    min_pairs: int | None = None
+    seconds_per_pair: float | None = None
+    threads: int | None = None
+    fix_layout: bool | None = None
+    hash_seed_base: int | None = None
+    no_change_confidence: float | None = None
+    calls_per_sample: tuple[int, ...] = ()
+    placement: Mapping | None = None  # builds/placement.Views.record()
+    same_path: Mapping | None = None  # builds/samepath: how both sides were started from one path
+    torch_roots: Mapping | None = None
+    estimator: str = ""
+    # what happened on the way, where anything did
+    not_timed: Mapping[str, str] | None = None  # "case [op]" -> why it was not timed
+    your_code: Mapping[str, str] | None = None  # {"base": spec, "branch": spec}: two versions of your code
+    workers_died: tuple[str, ...] = ()  # each cost its pair, which was run again
+    incomplete: str = ""  # a worker died past its retries: the verdicts gate nothing
+    user_modules: Mapping | None = None  # side -> which file of yours its clock ran
+    instructions_skipped: str = ""  # why no counts judged it
+    instructions: CountSettings | None = None
+    not_applied: tuple[Mapping, ...] = ()  # factory settings a case could not take, with a note each
+
+    @property
+    def paired(self) -> bool:
+        return self.mode.startswith("paired")
+
+    def to_dict(self) -> dict:
+        out: dict[str, Any] = {"mode": self.mode}
+        if self.paired:
+            for name in _PAIRED_FIELDS:
+                value = getattr(self, name)
+                out[name] = list(value) if isinstance(value, tuple) else value
+        else:
+            out.update(threshold_ns=self.threshold_ns, threshold_pct=self.threshold_pct)
+        for name in _OPTIONAL_FIELDS:
+            value = getattr(self, name)
+            if value:
+                out[name] = (value.to_dict() if isinstance(value, CountSettings)
+                             else list(value) if isinstance(value, tuple) else value)
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Mapping) -> "ComparisonSettings":
+        known = {f.name for f in dataclasses.fields(cls)}
+        values = {k: v for k, v in data.items() if k in known}
+        for name in ("calls_per_sample", "workers_died", "not_applied"):
+            if name in values:
+                values[name] = tuple(values[name] or ())
+        if values.get("instructions") is not None:
+            values["instructions"] = CountSettings.from_dict(values["instructions"])
+        return cls(**values)
