@@ -110,7 +110,7 @@ def _seed_deltas(outcome) -> dict:
     """Per case, branch minus base instructions per call on every seed counted on both sides."""
     if not outcome.base_run.instructions or not outcome.branch_run.instructions:
         return {}
-    sides = [records.from_dict(run.instructions) for run in (outcome.base_run, outcome.branch_run)]
+    sides = [list(run.instructions) for run in (outcome.base_run, outcome.branch_run)]
     branch_by_seed = {run.seed: run for run in sides[1]}
     out: dict[str, list] = {}
     for run in sides[0]:

@@ -223,7 +223,7 @@ def run(argv: list[str]) -> int:
         print(f"results written to {args.json}", file=sys.stderr)
     if run_result.interrupted:
         return INTERRUPTED_EXIT_STATUS  # what was measured is printed (and saved) above
-    died = records.deaths(records.from_dict(run_result.instructions)) if run_result.instructions else []
+    died = records.deaths(run_result.instructions or ())
     if died:
         kept = f"; what finished is in {args.json}" if args.json and not args.load else ""
         print(f"bench.py: incomplete: {'; '.join(died)}{kept}", file=sys.stderr)
@@ -331,13 +331,13 @@ def run_budget(args) -> int:
         if why:
             raise UsageError(f"{path}: {why}")
     run_result = count_benchmark(selected, selected_ops, seeds, progress=stderr_progress(args.quiet))
-    died = records.deaths(records.from_dict(run_result.instructions))
+    died = records.deaths(run_result.instructions)
     if died:  # a budget is judged seed by seed: without one of its seeds there is nothing to judge
         print(f"bench.py: incomplete: {'; '.join(died)}; "
               + (f"{path} was not written" if args.write_budget else "nothing was checked"), file=sys.stderr)
         return INCOMPLETE_EXIT_STATUS
     if args.write_budget:
-        rows = budget.rows_from(records.from_dict(run_result.instructions), seeds,
+        rows = budget.rows_from(run_result.instructions, seeds,
                                 _layout_variant_runs(selected, selected_ops, seeds, args))
         rows = budget.with_python_calls(rows, pycalls.count_build(sys.executable, [(r.case, r.op) for r in rows]))
         final, changed = budget.rewritten(old, budget.Budget(here, seeds, tuple(rows)))
@@ -347,7 +347,7 @@ def run_budget(args) -> int:
               + (f"changed: {', '.join(changed)}" if changed else "none changed (each moved by less than a "
                  "third of its margin)"), file=sys.stderr)
         return 0
-    rows = budget.rows_from(records.from_dict(run_result.instructions), seeds)
+    rows = budget.rows_from(run_result.instructions, seeds)
     checked = budget.check(old, rows, [(c.name, o.name) for o in selected_ops for c in selected])
     # Every row's Python calls against its budget's, by name (a few seconds): a row off names what
     # it runs more of, and a row within its margin whose calls changed is off all the same.
@@ -379,7 +379,7 @@ def _layout_variant_runs(selected, selected_ops, seeds, args) -> list:
         return []
     variants = [budget.LAYOUT_VARIANTS[i % len(budget.LAYOUT_VARIANTS)] for i in range(len(seeds))]
     counted = count_benchmark(yours, selected_ops, seeds, progress=stderr_progress(args.quiet), variants=variants)
-    return [run for run in records.from_dict(counted.instructions) if not run.died]
+    return [run for run in counted.instructions if not run.died]
 
 
 def compared_code(compare: list[str]) -> tuple[str, str] | None:

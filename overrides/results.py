@@ -108,8 +108,9 @@ class RunResult:
             timespec="seconds"))
     interrupted: bool = False
     wall_s: float = math.nan
-    # Callgrind's counts (overrides/counts/callgrind.py's JSON), when the run counted instructions.
-    instructions: dict | None = None
+    # Callgrind's counts, one record per hash seed, when the run counted instructions (read
+    # once, as its file is loaded; written as records.to_dict's JSON).
+    instructions: tuple[records.CountRun, ...] | None = None
     # The run's speed against this machine's earlier runs (None: not checked, as in a counting
     # run, a version-1 file or a run given its samples).
     speed: speed_check.SpeedCheck | None = None
@@ -123,7 +124,7 @@ class RunResult:
         """The case's instructions per call, the mean over hash seeds, if counted."""
         if not self.instructions:
             return None
-        values = records.per_call_by_case(records.from_dict(self.instructions)).get(
+        values = records.per_call_by_case(self.instructions).get(
             (result.case, result.op))
         return sum(values) / len(values) if values else None
 
@@ -195,7 +196,7 @@ def to_dict(run: RunResult) -> dict:
         "interrupted": run.interrupted,
         "wall_s": _finite(run.wall_s),
         "results": [case_to_dict(run, r) for r in run.results],
-        "instructions": run.instructions,
+        "instructions": records.to_dict(run.instructions) if run.instructions else None,
         "speed": run.speed.to_dict() if run.speed is not None else None,
     }
 
@@ -224,8 +225,9 @@ def from_dict(data: dict, source: str = "results") -> RunResult:
     except (KeyError, TypeError, ValueError) as exc:
         raise UsageError(f"{source} is damaged ({type(exc).__name__}: {exc}); "
                          "re-run `python bench.py --json PATH`") from None
-    if data.get("instructions"):  # read now, so that damage names this file, not a later step
-        records.from_dict(data["instructions"], source=f"{source} (its instruction counts)")
+    # read now, so that damage names this file, not a later step
+    counts = (tuple(records.from_dict(data["instructions"], source=f"{source} (its instruction counts)"))
+              if data.get("instructions") else None)
     return RunResult(
         environment=data.get("environment", {}),
         settings=data.get("settings", {}),
@@ -233,7 +235,7 @@ def from_dict(data: dict, source: str = "results") -> RunResult:
         created=data.get("created", ""),
         interrupted=bool(data.get("interrupted", False)),
         wall_s=float(data.get("wall_s") or math.nan),
-        instructions=data.get("instructions"),
+        instructions=counts,
         speed=speed,
     )
 

@@ -415,7 +415,7 @@ INSTRUCTION_HEADER = ("case", "instructions/call", "range over seeds", "repeat s
 
 
 def _instruction_rows(run: RunResult) -> list[list[str]]:
-    count_runs = records.from_dict(run.instructions)
+    count_runs = run.instructions
     per_case = records.per_call_by_case(count_runs)
     spreads: dict[tuple[str, str], float] = {}
     for count_run in count_runs:
@@ -443,8 +443,8 @@ def _instruction_rows(run: RunResult) -> list[list[str]]:
 
 
 def _instruction_notes(run: RunResult) -> list[str]:
-    settings = (run.instructions or {}).get("settings", {})
-    seeds = (run.instructions or {}).get("seeds", [])
+    settings = run.instructions[0].settings if run.instructions else {}
+    seeds = [count_run.seed for count_run in run.instructions or ()]
     return [f"instructions/call: Callgrind, one valgrind process per hash seed ({', '.join(map(str, seeds))}) "
             "and module of yours; "
             f"minimum of repeats 2-{settings.get('repeats')} of {settings.get('calls_per_repeat')} calls "
@@ -452,15 +452,14 @@ def _instruction_notes(run: RunResult) -> list[str]:
             "repeat spread = (max - min) / that minimum.",
             _layout_note(run)] + _op_note(run) + _long_na_notes(run) \
         + _counted_twin_notes(run) \
-        + [f"incomplete: {died}; the figures rest on the other seeds" for died in records.deaths(
-            records.from_dict(run.instructions))]
+        + [f"incomplete: {died}; the figures rest on the other seeds" for died in records.deaths(run.instructions)]
 
 
 def _layout_note(run: RunResult) -> str:
     """How far this run's counts moved between its hash seeds (memory layouts), where it counted
     under two or more; with one, that it could not see it."""
     spreads = [(max(values) - min(values)) / min(values) for values in
-               records.per_call_by_case(records.from_dict(run.instructions)).values() if len(values) > 1 and min(values) > 0]
+               records.per_call_by_case(run.instructions).values() if len(values) > 1 and min(values) > 0]
     if not spreads:
         return ("Counts move with memory layout, which one hash seed cannot show: compare builds over "
                 "several seeds (--seeds 1 2 3), never across one layout each.")

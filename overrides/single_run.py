@@ -132,4 +132,4 @@ def count_benchmark(cases: Sequence[Case], ops: Sequence[Op], seeds: Sequence[in
                     for (case, op), reason in zip(pairs, reasons))
     settings = {"method": "instruction counts (Callgrind)", "seeds": list(seeds)}
     return RunResult(environment.collect(1), settings, results,
-                     wall_s=sum(run.wall_s for run in runs), instructions=records.to_dict(runs))
+                     wall_s=sum(run.wall_s for run in runs), instructions=records.as_saved(runs))

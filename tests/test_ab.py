@@ -72,8 +72,8 @@ def test_counts_made_first_end_the_clock_once_every_case_is_decided(copies_count
     # pairs.) Against a shim, Tensor's counts moved by layout alone (-5 [-40..+30] once), too
     # unsure to decide, so a test built on that would depend on layout luck.
     outcome = copies_counted_first
-    assert outcome.settings["instructions"]["settled_by_counts"] == ["SubTensor torch.add", "Tensor torch.add"]
-    assert outcome.settings["stopped"] == "decided" and outcome.settings["pairs"] == MIN_PAIRS
+    assert outcome.settings.instructions.settled_by_counts == ("SubTensor torch.add", "Tensor torch.add")
+    assert outcome.settings.stopped == "decided" and outcome.settings.pairs == MIN_PAIRS
     assert not {c.case for c in outcome.comparisons if c.verdict in ("regression", "improvement")}
 
 

@@ -393,7 +393,7 @@ def _finish(base: Interpreter, branch: Interpreter, pooled: Pooled, config: ABCo
             tuple(counted.seeds), DEFAULT_THRESHOLD_INSTRUCTIONS, config.threshold_pct,
             tuple(counted.seeds_added), round(counted.seconds, 1),
             tuple(sorted(f"{case} {op}" for case, op in counted.settled))))
-        runs = {side: dataclasses.replace(run, instructions=records.to_dict(counts))
+        runs = {side: dataclasses.replace(run, instructions=records.as_saved(counts))
                 for (side, run), counts in zip(runs.items(), counted.runs)}
         sure_clock = {(c.case, c.op): c.verdict
                       for c in compare_pooled(pooled, config, NO_CHANGE_CONFIDENCE)}

@@ -75,6 +75,12 @@ def to_dict(runs: Sequence[CountRun]) -> dict:
     }
 
 
+def as_saved(runs: Sequence[CountRun]) -> tuple[CountRun, ...]:
+    """`runs` as their JSON holds them (figures rounded as `to_dict` writes them): what a run
+    keeps, so that it prints what `--load` of its file prints."""
+    return tuple(from_dict(to_dict(runs)))
+
+
 def _pack_stacks(stacks: dict) -> dict:
     """Call paths as indices into one list of names: the same few hundred names recur in
     thousands of paths (a results file written out in full was many megabytes for the four

@@ -74,9 +74,7 @@ def measure(sides: Sequence[Side], case_names: Sequence[str] | None, op: str | N
         if outcome.failure:  # a process died past its retries: the report says so, exit 3
             evidence.incomplete.append(outcome.failure)
         if all(run.instructions for run in runs.values()):
-            from overrides.counts import records
-
-            evidence.counts = [records.from_dict(runs[role].instructions) for role in ROLES]
+            evidence.counts = [list(runs[role].instructions) for role in ROLES]
         kept = [side for side in sides if side.label]
         if kept:
             evidence.notes.append(
@@ -153,7 +151,7 @@ def _judge_on_counts(evidence: Evidence, comparisons, runs: dict, count_files, s
     threshold_pct = settings.threshold_pct
     settings = dataclasses.replace(settings, instructions=CountSettings(
         tuple(seeds), judge.DEFAULT_THRESHOLD_INSTRUCTIONS, threshold_pct))
-    runs = {role: dataclasses.replace(runs[role], instructions=records.to_dict(c))
+    runs = {role: dataclasses.replace(runs[role], instructions=tuple(c))
             for role, c in zip(ROLES, counts)}
     return case_comparison.with_counts(comparisons, judge.compare_counts(*counts, threshold_pct=threshold_pct)), runs, settings
 
