@@ -17,7 +17,7 @@ import os
 import shutil
 import sys
 
-from overrides import ROOT, comparison_report, device_report, environment, results, run_report
+from overrides import ROOT, comparison_report, device_report, environment, modes, results, run_report
 from overrides.ab.config import add_arguments as add_ab_arguments
 from overrides.argtypes import OneLineParser, positive_float, positive_int
 from overrides.cases import casenames
@@ -188,8 +188,9 @@ def run(argv: list[str]) -> int:
     if args.list or args.list_ops:
         print("\n".join(text() for wanted, text in ((args.list, list_cases), (args.list_ops, list_ops)) if wanted))
         return 0
-    if args.instructions and args.no_instructions:
-        raise UsageError("--instructions and --no-instructions contradict each other; keep one")
+    refused = modes.refusal(args)
+    if refused:
+        raise UsageError(refused)
     from overrides.history import command as history
 
     device_report.check_plot(args.plot, args.device)
@@ -204,8 +205,6 @@ def run(argv: list[str]) -> int:
     history.refuse_stray_flags(args)
     if args.compare:
         return run_compare(args)
-    if args.no_instructions:
-        raise UsageError("--no-instructions turns off --compare's counts; add --compare BASE_PY BRANCH_PY or drop it")
     if args.cells and (args.format == "legacy" or (not args.load and len(ops_mod.resolve_ops(args.op)) < 2)):
         raise UsageError(f"--cells {args.cells} chooses the cells of the cases x ops matrix; it needs two "
                          "--op or more (and not --format legacy): the one-op table shows every figure, drop --cells")
@@ -253,8 +252,6 @@ def ran_on_no_op(results_) -> list[str]:
 def _loaded_counted_or_timed(args) -> results.RunResult:
     """One run's results: read back with --load, counted with --instructions, else timed."""
     if args.load:
-        if args.cases or args.op or args.nreps or args.nrepreps or args.json:
-            raise UsageError("--load prints a saved file; drop --cases/--op/-n/-m/--json, or drop --load to measure")
         return results.load(args.load)
     not_applied = applied_to_yours(args.cases) if args.shape or args.dtype or args.device else ()
     args.cases = with_twins(args.cases)
@@ -262,16 +259,12 @@ def _loaded_counted_or_timed(args) -> results.RunResult:
         from overrides.counts.callgrind import DEFAULT_SEEDS
         from overrides.single_run import count_benchmark
 
-        if args.nreps or args.nrepreps or args.min_time:
-            raise UsageError("--instructions counts a fixed loop; drop -n/-m/--min-time")
         selected, selected_ops = _cases_and_ops(args, "--instructions")
         run_result = count_benchmark(selected, selected_ops, args.seeds or DEFAULT_SEEDS,
                                      progress=stderr_progress(args.quiet))
     else:
         from overrides.single_run import run_benchmark
 
-        if args.seeds:
-            raise UsageError("--seeds chooses layouts for --instructions; add --instructions or drop --seeds")
         selected, selected_ops = _cases_and_ops(args, "timing")
         config = TimerConfig(min_time_s=args.min_time or STOP_FLOOR_S,
                              calls_per_sample=args.nreps, samples=args.nrepreps,
@@ -311,11 +304,6 @@ def run_budget(args) -> int:
     from overrides.single_run import count_benchmark
 
     path = args.write_budget or args.check_budget
-    if args.write_budget and args.check_budget:
-        raise UsageError("--write-budget and --check-budget: one at a time")
-    if args.compare or args.load or args.history or args.nreps or args.nrepreps or args.min_time \
-            or args.no_instructions:
-        raise UsageError("a budget is counted by itself; drop --compare/--load/--history/-n/-m/--min-time/--no-instructions")
     old = budget.load(path) if args.check_budget or os.path.exists(path) else None
     seeds = tuple(args.seeds or (old.seeds if old else budget.BUDGET_SEEDS))
     if args.write_budget and len(seeds) < 2:
@@ -440,8 +428,6 @@ def run_compare(args) -> int:
     from overrides.ab.config import config_from_arguments
     from overrides.ab.paired import run_ab
 
-    if args.load or args.nreps or args.nrepreps:
-        raise UsageError("--compare calibrates its own samples; drop --load/-n/-m")
     your_code = compared_code(args.compare)
     if your_code:
         require_torch("--compare of two versions of your case")

@@ -50,13 +50,8 @@ def refuse_stray_flags(args) -> None:
 
 
 def check_arguments(args) -> None:
-    """Flags that do not go with --history, refused before anything runs."""
-    clash = [flag for flag, given in (("--compare", args.compare), ("--load", args.load),
-                                      ("-n", args.nreps), ("-m", args.nrepreps),
-                                      ("--no-instructions", args.no_instructions),
-                                      ("--min-time", args.min_time)) if given]
-    if clash:
-        raise UsageError(f"--history counts instructions in each build; drop {', '.join(clash)}")
+    """What --history itself needs, refused before anything runs (the flags that do not go with
+    it: overrides/modes.py)."""
     if not args.history or len(args.history) < 2:
         raise UsageError("--history needs at least two builds, oldest first")
 

@@ -1,0 +1,96 @@
+"""Which of bench.py's modes combine, declared once: each mode's flag, the flags that do not go
+with it and why, and the flags that mean nothing without a mode.
+
+bench.py has one parser and several modes (time, count, compare, load, budget, history). Which
+flags each refuses was checked by hand in a dozen places in `cli.py` and `history/command.py`,
+each with its own wording, and one mode's new flag was refused in some of them only. Here the
+rules are data: `refusal(args)` is the first rule a command line breaks, said in one line with
+the fix; the tests check every rule against the real parser.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Callable
+
+# A flag as the user writes it -> whether the parsed arguments hold it.
+_GIVEN: dict[str, Callable] = {
+    "--compare": lambda a: bool(a.compare),
+    "--load": lambda a: bool(a.load),
+    "--instructions": lambda a: a.instructions,
+    "--no-instructions": lambda a: a.no_instructions,
+    "--write-budget": lambda a: bool(a.write_budget),
+    "--check-budget": lambda a: bool(a.check_budget),
+    "--history": lambda a: a.history is not None,
+    "--cases": lambda a: bool(a.cases),
+    "--op": lambda a: bool(a.op),
+    "-n": lambda a: a.nreps is not None,
+    "-m": lambda a: a.nrepreps is not None,
+    "--min-time": lambda a: a.min_time is not None,
+    "--json": lambda a: bool(a.json),
+    "--seeds": lambda a: bool(a.seeds),
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class Mode:
+    """A mode (`flag`) and the flags it refuses, `because` (said first), with `fix` (said after;
+    default: drop them)."""
+
+    flag: str
+    refuses: tuple[str, ...]
+    because: str
+    fix: str = ""
+
+
+# In the order they are checked: the first rule broken is the one said.
+MODES = (
+    Mode("--instructions", ("--no-instructions",), "--instructions and --no-instructions contradict each other",
+         "keep one"),
+    Mode("--write-budget", ("--check-budget",), "--write-budget and --check-budget: one at a time", "keep one"),
+    Mode("--write-budget", ("--compare", "--load", "--history", "-n", "-m", "--min-time", "--no-instructions"),
+         "a budget is counted by itself"),
+    Mode("--check-budget", ("--compare", "--load", "--history", "-n", "-m", "--min-time", "--no-instructions"),
+         "a budget is counted by itself"),
+    Mode("--history", ("--compare", "--load", "-n", "-m", "--no-instructions", "--min-time"),
+         "--history counts instructions in each build"),
+    Mode("--compare", ("--load", "-n", "-m"), "--compare calibrates its own samples"),
+    Mode("--load", ("--cases", "--op", "-n", "-m", "--json"), "--load prints a saved file",
+         "drop {flags}, or drop --load to measure"),
+    Mode("--instructions", ("-n", "-m", "--min-time"), "--instructions counts a fixed loop"),
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class NeedsMode:
+    """A flag that means something only beside one of `modes`."""
+
+    flag: str
+    modes: tuple[str, ...]
+    does: str  # what it does there
+
+
+NEEDS_MODE = (
+    NeedsMode("--no-instructions", ("--compare",), "turns off --compare's counts"),
+    NeedsMode("--seeds", ("--instructions", "--compare", "--write-budget", "--check-budget", "--history"),
+              "chooses layouts for counting"),
+)
+
+
+def given(flag: str, args) -> bool:
+    return _GIVEN[flag](args)
+
+
+def refusal(args) -> str | None:
+    """The first rule above that `args` breaks, in one line with its fix; None when none is."""
+    for mode in MODES:
+        if not given(mode.flag, args):
+            continue
+        clash = [flag for flag in mode.refuses if given(flag, args)]
+        if clash:
+            flags = "/".join(clash)
+            return f"{mode.because}; {(mode.fix or 'drop {flags}').format(flags=flags)}"
+    for rule in NEEDS_MODE:
+        if given(rule.flag, args) and not any(given(mode, args) for mode in rule.modes):
+            return (f"{rule.flag} {rule.does}; add {' or '.join(rule.modes[:2])} or drop {rule.flag}")
+    return None
