@@ -39,6 +39,7 @@ from typing import Sequence
 from overrides.counts import judge
 from overrides.errors import UsageError
 from overrides.figures import json_figure, signed, whole
+from overrides.verdicts import BUDGET_JUDGED, MISSING, OVER, UNDER, WITHIN, budget_row  # noqa: F401 (read as budget.X)
 
 SCHEMA = "torch-function-overhead/budget/1"
 CHECK_SCHEMA = "torch-function-overhead/budget-check/1"
@@ -65,7 +66,6 @@ KEEP_SHARE = 1 / 3  # a rewrite keeps a row that moved by less than this share o
 FUNCTION_FLOOR = 1.0
 # What moves counts: a budget holds only where these are as it recorded them.
 HOLDS_FOR = ("torch_version", "torch_git_hash", "python", "machine", "valgrind")
-WITHIN, OVER, UNDER, MISSING = "within", "over budget", "under budget: tighten", "not measured"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -214,14 +214,13 @@ def with_calls(checked: Sequence[Checked], budget: Budget, find) -> list[Checked
     out = []
     for c in checked:
         row = budget.get(c.case, c.op)
-        if row is None or c.verdict not in (WITHIN, OVER, UNDER):
+        if row is None or c.verdict not in BUDGET_JUDGED:
             out.append(c)
             continue
         now = find(c)
         changed = python_call_rows(row, now)
-        verdict = c.verdict
-        if verdict == WITHIN and changed and not now.error:
-            verdict = OVER if (c.delta or 0.0) >= 0 else UNDER
+        verdict = budget_row((c.delta or 0.0), c.margin, bool(changed) and not now.error) \
+            if c.verdict == WITHIN else c.verdict
         out.append(dataclasses.replace(c, verdict=verdict, python_calls=tuple(map(tuple, changed)),
                                        by_calls=verdict != c.verdict,
                                        layout_only=verdict != WITHIN and calls_unchanged(row, now)))
@@ -291,11 +290,11 @@ def check(budget: Budget, measured: Sequence[Row], asked: Sequence[tuple[str, st
     for row in budget.rows:
         now = by_key.get((row.case, row.op))
         if now is None:
-            out.append(Checked(row.case, row.op, row.instructions, None, row.margin, MISSING))
+            out.append(Checked(row.case, row.op, row.instructions, None, row.margin, budget_row(None, row.margin)))
             continue
         seeds = [s for s in row.per_seed if s in now.per_seed]
         delta = sum(now.per_seed[s] - row.per_seed[s] for s in seeds) / len(seeds)
-        verdict = OVER if delta > row.margin else UNDER if delta < -row.margin else WITHIN
+        verdict = budget_row(delta, row.margin)
         functions = () if verdict == WITHIN else tuple(
             judge.largest_changes(row.functions, now.functions, 8, FUNCTION_FLOOR))
         out.append(Checked(row.case, row.op, row.instructions, row.instructions + delta, row.margin,
@@ -304,7 +303,7 @@ def check(budget: Budget, measured: Sequence[Row], asked: Sequence[tuple[str, st
     for case, op in dict.fromkeys([*asked, *by_key]):
         if (case, op) not in budgeted:
             now = by_key.get((case, op))
-            out.append(Checked(case, op, None, now.instructions if now else None, None, "no row in the budget"))
+            out.append(Checked(case, op, None, now.instructions if now else None, None, budget_row(None, None)))
     return out
 
 

@@ -123,3 +123,27 @@ def clock_and_counts(clock_verdict: str, counts_verdict: str | None, sure_clock:
     if {counts_verdict, against} == set(MOVED):
         return DISAGREE
     return counts_verdict
+
+
+# A budget row's words (`--check-budget`, overrides/budget.py): a row is judged against its
+# margin, seed by seed, not by an interval, so it has words of its own; decided here all the same.
+WITHIN, OVER, UNDER = "within", "over budget", "under budget: tighten"
+MISSING, NO_ROW = "not measured", "no row in the budget"
+BUDGET_VERDICTS = (WITHIN, OVER, UNDER, MISSING, NO_ROW)
+BUDGET_JUDGED = (WITHIN, OVER, UNDER)  # a row measured against its margin
+
+
+def budget_row(delta: float | None, margin: float | None, calls_changed: bool = False) -> str:
+    """A budget row's verdict: its mean per-seed change against its margin (None: not measured,
+    or, with no margin, no row in the budget). A row within its margin whose Python calls
+    changed (`calls_changed`) is off all the same, on the side its count moved: its code moved,
+    and a margin sized for memory layout must not hide a new call."""
+    if margin is None:
+        return NO_ROW
+    if delta is None:
+        return MISSING
+    if delta > margin or (calls_changed and delta >= 0):
+        return OVER
+    if delta < -margin or calls_changed:
+        return UNDER
+    return WITHIN

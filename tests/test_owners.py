@@ -15,8 +15,11 @@ from conftest import ROOT
 from test_imports import PACKAGE, package_modules
 
 VERDICT_OWNER = "overrides.verdicts"
-VERDICT_WORDS = ("regression", "improvement", "no change", "clock only", "disagree", "inconclusive")
-VERDICT_NAMES = ("REGRESSION", "IMPROVEMENT", "NO_CHANGE", "CLOCK_ONLY", "DISAGREE", "INCONCLUSIVE")
+VERDICT_WORDS = ("regression", "improvement", "no change", "clock only", "disagree", "inconclusive",
+                 # a budget row's (--check-budget)
+                 "within", "over budget", "under budget: tighten", "not measured", "no row in the budget")
+VERDICT_NAMES = ("REGRESSION", "IMPROVEMENT", "NO_CHANGE", "CLOCK_ONLY", "DISAGREE", "INCONCLUSIVE",
+                 "WITHIN", "OVER", "UNDER", "MISSING", "NO_ROW")
 # Where a verdict's name may stand without deciding anything: compared with, a key or an index
 # that looks one up, a member of a collection that is iterated or tested against.
 _READING = (ast.Compare, ast.Tuple, ast.List, ast.Set)
