@@ -232,107 +232,38 @@ def run_ab(
     keeps nothing partial) the KeyboardInterrupt goes on once the workers are stopped."""
     say = progress or (lambda message: None)
     base, branch = probe_interpreter(base_spec), probe_interpreter(branch_spec)
-    base_py, branch_py = base.executable, branch.executable
     config = dataclasses.replace(config, hash_seed_base=_hash_seed_base(config))
     pooled = Pooled.empty([(case, op) for op in ops for case in cases])
     started = time.monotonic()
+    sides = _placed(base, branch, config, say)
+    loop = _Loop()
     interrupted = False
-    pairs_done = 0
-    stopped = "interrupted"
-    current = None
-    deaths: list[str] = []  # each worker that died, in words, in order
-    failure = ""  # what ended the comparison early, after its retries
-    if config.match_placement:
-        say("matching the two builds' shared libraries (placement)")
-        # A kept copy's folder holds torch alone: then both views do (placement.plan).
-        plan = placement.plan(base.torch_dir, branch.torch_dir,
-                              torch_only=bool(base.torch_root or branch.torch_root))
-    else:
-        plan = placement.PlacementPlan(None, reason="switched off")
-    views = placement.Views(plan)
-    # Where each side imports torch from first: its view, or without views its kept copy.
-    import_paths = {"base": views.paths["base"] or base.torch_root,
-                    "branch": views.paths["branch"] or branch.torch_root}
-    # ... and the folder that stands for (a view is new every comparison; its source is not).
-    sources = ({side: root for side, root in zip(placement.SIDES, plan.roots)} if views.paths["base"]
-               else dict(import_paths))
-    same_path = samepath.record(samepath.place(python, import_paths[side], os.getcwd(), in_tool=True,
-                                               source=sources[side])
-                                for side, python in (("base", base_py), ("branch", branch_py)))
-    say(f"start-up paths: {same_path['summary']}")
-    of = f"/{config.pairs}" if config.pairs is not None else f" (until decided, up to {config.max_seconds:.0f} s)"
     counted: Counted | None = None
     try:  # the views live until the pairs are done
         try:
             if config.instruction_seeds:
-                counted = count_first(base_py, branch_py, pooled.targets, config, say,
-                                       [import_paths["base"], import_paths["branch"]],
-                                       [sources["base"], sources["branch"]])
-            settled = counted.settled if counted else {}
-            counts_died = [f"{side} {died}" for side, runs in zip(("base", "branch"), counted.runs if counted else ())
-                           for died in records.deaths(runs)]
-            if counts_died:  # the clock goes on; the counts judge on the seeds that stand
-                failure = "; ".join(counts_died)
-            say(f"pair 1{of}: starting workers and calibrating")
-            # The time cap is the clock's: counting first does not shorten it.
-            pairs_started = pair_started = time.monotonic()
-            while True:
-                try:
-                    if pairs_done == 0:
-                        current = _first_pair(base_py, branch_py, pooled, config, views, import_paths, sources)
-                    else:
-                        # Started only now, on an idle machine: see the module docstring.
-                        views.for_pair(pairs_done)
-                        current = Pair(base_py, branch_py, pairs_done, config, import_paths, sources)
-                        current.start_prepare(pooled.wire_targets(), pooled.calls)
-                        current.finish_prepare()
-                    # what each side ran of yours (its user cases' files) goes with its environment
-                    pooled.environments = {label: dict(w.environment, **_user_modules(current, label))
-                                           for label, w in current.workers.items()}
-                    live = _live_targets(current, pooled)
-                    _sample_pair(current, live, pooled, config, say, of)
-                    _collect(current, pooled)  # the pair's samples count only once all are read
-                except WorkerDied as exc:
-                    if current is not None:
-                        current.close()
-                    current = None
-                    deaths.append(str(exc))
-                    if len(deaths) > WORKER_RETRIES:
-                        failure = "; ".join(filter(None, [failure, f"{exc}; {len(deaths)} workers died in this "
-                                                          f"comparison, {WORKER_RETRIES} were retried"]))
-                        stopped = f"a worker died: {exc}"
-                        say(f"pair {pairs_done + 1}{of}: {exc}; not retried again, keeping the {pairs_done} "
-                            "pairs finished")
-                        break
-                    say(f"pair {pairs_done + 1}{of}: {exc}; its samples dropped, starting it again with "
-                        f"fresh workers (retry {len(deaths)} of {WORKER_RETRIES})")
-                    continue
-                current.close()
-                current = None
-                pairs_done += 1
-                now = time.monotonic()
-                why = why_stop(pooled, config, pairs_done, now - pairs_started, now - pair_started,
-                                settled)
-                if why:
-                    stopped = why
-                    break
-                say(f"pair {pairs_done + 1}{of}: starting workers; "
-                    f"{waiting_for(pooled, config, pairs_done, now - pairs_started, settled)}")
-                pair_started = now
+                counted = count_first(sides.base_py, sides.branch_py, pooled.targets, config, say,
+                                      [sides.import_paths["base"], sides.import_paths["branch"]],
+                                      [sides.sources["base"], sides.sources["branch"]])
+            # a count that died: the clock goes on, and the counts judge on the seeds that stand
+            loop.failure = "; ".join(f"{side} {died}" for side, runs in zip(("base", "branch"),
+                                                                              counted.runs if counted else ())
+                                     for died in records.deaths(runs))
+            _run_pairs(sides, pooled, config, counted.settled if counted else {}, say, loop)
         except KeyboardInterrupt:
             if not keep_interrupted:
                 raise
             interrupted = True
-            say(f"interrupted after {pairs_done} pairs; keeping what was measured")
+            say(f"interrupted after {loop.pairs_done} pairs; keeping what was measured")
         except WorkerError as exc:  # a worker that said it cannot go on: the user's to fix
             raise UsageError(str(exc)) from None
         finally:
-            if current is not None:
-                current.close()
-        result = _finish(base, branch, pooled, config, views, pairs_done, stopped, interrupted,
-                         started, counted, same_path, deaths, failure)
+            if loop.current is not None:
+                loop.current.close()
+        result = _finish(base, branch, pooled, config, sides.views, loop.pairs_done, loop.stopped, interrupted,
+                         started, counted, sides.same_path, loop.deaths, loop.failure)
     finally:
-        views.close()
+        sides.views.close()
     if not config.name_functions or interrupted:
         return result
     counts_off = None if counted is not None and not counted.skipped else (counted.skipped if counted else "")
@@ -343,6 +274,106 @@ def run_ab(
         if not keep_interrupted:
             raise
         return dataclasses.replace(result, interrupted=True)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Sides:
+    """Both sides placed: their interpreters, the library views they load torch's shared
+    libraries from, where each imports torch from first, and the folder that stands for it."""
+
+    base_py: str
+    branch_py: str
+    views: placement.Views
+    import_paths: dict  # side -> its view, or without views its kept copy (or None)
+    sources: dict  # side -> the folder that stands for it (a view is new every comparison)
+    same_path: dict  # samepath.record: how both start from one path
+
+
+def _placed(base: Interpreter, branch: Interpreter, config: ABConfig, say: Callable[[str], None]) -> _Sides:
+    """Match the two builds' shared libraries (placement) and settle each side's start-up path."""
+    if config.match_placement:
+        say("matching the two builds' shared libraries (placement)")
+        # A kept copy's folder holds torch alone: then both views do (placement.plan).
+        plan = placement.plan(base.torch_dir, branch.torch_dir,
+                              torch_only=bool(base.torch_root or branch.torch_root))
+    else:
+        plan = placement.PlacementPlan(None, reason="switched off")
+    views = placement.Views(plan)
+    import_paths = {"base": views.paths["base"] or base.torch_root,
+                    "branch": views.paths["branch"] or branch.torch_root}
+    sources = ({side: root for side, root in zip(placement.SIDES, plan.roots)} if views.paths["base"]
+               else dict(import_paths))
+    same_path = samepath.record(samepath.place(python, import_paths[side], os.getcwd(), in_tool=True,
+                                               source=sources[side])
+                                for side, python in (("base", base.executable), ("branch", branch.executable)))
+    say(f"start-up paths: {same_path['summary']}")
+    return _Sides(base.executable, branch.executable, views, import_paths, sources, same_path)
+
+
+@dataclasses.dataclass
+class _Loop:
+    """Where the pair loop stands, kept up to date as it goes, so that Ctrl-C or a worker's
+    death keeps what finished (never leaves this module)."""
+
+    pairs_done: int = 0
+    stopped: str = "interrupted"  # why sampling stopped (settings.stopped)
+    deaths: list = dataclasses.field(default_factory=list)  # each worker that died, in words, in order
+    failure: str = ""  # what ended the comparison early, after its retries
+    current: Pair | None = None  # the pair running now, closed by whoever stops the loop
+
+
+def _run_pairs(sides: _Sides, pooled: Pooled, config: ABConfig, settled: dict,
+               say: Callable[[str], None], loop: _Loop) -> None:
+    """Pairs of fresh workers, one after the other, until the stop rule (`why_stop`) says so;
+    a pair whose worker died is run again with fresh workers, up to WORKER_RETRIES."""
+    of = f"/{config.pairs}" if config.pairs is not None else f" (until decided, up to {config.max_seconds:.0f} s)"
+    say(f"pair 1{of}: starting workers and calibrating")
+    # The time cap is the clock's: counting first does not shorten it.
+    pairs_started = pair_started = time.monotonic()
+    while True:
+        try:
+            if loop.pairs_done == 0:
+                loop.current = _first_pair(sides.base_py, sides.branch_py, pooled, config, sides.views,
+                                           sides.import_paths, sides.sources)
+            else:
+                # Started only now, on an idle machine: see the module docstring.
+                sides.views.for_pair(loop.pairs_done)
+                loop.current = Pair(sides.base_py, sides.branch_py, loop.pairs_done, config,
+                                    sides.import_paths, sides.sources)
+                loop.current.start_prepare(pooled.wire_targets(), pooled.calls)
+                loop.current.finish_prepare()
+            # what each side ran of yours (its user cases' files) goes with its environment
+            pooled.environments = {label: dict(w.environment, **_user_modules(loop.current, label))
+                                   for label, w in loop.current.workers.items()}
+            live = _live_targets(loop.current, pooled)
+            _sample_pair(loop.current, live, pooled, config, say, of)
+            _collect(loop.current, pooled)  # the pair's samples count only once all are read
+        except WorkerDied as exc:
+            if loop.current is not None:
+                loop.current.close()
+            loop.current = None
+            loop.deaths.append(str(exc))
+            if len(loop.deaths) > WORKER_RETRIES:
+                loop.failure = "; ".join(filter(None, [loop.failure, f"{exc}; {len(loop.deaths)} workers died "
+                                                       f"in this comparison, {WORKER_RETRIES} were retried"]))
+                loop.stopped = f"a worker died: {exc}"
+                say(f"pair {loop.pairs_done + 1}{of}: {exc}; not retried again, keeping the {loop.pairs_done} "
+                    "pairs finished")
+                return
+            say(f"pair {loop.pairs_done + 1}{of}: {exc}; its samples dropped, starting it again with "
+                f"fresh workers (retry {len(loop.deaths)} of {WORKER_RETRIES})")
+            continue
+        loop.current.close()
+        loop.current = None
+        loop.pairs_done += 1
+        now = time.monotonic()
+        why = why_stop(pooled, config, loop.pairs_done, now - pairs_started, now - pair_started, settled)
+        if why:
+            loop.stopped = why
+            return
+        say(f"pair {loop.pairs_done + 1}{of}: starting workers; "
+            f"{waiting_for(pooled, config, loop.pairs_done, now - pairs_started, settled)}")
+        pair_started = now
 
 
 def _finish(base: Interpreter, branch: Interpreter, pooled: Pooled, config: ABConfig,
