@@ -127,8 +127,11 @@ def clock_and_counts(clock_verdict: str, counts_verdict: str | None, sure_clock:
 
 # A budget row's words (`--check-budget`, overrides/budget.py): a row is judged against its
 # margin, seed by seed, not by an interval, so it has words of its own; decided here all the same.
-WITHIN, OVER, UNDER = "within", "over budget", "under budget: tighten"
-MISSING, NO_ROW = "not measured", "no row in the budget"
+WITHIN = "within"
+OVER = "over budget"
+UNDER = "under budget: tighten"
+MISSING = "not measured"
+NO_ROW = "no row in the budget"
 BUDGET_VERDICTS = (WITHIN, OVER, UNDER, MISSING, NO_ROW)
 BUDGET_JUDGED = (WITHIN, OVER, UNDER)  # a row measured against its margin
 

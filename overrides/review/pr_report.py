@@ -27,6 +27,7 @@ files into the ZIP (`pack.py`).
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import sys
 import tempfile
@@ -34,6 +35,8 @@ import time
 from typing import Callable, Sequence
 
 from overrides import children, case_comparison, comparison_report
+from overrides.case_comparison import UNPAIRED_PROCESS_CV
+from overrides.comparison_settings import ComparisonSettings
 from overrides.errors import INCOMPLETE_EXIT_STATUS, UsageError, place_error
 from overrides.review import measuring, runs as recorded_runs, sections
 from overrides.review.time_sections import flamegraph_sections, record_sections
@@ -45,86 +48,127 @@ from overrides.verdicts import DISAGREE, REGRESSION
 DEFAULT_OUTPUT = "report.zip"
 
 
-def build(base_spec: str, branch_spec: str, *, output: str = DEFAULT_OUTPUT,
-          all_cases: bool = False, flamegraphs: bool = True, cases: Sequence[str] | None = None,
-          op: str | None = None, seconds: float | None = None, ab_config=None,
-          runs_dir: str | None = None, skipped_counts: str | None = None, force: bool = False,
-          allow_incomplete: bool = False,
-          progress: Callable[[str], None] | None = None) -> tuple[str, list, dict, list]:
-    """Write the report ZIP; returns (its path, the comparisons, the comparison's settings,
-    what died on the way in words: `Evidence.incomplete`). An existing ZIP is refused before
-    anything is measured unless `force`, an incomplete label unless `allow_incomplete`, and a
-    place that cannot take the ZIP (read-only, not yours)."""
+@dataclasses.dataclass(frozen=True)
+class Request:
+    """What report.sh was asked: the two builds, and how to compare and present them."""
+
+    base_spec: str
+    branch_spec: str
+    output: str = DEFAULT_OUTPUT
+    all_cases: bool = False  # flamegraphs for every case, not only those that regressed
+    flamegraphs: bool = True
+    cases: Sequence[str] | None = None
+    op: str | None = None
+    seconds: float | None = None  # py-spy's recording time per case and side
+    ab_config: "ABConfig | None" = None
+    runs_dir: str | None = None
+    skipped_counts: str | None = None  # why the counts were skipped, for the notes
+    force: bool = False  # overwrite an existing ZIP
+    allow_incomplete: bool = False  # compare a label whose recording was interrupted
+
+
+@dataclasses.dataclass(frozen=True)
+class Report:
+    """What a written report says: its path, the comparisons and their settings, and what died
+    on the way, in words (`Evidence.incomplete`)."""
+
+    path: str
+    comparisons: tuple
+    settings: ComparisonSettings
+    incomplete: tuple[str, ...]
+
+
+# Said where a label without a usable copy of its build could only be compared unpaired.
+UNPAIRED_NOTE = ("This comparison is UNPAIRED: base and branch were measured in separate runs, so machine "
+                 "drift and memory layout between the runs are in the interval ({cv:.0%} per side); only "
+                 "changes of a few percent can get a verdict. For small changes, compare labels that kept a "
+                 "copy of their build (record.sh does by default), or two interpreters or virtualenvs: "
+                 "those are measured side by side.")
+
+
+def build(request: Request, progress: Callable[[str], None] | None = None) -> Report:
+    """Write the report ZIP. An existing ZIP is refused before anything is measured unless
+    `force`, an incomplete label unless `allow_incomplete`, and a place that cannot take the ZIP
+    (read-only, not yours)."""
     from overrides.ab.config import ABConfig
-    from overrides.flame.pyspy import find_pyspy
 
     say = progress or (lambda message: None)
     started = time.monotonic()
-    if not output.endswith(".zip"):
-        raise UsageError(f"-o {output}: the report is a ZIP; name it FILE.zip")
-    if os.path.exists(output) and not force:
-        raise UsageError(f"{output} exists; pass --force to overwrite it, or -o another FILE.zip")
-    check_writable(output, "the report")
-    runs = recorded_runs.runs_dir(runs_dir)
-    sides = [classify(spec, role, runs, allow_incomplete)
-             for spec, role in ((base_spec, "base"), (branch_spec, "branch"))]
-    live = [side for side in sides if not side.label]  # an interpreter's run is kept in runs/
-    if live:
-        check_writable(os.path.join(runs, live[0].role), f"{live[0].role}'s measured run",
-                       f" (pass --runs-dir, or set ${recorded_runs.RUNS_DIR_VARIABLE}, for another place)")
-    if flamegraphs:
-        find_pyspy(sides[0].python)  # say now, before minutes of measuring
-    ab_config = ab_config or ABConfig()
+    sides, runs = _refused_before_measuring(request)
+    ab_config = request.ab_config or ABConfig()
     with tempfile.TemporaryDirectory(prefix="overrides-report-") as workdir:
         notes = [f"Label `{side.label}` is an incomplete recording ({side.ended}; missing "
                  f"{recorded_runs.words(side.missing)}), compared as it is (--allow-incomplete)."
                  for side in sides if side.missing]
         pack = Pack(workdir, say, notes)
         try:
-            # Measuring and judging ...
-            evidence = measuring.measure(sides, cases, op, ab_config, runs, say, notes)
-            comparisons = evidence.comparisons
+            evidence = measuring.measure(sides, request.cases, request.op, ab_config, runs, say, notes)
             if not evidence.settings.paired:
-                notes.append(
-                    "This comparison is UNPAIRED: base and branch were measured in separate runs, so "
-                    "machine drift and memory layout between the runs are in the interval (3% per "
-                    "side); only changes of a few percent can get a verdict. For small changes, "
-                    "compare labels that kept a copy of their build (record.sh does by default), or "
-                    "two interpreters or virtualenvs: those are measured side by side.")
-            chosen = ([c for c in comparisons if all_cases or c.verdict in (REGRESSION, DISAGREE)]
-                      if flamegraphs else [])
-            # The Python calls are counted while py-spy records (~1.5 s saved): counts do not
-            # care what else runs, and a profile is shares of samples, which they do not skew.
-            recorded = None
-            count_parts_after = None
-            if evidence.counts:  # the call trees drawn and their PNGs begun first
-                count_parts_after = sections.count_sections_later(evidence, comparisons, all_cases, pack)
-            if chosen:
-                recorded, _ = children.parallel(lambda job: job(), [
-                    lambda: record_sections(evidence, sides, chosen, seconds, op, pack, runs),
-                    lambda: measuring.count_python_calls(evidence, sides, say)], 2)
-            else:
-                measuring.count_python_calls(evidence, sides, say)
-            # ... then presenting: the sections, the figures they draw, the ZIP.
-            python_call_parts = sections.python_call_sections(evidence, comparisons, all_cases, pack)
-            count_parts: list[str] = []
-            if count_parts_after is not None:
-                count_parts = count_parts_after(bool(python_call_parts))
-            elif skipped_counts:
-                notes.append(skipped_counts)
-            time_parts = None
-            if flamegraphs:
-                time_parts = flamegraph_sections(evidence, sides, chosen, seconds, op, pack, runs, recorded)
-            for png_name in pack.finish_pictures():  # a failed one: its SVG named instead
-                count_parts = without_picture(count_parts, png_name)
-                if time_parts is not None:
-                    time_parts = without_picture(time_parts, png_name)
-            text = report_markdown(evidence, sides, python_call_parts, count_parts, time_parts,
-                                   all_cases, time.monotonic() - started)
-            pack.write_zip(output, text, evidence)
+                notes.append(UNPAIRED_NOTE.format(cv=UNPAIRED_PROCESS_CV))
+            text = _presented(request, evidence, sides, pack, runs, say, started)
+            pack.write_zip(request.output, text, evidence)
         finally:
             pack.stop_pictures()
-    return output, comparisons, evidence.settings, evidence.incomplete
+    return Report(request.output, tuple(evidence.comparisons), evidence.settings, tuple(evidence.incomplete))
+
+
+def _refused_before_measuring(request: Request) -> tuple[list, str]:
+    """The two sides (`sides.classify`) and the runs folder, once everything that would fail
+    after minutes of measuring has been checked: the ZIP's name and place, the runs folder,
+    py-spy."""
+    from overrides.flame.pyspy import find_pyspy
+
+    output = request.output
+    if not output.endswith(".zip"):
+        raise UsageError(f"-o {output}: the report is a ZIP; name it FILE.zip")
+    if os.path.exists(output) and not request.force:
+        raise UsageError(f"{output} exists; pass --force to overwrite it, or -o another FILE.zip")
+    check_writable(output, "the report")
+    runs = recorded_runs.runs_dir(request.runs_dir)
+    sides = [classify(spec, role, runs, request.allow_incomplete)
+             for spec, role in ((request.base_spec, "base"), (request.branch_spec, "branch"))]
+    live = [side for side in sides if not side.label]  # an interpreter's run is kept in runs/
+    if live:
+        check_writable(os.path.join(runs, live[0].role), f"{live[0].role}'s measured run",
+                       f" (pass --runs-dir, or set ${recorded_runs.RUNS_DIR_VARIABLE}, for another place)")
+    if request.flamegraphs:
+        find_pyspy(sides[0].python)  # say now, before minutes of measuring
+    return sides, runs
+
+
+def _presented(request: Request, evidence, sides, pack: Pack, runs: str, say, started: float) -> str:
+    """report.md: the Python calls counted, the flamegraphs of the cases chosen recorded, the
+    sections and the pictures they draw; the pictures are drawn into `pack` as it goes."""
+    comparisons, all_cases, op, seconds = evidence.comparisons, request.all_cases, request.op, request.seconds
+    chosen = ([c for c in comparisons if all_cases or c.verdict in (REGRESSION, DISAGREE)]
+              if request.flamegraphs else [])
+    # The Python calls are counted while py-spy records (~1.5 s saved): counts do not
+    # care what else runs, and a profile is shares of samples, which they do not skew.
+    recorded = None
+    count_parts_after = None
+    if evidence.counts:  # the call trees drawn and their PNGs begun first
+        count_parts_after = sections.count_sections_later(evidence, comparisons, all_cases, pack)
+    if chosen:
+        recorded, _ = children.parallel(lambda job: job(), [
+            lambda: record_sections(evidence, sides, chosen, seconds, op, pack, runs),
+            lambda: measuring.count_python_calls(evidence, sides, say)], 2)
+    else:
+        measuring.count_python_calls(evidence, sides, say)
+    python_call_parts = sections.python_call_sections(evidence, comparisons, all_cases, pack)
+    count_parts: list[str] = []
+    if count_parts_after is not None:
+        count_parts = count_parts_after(bool(python_call_parts))
+    elif request.skipped_counts:
+        evidence.notes.append(request.skipped_counts)
+    time_parts = None
+    if request.flamegraphs:
+        time_parts = flamegraph_sections(evidence, sides, chosen, seconds, op, pack, runs, recorded)
+    for png_name in pack.finish_pictures():  # a failed one: its SVG named instead
+        count_parts = without_picture(count_parts, png_name)
+        if time_parts is not None:
+            time_parts = without_picture(time_parts, png_name)
+    return report_markdown(evidence, sides, python_call_parts, count_parts, time_parts,
+                           all_cases, time.monotonic() - started)
 
 
 def check_writable(path: str, what: str, hint: str = "") -> None:
@@ -195,18 +239,18 @@ def main(argv: list[str] | None = None) -> int:
         config, skipped = config_from_arguments(args, call_paths=True)
         if skipped:
             skipped = f"Instruction counts were skipped: {skipped}, then run the report again."
-        path, comparisons, settings, incomplete = build(
+        report = build(Request(
             args.base, args.branch, output=args.output, all_cases=args.all,
             flamegraphs=not args.no_flamegraphs, cases=args.cases, op=args.op, seconds=args.seconds,
             ab_config=config, runs_dir=args.runs_dir, skipped_counts=skipped, force=args.force,
-            allow_incomplete=args.allow_incomplete, progress=stderr_progress(args.quiet))
-        print(comparison_report.comparison_table(comparisons, settings))
-        print(f"report written to {path}")
-        if incomplete:
-            print(f"report.sh: incomplete: {'; '.join(incomplete)}; {path} was written without what "
-                  "that cost (its notes say which); run the report again for it", file=sys.stderr)
+            allow_incomplete=args.allow_incomplete), progress=stderr_progress(args.quiet))
+        print(comparison_report.comparison_table(report.comparisons, report.settings))
+        print(f"report written to {report.path}")
+        if report.incomplete:
+            print(f"report.sh: incomplete: {'; '.join(report.incomplete)}; {report.path} was written without "
+                  "what that cost (its notes say which); run the report again for it", file=sys.stderr)
             return INCOMPLETE_EXIT_STATUS
-        return 1 if case_comparison.any_regression(comparisons) else 0
+        return 1 if case_comparison.any_regression(report.comparisons) else 0
 
     return run_command("report.sh", body, "no ZIP written (runs/ keeps what was recorded)")
 
