@@ -59,6 +59,12 @@ class CountRun:
         return self.settings.get("died", "")
 
 
+def _as_written(c: CaseCounts) -> CaseCounts:
+    """`c` with its figures rounded as the JSON holds them: the spread written is then the one
+    its file reads back, and a file read and written again is the same file."""
+    return dataclasses.replace(c, per_call=round(c.per_call, 1), repeats=tuple(round(r, 1) for r in c.repeats))
+
+
 def to_dict(runs: Sequence[CountRun]) -> dict:
     return {
         "schema": SCHEMA,
@@ -67,7 +73,7 @@ def to_dict(runs: Sequence[CountRun]) -> dict:
         "runs": [{"seed": run.seed, "wall_s": round(run.wall_s, 1), **({"died": run.died} if run.died else {}),
                   "cases": [{"case": c.case, "op": c.op, "instructions_per_call": round(c.per_call, 1),
                              "repeats": [round(r, 1) for r in c.repeats],
-                             "spread_pct": round(c.spread_pct, 4), "error": c.error,
+                             "spread_pct": round(_as_written(c).spread_pct, 4), "error": c.error,
                              "functions": {k: round(v, 2) for k, v in c.functions.items()},
                              **({"stacks": _pack_stacks(c.stacks)} if c.stacks else {})}
                             for c in run.cases]}
