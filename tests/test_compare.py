@@ -148,3 +148,22 @@ def test_a_comparison_of_two_builds_names_the_call_added_on_the_case_that_moved_
     assert (first.function, first.tag, first.delta_calls) == ("_shim (_overrides_shim.py)", "new", 1)
     assert said == ["naming what changed: counting Python calls of 1 case(s) that moved, both sides"]
     assert named.to_dict()["changed_functions"]["functions"][0]["function"] == "_shim (_overrides_shim.py)"
+
+
+def test_comparison_settings_write_the_keys_they_always_had_and_read_back_alike():
+    from overrides.comparison_settings import UNPAIRED, CountSettings
+
+    paired = ComparisonSettings(pairs=4, pairs_asked=4, stopped="pair limit", threshold_ns=20.0, threshold_pct=0.75,
+                                calls_per_sample=(100, 200), same_path={"summary": "one path"},
+                                workers_died=("base worker killed",),
+                                instructions=CountSettings((1, 2), 50.0, 0.75, (), 12.5, ("Tensor torch.add",)))
+    written = paired.to_dict()
+    assert list(written)[:4] == ["mode", "pairs", "pairs_asked", "max_seconds"] and written["max_seconds"] is None
+    assert written["workers_died"] == ["base worker killed"] and "incomplete" not in written
+    assert written["instructions"]["settled_by_counts"] == ["Tensor torch.add"]
+    assert ComparisonSettings.from_dict(written) == paired and ComparisonSettings.from_dict(written).paired
+    unpaired = ComparisonSettings(mode=UNPAIRED, threshold_ns=20.0, threshold_pct=0.75,
+                                  instructions=CountSettings((3,), 50.0, 0.75))
+    assert unpaired.to_dict() == {"mode": "unpaired", "threshold_ns": 20.0, "threshold_pct": 0.75,
+                                  "instructions": {"seeds": [3], "threshold": 50.0, "threshold_pct": 0.75}}
+    assert not ComparisonSettings.from_dict(unpaired.to_dict()).paired
