@@ -23,7 +23,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from overrides.builds.interpreters import resolve_interpreter  # noqa: E402
-from overrides.counts import callgrind  # noqa: E402
+from overrides.counts import callgrind, valgrind  # noqa: E402
 
 SEED_CASES = ("Tensor", "SubTensor", "WithTorchFunction", "SubWithTorchFunction")
 _events_by_dump: dict[str, dict[str, int]] = {}
@@ -33,7 +33,7 @@ SHOWN = ("Ge", "D1mr", "D1mw", "DLmr", "DLmw", "ILmr", "Bcm", "Bim")
 
 def _with(options, launch):
     def patched(*args, **kwargs):
-        real_popen = callgrind.subprocess.Popen
+        real_popen = valgrind.subprocess.Popen
 
         def popen(command, *args, **kwargs):
             if "--tool=callgrind" in command:
@@ -41,11 +41,11 @@ def _with(options, launch):
                 command = command[:at + 1] + options + command[at + 1:]
             return real_popen(command, *args, **kwargs)
 
-        callgrind.subprocess.Popen = popen
+        valgrind.subprocess.Popen = popen
         try:
             return launch(*args, **kwargs)
         finally:
-            callgrind.subprocess.Popen = real_popen
+            valgrind.subprocess.Popen = real_popen
     return patched
 
 
@@ -70,7 +70,7 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=11)
     parser.add_argument("--sim", nargs="+", choices=sorted(OPTIONS), default=["bus"])
     args = parser.parse_args()
-    callgrind._launch = _with([o for sim in args.sim for o in OPTIONS[sim]], callgrind._launch)
+    valgrind.launch = _with([o for sim in args.sim for o in OPTIONS[sim]], valgrind.launch)
     callgrind.read_dump = _reading_events(callgrind.read_dump)  # the name count_once calls
     targets = [(case, "torch.add") for case in args.cases]
     rows = []

@@ -34,7 +34,7 @@ sys.path.insert(0, ROOT)
 from overrides import children  # noqa: E402
 from overrides.builds import samepath  # noqa: E402
 from overrides.builds.interpreters import resolve_interpreter  # noqa: E402
-from overrides.counts import callgrind, rounds  # noqa: E402
+from overrides.counts import callgrind, rounds, valgrind  # noqa: E402
 from overrides.counts.dumps import read_total  # noqa: E402
 from overrides.errors import UsageError  # noqa: E402
 
@@ -98,19 +98,19 @@ def _read(process: subprocess.Popen, key: str):
 def forked_counts(python: str, seed: int, pad: int) -> dict:
     """One valgrind process under `seed`: the import once, then one child per PADS entry.
     Returns {"children": [[per-call count per case] per child], "import_s", "child_s"}."""
-    valgrind, control = callgrind.find_valgrind()
+    valgrind_path, control = valgrind.find_valgrind()
     where = samepath.place(python, None, None)
     samepath.prime(where, "")
     out_dir = tempfile.mkdtemp(prefix="fork-probe-")
     spec = json.dumps({"pads": PADS, "cases": CASES, "repeats": callgrind.DEFAULT_REPEATS,
                        "calls": callgrind.CALLS_PER_REPEAT, "warmup": callgrind.WARMUP_CALLS})
-    command = [valgrind, "--tool=callgrind", "--instr-atstart=no", "--collect-atstart=no",
+    command = [valgrind_path, "--tool=callgrind", "--instr-atstart=no", "--collect-atstart=no",
                "--compress-strings=no", "--compress-pos=no", "-q",
                f"--callgrind-out-file={out_dir}/callgrind.out.%p", where.python, "-c", _WORKER, spec]
     started = time.monotonic()
     process = subprocess.Popen(where.wrap(command), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, text=True, cwd=callgrind._fixed_cwd(),
-                               env=callgrind._environment(seed, pad, where))
+                               stderr=subprocess.PIPE, text=True, cwd=valgrind.fixed_cwd(),
+                               env=valgrind.process_environment(seed, pad, where))
     parent = _read(process, "imported")
     import_s = time.monotonic() - started
     # A forked child is invisible to callgrind_control (vgdb lists the parent only, and the tool

@@ -21,13 +21,13 @@ import tempfile
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from overrides.counts import callgrind  # noqa: E402
+from overrides.counts import callgrind, valgrind  # noqa: E402
 
 TARGETS = (("Tensor", "torch.add"), ("SubTensor", "torch.add"), ("probe_units:pair", "torch.add"))
 from budget_validation import USER_MODULE as UNITS  # noqa: E402  (beside this script)
 # The method beaten: the same start, with the folders put on the path and left to Python's
 # finder, which lists each one the first time it is searched.
-LISTING_CODE = callgrind._WORKER_CODE.replace(
+LISTING_CODE = valgrind.WORKER_CODE.replace(
     "m.enter(", "m.install = lambda *a, **k: None; m.enter(")
 
 
@@ -40,14 +40,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--files", type=int, default=5, help="files added to the user's folder")
     args = parser.parse_args()
-    stat_code = callgrind._WORKER_CODE
+    stat_code = valgrind.WORKER_CODE
     rows = []
     with tempfile.TemporaryDirectory(prefix="listing-probe-") as folder:
         with open(os.path.join(folder, "probe_units.py"), "w") as out:
             out.write(UNITS)
         os.chdir(folder)
         for name, code in (("Python's finder (lists)", LISTING_CODE), ("statfinder (stats)", stat_code)):
-            callgrind._WORKER_CODE = code
+            valgrind.WORKER_CODE = code
             print(f"{name}: counting as it is", file=sys.stderr, flush=True)
             first = _count()
             added = [os.path.join(folder, f"output-{i}-of-a-run.json") for i in range(args.files)]

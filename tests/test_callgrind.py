@@ -13,7 +13,7 @@ import pytest
 
 from conftest import ROOT
 from overrides.builds import samepath
-from overrides.counts import callgrind, dumps, judge, records, rounds
+from overrides.counts import callgrind, dumps, judge, records, rounds, valgrind
 from overrides.errors import UsageError
 from overrides.comparison_settings import ComparisonSettings, CountSettings
 
@@ -135,8 +135,8 @@ def test_a_process_callgrind_control_cannot_find_is_an_error_not_zero_counts():
     missed = subprocess.CompletedProcess([], 0, "", "Error: Callgrind task with PID/name '42' not detected.\n"
                                          "See '/usr/bin/callgrind_control -h' for help.\n")
     with pytest.raises(UsageError, match="not detected"):
-        callgrind.check_switched(missed)
-    callgrind.check_switched(subprocess.CompletedProcess([], 0, "PID 42: python -c ...\n  OK.", ""))
+        valgrind.check_switched(missed)
+    valgrind.check_switched(subprocess.CompletedProcess([], 0, "PID 42: python -c ...\n  OK.", ""))
 
 
 @pytest.mark.slow

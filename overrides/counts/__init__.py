@@ -1,7 +1,8 @@
 """Counting instead of timing: instructions per call (Callgrind) and Python calls per call, and
 where they went.
 
-- `callgrind.py`: the valgrind processes that count every case;
+- `callgrind.py`: what is counted, by the worker in each valgrind process, and the counts read back;
+- `valgrind.py`: that process: its command line and environment, switched on, heard from;
 - `records.py`: the counts as records and their JSON (inside results files);
 - `dumps.py`: reading one Callgrind dump;
 - `judge.py`: verdicts on count deltas between builds;

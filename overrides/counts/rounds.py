@@ -13,7 +13,8 @@ import shutil
 import time
 from typing import Callable, Sequence
 
-from overrides.counts.callgrind import INSTALL_HINT, count_jobs, find_valgrind
+from overrides.counts.callgrind import count_jobs
+from overrides.counts.valgrind import INSTALL_HINT, find_valgrind
 from overrides.counts.judge import (COUNTS_NO_CHANGE_CONFIDENCE, DEFAULT_THRESHOLD_INSTRUCTIONS_PCT,
                                     CountComparison, compare_counts, half_width)
 from overrides.counts.records import CountRun

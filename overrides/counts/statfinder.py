@@ -19,7 +19,7 @@ from source every time (`SourceOnlyLoader`): whether a `.pyc` had been left by a
 decided whether the import compiled or only loaded, which is another history of allocations.
 
 It imports nothing of this package: the worker loads it by its file path before this checkout
-is on `sys.path` (callgrind.WORKER_CODE), since the interpreter lists every `PYTHONPATH` folder
+is on `sys.path` (valgrind.WORKER_CODE), since the interpreter lists every `PYTHONPATH` folder
 while it starts. Linux file systems are case-sensitive, as this finder assumes.
 """
 
