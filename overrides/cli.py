@@ -17,7 +17,7 @@ import os
 import shutil
 import sys
 
-from overrides import ROOT, comparison_report, device_report, environment, modes, results, run_report
+from overrides import ROOT, comparison_report, device_report, environment, modes, results, run_notes, run_report
 from overrides.ab.config import add_arguments as add_ab_arguments
 from overrides.argtypes import OneLineParser, positive_float, positive_int
 from overrides.cases import casenames
@@ -209,7 +209,7 @@ def run(argv: list[str]) -> int:
         raise UsageError(f"--cells {args.cells} chooses the cells of the cases x ops matrix; it needs two "
                          "--op or more (and not --format legacy): the one-op table shows every figure, drop --cells")
     run_result = _loaded_counted_or_timed(args)
-    for warning in run_report.spread_warnings(run_result):
+    for warning in run_notes.spread_warnings(run_result):
         print(warning, file=sys.stderr)
     print(run_report.render(run_result, args.format, args.cells), flush=True)  # shown even if --json cannot be written
     on_device = device_report.render(run_result, args.format)

@@ -11,7 +11,7 @@ import sys
 import pytest
 
 from conftest import ROOT, run_tool
-from overrides import comparison_report, results, run_report
+from overrides import comparison_report, results, run_notes, run_report
 from overrides.case_comparison import Comparison
 from overrides.clock import stats
 from overrides.verdicts import NO_CHANGE, REGRESSION
@@ -111,6 +111,6 @@ def test_counts_say_how_far_their_own_seeds_moved_not_a_typical_figure():
                 for seed, n in enumerate(per_seed, 1)]
         return results.RunResult({}, {}, (), instructions=tuple(runs))
 
-    assert "here by up to 0.50% between hash seeds" in run_report._layout_note(counted(40_000.0, 40_200.0))
-    one = run_report._layout_note(counted(40_000.0))
+    assert "here by up to 0.50% between hash seeds" in run_notes.layout_note(counted(40_000.0, 40_200.0))
+    one = run_notes.layout_note(counted(40_000.0))
     assert "which one hash seed cannot show" in one and "~1%" not in one

@@ -4,7 +4,7 @@ flagged, and a system interpreter refused with what to do instead."""
 
 import pytest
 
-from overrides import run_report, comparison_report
+from overrides import run_notes, comparison_report
 from overrides.ab.countfirst import counts_progress
 from overrides.case_comparison import Comparison
 from overrides.comparison_settings import ComparisonSettings
@@ -43,7 +43,7 @@ def test_a_run_whose_median_is_many_times_its_figure_is_flagged():
     assert stats.core_width(busy) < stats.CORE_WIDTH_WARN_FRACTION and not stats.contended(busy)
     assert stats.too_spread(busy) and not stats.too_spread(floor + [2_000.0] * 60)
     run = RunResult({}, {}, (CaseResult("Tensor", "torch.add", "torch.add(x, y)", "", 100, tuple(busy), 5.0),))
-    warning, = run_report.spread_warnings(run)
+    warning, = run_notes.spread_warnings(run)
     assert "half the samples took over 3x the figure" in warning
 
 

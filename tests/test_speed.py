@@ -7,7 +7,7 @@ import sys
 
 import torch
 
-from overrides import results, run_report
+from overrides import results, run_notes, run_report
 from overrides.cases.registry import resolve_cases
 from overrides.cases.ops import resolve_ops
 from overrides.clock import speed
@@ -47,10 +47,10 @@ def test_a_run_slowed_as_a_whole_is_marked_on_the_table_and_in_the_json(tmp_path
     assert slowed.speed.ratio > 1.5, slowed.speed.ratio
     table = run_report.table(slowed)
     rows = table.splitlines()[2:4]
-    assert all(f" {run_report.SLOW_MARK} " in row for row in rows), table
-    assert f"{run_report.SLOW_MARK} slow run: a reference loop" in table
+    assert all(f" {run_notes.SLOW_MARK} " in row for row in rows), table
+    assert f"{run_notes.SLOW_MARK} slow run: a reference loop" in table
     assert "drifts 1-2%" not in table  # a sentence no run measured
-    assert any(line.startswith("warning: slow run:") for line in run_report.spread_warnings(slowed))
+    assert any(line.startswith("warning: slow run:") for line in run_notes.spread_warnings(slowed))
     data = results.to_dict(slowed)
     assert data["schema"] == "torch-function-overhead/results/2"
     assert data["speed"]["slow"] is True and data["speed"]["ratio"] > 1.5
@@ -70,7 +70,7 @@ def test_a_quiet_run_is_not_marked(tmp_path):
             break
     assert not again.slow, again.speed
     table = run_report.table(again)
-    assert f" {run_report.SLOW_MARK}" not in "\n".join(table.splitlines()[2:4]), table
+    assert f" {run_notes.SLOW_MARK}" not in "\n".join(table.splitlines()[2:4]), table
     assert "x the fastest of this machine's 1 earlier run" in table and "not slowed past 1.06x" in table
     assert results.to_dict(again)["speed"]["slow"] is False
 
