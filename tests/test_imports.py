@@ -194,6 +194,43 @@ def test_the_checks_find_a_circle_and_an_upward_import(tmp_path):
     assert upward_imports(graph, rows) == ["pkg.low.c (low) imports pkg.high.d (high, a higher row)"]
 
 
+
+# How long a module may be: past this it holds more than one concern, and a newcomer no longer
+# guesses the file from the concern (the house's rule). Split it by concern into modules named
+# for what they hold, each placed in docs/layout.md.
+MAX_MODULE_LINES = 500
+
+
+def oversized_modules(root: str = ROOT, package: str = PACKAGE, limit: int = MAX_MODULE_LINES) -> list[str]:
+    """`path (N lines)` of every module of the package longer than `limit` lines."""
+    found = []
+    for name, path in sorted(package_modules(root, package).items()):
+        with open(path, encoding="utf-8") as src:
+            lines = sum(1 for _ in src)
+        if lines > limit:
+            found.append(f"{os.path.relpath(path, root).replace(os.sep, '/')} ({lines} lines)")
+    return found
+
+
+def test_every_module_is_at_most_500_lines():
+    found = oversized_modules()
+    assert not found, (f"modules over {MAX_MODULE_LINES} lines (split each by concern into modules "
+                       "named for what they hold, and place them in docs/layout.md): " + ", ".join(found))
+
+
+def test_the_size_check_names_a_module_over_the_limit(tmp_path):
+    package = tmp_path / "pkg"
+    (package / "counts").mkdir(parents=True)
+    for init in (package / "__init__.py", package / "counts" / "__init__.py"):
+        init.write_text("")
+    (package / "counts" / "long.py").write_text("x = 1\n" * (MAX_MODULE_LINES + 1))
+    (package / "counts" / "full.py").write_text("x = 1\n" * MAX_MODULE_LINES)
+    (package / "short.py").write_text("x = 1\n" * 20 + "x = 2")  # no newline at the end: 21 lines
+    assert oversized_modules(str(tmp_path), "pkg") == [f"pkg/counts/long.py ({MAX_MODULE_LINES + 1} lines)"]
+    assert oversized_modules(str(tmp_path), "pkg", limit=20) == [
+        f"pkg/counts/full.py ({MAX_MODULE_LINES} lines)", f"pkg/counts/long.py ({MAX_MODULE_LINES + 1} lines)",
+        "pkg/short.py (21 lines)"]
+
 # Where tables for people are laid out: `overrides/tables.py` alone joins cells into a pipe table;
 # the wings below the records (cases, clock, builds, flame, counts) measure and count, and word
 # nothing as Markdown. A string literal that is a table's rule or row is Markdown rendered.
