@@ -1,8 +1,9 @@
 """One owner per concern, checked: the verdict is decided in `overrides/verdicts.py` alone,
-each command's flags are declared by one parser, and a JSON document's schema is read in
-`overrides/files.py` alone.
+each command's flags are declared by one parser, a JSON document's schema is read in
+`overrides/files.py` alone, and the unpaired comparison's process term is worded from its
+constant alone.
 
-Both checks read the source (no import), so a made-up violation in a scratch package shows
+The checks read the source (no import), so a made-up violation in a scratch package shows
 that each can fail. The Markdown check (no tables laid out in the measuring wings) is
 `tests/test_imports.py`'s, beside the other rules about where code lives.
 """
@@ -10,6 +11,8 @@ that each can fail. The Markdown check (no tables laid out in the measuring wing
 from __future__ import annotations
 
 import ast
+import os
+import re
 
 from conftest import ROOT
 from test_imports import PACKAGE, package_modules
@@ -201,3 +204,47 @@ def test_the_schema_check_finds_a_second_one(tmp_path):
         '    if d["schema"] != "x/1":\n        raise ValueError\n'
         '    return d.get("schema", None) == out.get("rows")\n')
     assert schema_checks_outside_owner(str(tmp_path), "pkg", "pkg.files") == ["pkg.reader:4", "pkg.reader:6"]
+
+
+# The unpaired comparison's process-to-process term per side is one constant
+# (case_comparison.UNPAIRED_PROCESS_CV); a sentence typing its figure ("3% per side") would stay
+# behind when the constant moves. The docs, which cannot read it, are checked against it.
+_TYPED_TERM = re.compile(r"\b\d+(?:\.\d+)?% per\s+side")
+
+
+def typed_process_terms(source: str, name: str = "module") -> list[str]:
+    """`name:line` of every string in `source` that types a percent per side (`"3% per side"`,
+    adjacent literals joined); one formatted from a value (`f"{CV:.0%} per side"`) is not typed."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and _TYPED_TERM.search(node.value):
+            found.append(f"{name}:{node.lineno}")
+    return found
+
+
+def process_terms_typed(root: str = ROOT, package: str = PACKAGE) -> list[str]:
+    found = []
+    for name, path in sorted(package_modules(root, package).items()):
+        with open(path, encoding="utf-8") as src:
+            found += typed_process_terms(src.read(), name)
+    return found
+
+
+def test_the_unpaired_process_term_is_worded_from_its_constant():
+    found = process_terms_typed()
+    assert not found, ("a percent per side typed in a sentence (format "
+                       "case_comparison.UNPAIRED_PROCESS_CV instead): " + ", ".join(found))
+
+
+def test_the_docs_give_the_unpaired_process_term_its_constant_has():
+    from overrides.case_comparison import UNPAIRED_PROCESS_CV
+
+    with open(os.path.join(ROOT, "docs", "pr-report.md"), encoding="utf-8") as src:
+        said = _TYPED_TERM.findall(src.read())
+    assert said and all(term.startswith(f"{UNPAIRED_PROCESS_CV:.0%} ") for term in said), said
+
+
+def test_the_process_term_check_finds_a_typed_figure():
+    source = ('CV = 0.03\nA = f"the interval ({CV:.0%} per side)"\n'
+              'B = ("drift is in the interval (3% per "\n     "side); only")\nC = "3 % a side"\n')
+    assert typed_process_terms(source, "pkg.report") == ["pkg.report:3"]
