@@ -8,11 +8,13 @@ imports between them; tests/test_imports.py checks it):
 - `flame/`: flamegraphs with py-spy, and the SVGs this tool draws;
 - `counts/`: instruction counts (Callgrind) and Python calls, and where they went;
 - `ab/`: the paired comparison of two builds;
-- `review/`: record.sh and report.sh.
+- `review/`: record.sh and report.sh;
+- `history/`: `bench.py --history`, the counts across many builds.
 At the root, the basics every wing may use (`errors`, `files`, `progress`, `children`,
-`argtypes`, `verdicts`: the one verdict rule), the records and what makes and prints them
-(`results`: the versioned JSON; `compare`, `environment`, `measure`, `report`,
-`report_comparison`), and `cli`, bench.py's command line.
+`argtypes`, `verdicts`: the one verdict rule, `tables`, `figures`), the records (`results`: the
+versioned JSON; `case_comparison`, `environment`) and what makes and prints them (`single_run`,
+`run_report`, `run_notes`, `comparison_report`, `budget`, `device_report`), and `cli`,
+bench.py's command line.
 """
 
 import os

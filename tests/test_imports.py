@@ -387,6 +387,52 @@ def test_module_and_file_paths_in_code_strings_and_docs_exist():
     assert not missing, "named but not there:\n" + "\n".join(missing)
 
 
+_BACKTICKED = re.compile(r"`([^`\s]+)`")
+
+
+def stale_package_names(root: str = ROOT, package: str = PACKAGE) -> list[str]:
+    """`package: name` for each module a package's docstring names that is not there: in every
+    `__init__.py` docstring, a backticked `name.py` (in that package, or a path from the
+    checkout); in the top package's, also `name/` and a bare `name` (it lists its wings and its
+    root modules so; elsewhere `history/` is a folder written)."""
+    modules = package_modules(root, package)
+    found = []
+    for name, path in sorted(modules.items()):
+        if not path.endswith("__init__.py"):
+            continue
+        with open(path, encoding="utf-8") as src:
+            said = ast.get_docstring(ast.parse(src.read())) or ""
+        folder = os.path.dirname(path)
+        for token in _BACKTICKED.findall(said):
+            if token.endswith(".py"):
+                there = any(os.path.isfile(os.path.join(base, token)) for base in (folder, root))
+            elif name == package and re.fullmatch(r"[a-z][a-z0-9_]*/?", token):
+                there = f"{name}.{token.rstrip('/')}" in modules
+            else:
+                continue
+            if not there:
+                found.append(f"{name}: {token}")
+    return found
+
+
+def test_each_package_docstring_names_modules_that_are_there():
+    found = stale_package_names()
+    assert not found, "a package's docstring names a module that is not there: " + ", ".join(found)
+
+
+def test_the_package_docstring_check_finds_a_module_renamed(tmp_path):
+    (tmp_path / "pkg" / "counts").mkdir(parents=True)
+    (tmp_path / "pkg" / "__init__.py").write_text(
+        '"""Measure `__torch_function__`: the wings `counts/` and `clock/`; at the root `results`,\n'
+        '`measure` and `cli`; run as `bench.py --x`."""\n')
+    (tmp_path / "pkg" / "counts" / "__init__.py").write_text(
+        '"""- `judge.py`: verdicts; `old.py`: gone; `run_ab` is a function; `bench.py` is at the top;\n'
+        'writes `out/`."""\n')
+    for module in ("results.py", "cli.py", "counts/judge.py"):
+        (tmp_path / "pkg" / module).write_text("")
+    (tmp_path / "bench.py").write_text("")
+    assert stale_package_names(str(tmp_path), "pkg") == ["pkg: clock/", "pkg: measure", "pkg.counts: old.py"]
+
 def layout_gaps(root: str = ROOT, package: str = PACKAGE) -> list[str]:
     """Modules of the package that docs/layout.md does not place: missing from the table of
     what each file holds (named by path, or by file name in a row of its own folder), or, in a
