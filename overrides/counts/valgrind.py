@@ -157,8 +157,10 @@ def main_thread_dumps(out_dir: str, pid: int) -> list[str]:
 
 
 def launch(python: str, seed: int, pad: int, user_dir: str | None, spec: str,
-            tree: bool = False, import_path: str | None = None, source: str | None = None,
-            side_env: tuple = ()) -> Launch:
+           tree: bool = False, import_path: str | None = None, source: str | None = None,
+           side_env: tuple = ()) -> Launch:
+    """Start a valgrind worker for `spec` under hash seed `seed`, importing torch; `tree` keeps
+    call paths (CONTEXT_DEPTH); `side_env` as `process_environment`'s."""
     valgrind, _ = find_valgrind()
     where = samepath.place(python, import_path, user_dir, source=source)
     samepath.prime(where, os.pathsep.join(_own_python_path()))
@@ -262,6 +264,7 @@ class CountingDied(Exception):
 
 
 def read_message(process: subprocess.Popen, key: str, who: str, doing: str) -> dict:
+    """The worker's next JSON line holding `key`; where it ends first, how it ended (_died)."""
     for line in process.stdout:
         line = line.strip()
         if line.startswith("{"):
