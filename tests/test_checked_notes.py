@@ -103,7 +103,6 @@ def test_the_differential_says_how_many_samples_it_had_not_a_typical_figure():
 
 
 def test_counts_say_how_far_their_own_seeds_moved_not_a_typical_figure():
-    from overrides.counts import records
     from overrides.counts.records import CaseCounts, CountRun
 
     def counted(*per_seed):

@@ -183,7 +183,7 @@ def test_each_side_of_a_comparison_builds_the_twin_from_its_own_code_and_says_wh
 
 def test_a_counting_run_says_which_twin_each_case_was_counted_against():
     from overrides import run_report
-    from overrides.counts.records import SCHEMA
+    from overrides.counts.records import SCHEMA, from_dict
     from overrides.results import CaseResult, RunResult
 
     how = "its own operands as plain tensors: new float32 (1,), as ScaledInt8Tensor presents them"
@@ -194,5 +194,5 @@ def test_a_counting_run_says_which_twin_each_case_was_counted_against():
     counts = {"schema": SCHEMA, "seeds": [1], "settings": {"repeats": 5, "calls_per_repeat": 1000},
               "runs": [{"seed": 1, "cases": [{"case": r.case, "op": r.op, "instructions_per_call": n,
                                               "repeats": [n] * 5} for r, n in zip(rows, (11_000, 220_000))]}]}
-    shown = run_report.render(RunResult({}, {}, rows, instructions=counts), "table")
+    shown = run_report.render(RunResult({}, {}, rows, instructions=tuple(from_dict(counts))), "table")
     assert f"scaled:pair: overhead and ratio against scaled:pair@plain ({how}), not Tensor" in shown

@@ -32,7 +32,7 @@ import os
 import sys
 import tempfile
 import time
-from typing import Callable, Sequence
+from typing import TYPE_CHECKING, Callable, Sequence
 
 from overrides import children, case_comparison, comparison_report
 from overrides.case_comparison import UNPAIRED_PROCESS_CV
@@ -44,6 +44,9 @@ from overrides.review.markdown import report_markdown
 from overrides.review.pack import Pack, without_picture
 from overrides.review.sides import classify
 from overrides.verdicts import DISAGREE, REGRESSION
+
+if TYPE_CHECKING:
+    from overrides.ab.config import ABConfig
 
 DEFAULT_OUTPUT = "report.zip"
 
