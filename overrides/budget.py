@@ -348,7 +348,7 @@ def github_summary_path() -> str | None:
 def text(checked: Sequence[Checked], path: str, budget: Budget) -> str:
     """The check for people: the aligned table, where each failing row's instructions went,
     and the command that rewrites the budget."""
-    from overrides.run_report import ruled
+    from overrides.tables import ruled
 
     lines = ruled(rows_table(checked), left_columns=2)
     for heading, rows in where_lines(checked):
@@ -408,7 +408,7 @@ def payload(checked: Sequence[Checked], path: str, budget: Budget) -> dict:
 
 def written(budget: Budget) -> str:
     """A budget as written, for people: each row's instructions, margin and per-seed counts."""
-    from overrides.run_report import ruled
+    from overrides.tables import ruled
 
     rows = [["case", "op", "instructions", "margin", "per seed"]] + [
         [r.case, r.op, whole(r.instructions), f"±{r.margin:,.0f}",

@@ -28,6 +28,7 @@ from overrides.clock.timer import DEFAULT_MAX_TIME_S, DEFAULT_PRECISION, STOP_FL
 from overrides.errors import INCOMPLETE_EXIT_STATUS, INTERRUPTED_EXIT_STATUS, UsageError, run_command
 from overrides.files import write_json_atomic, write_text_atomic
 from overrides.single_run import DEFAULT_RUN_BUDGET_S
+from overrides.tables import align
 from overrides.progress import stderr_progress
 
 
@@ -150,14 +151,12 @@ def with_twins(cases: list[str] | None) -> list[str] | None:
 
 def list_cases() -> str:
     """`--list`: one aligned line per case, name first, so `cut -d' ' -f1` gives the names."""
-    width = max(len(name) for name in casenames.case_names())
-    return "\n".join(f"{case.name.ljust(width)}  {case.description}" for case in casenames.all_described())
+    return "\n".join(align([[case.name, case.description] for case in casenames.all_described()], right=()))
 
 
 def list_ops() -> str:
     """`--list-ops`: one aligned line per op for `--op`, name first, then the statement timed."""
-    width = max(len(op.name) for op in ops_mod.all_ops())
-    return "\n".join(f"{op.name.ljust(width)}  {op.stmt}: {op.description}" for op in ops_mod.all_ops())
+    return "\n".join(align([[op.name, f"{op.stmt}: {op.description}"] for op in ops_mod.all_ops()], right=()))
 
 
 def require_torch(what: str) -> None:

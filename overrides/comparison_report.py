@@ -13,7 +13,8 @@ from overrides.case_comparison import UNPAIRED_PROCESS_CV
 from overrides.comparison_settings import ComparisonSettings, CountSettings
 from overrides.counts.judge import DEFAULT_THRESHOLD_INSTRUCTIONS
 from overrides.figures import count
-from overrides.run_report import fmt_ns, ruled
+from overrides.run_report import fmt_ns
+from overrides.tables import ruled
 from overrides.tables import pipe_table
 from overrides.verdicts import CHANGED, CLOCK_ONLY, DISAGREE, INCONCLUSIVE
 

@@ -133,7 +133,7 @@ def notes(found: Sequence[DeviceRow]) -> list[str]:
 
 def text(run: RunResult) -> str:
     """The CUDA table and its notes, or "" where nothing ran on CUDA."""
-    from overrides.run_report import ruled
+    from overrides.tables import ruled
 
     found = rows(run)
     if not found:

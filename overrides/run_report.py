@@ -13,7 +13,7 @@ from overrides import environment, run_notes
 from overrides.clock import stats
 from overrides.counts import records
 from overrides.figures import whole
-from overrides.tables import pipe_table
+from overrides.tables import pipe_table, ruled
 from overrides.results import CaseResult, RunResult
 
 FORMATS = ("table", "legacy", "markdown")
@@ -24,23 +24,6 @@ fmt_ns = whole  # one run's tables write nanoseconds as every table does (overri
 
 def fmt_ratio(value: float | None) -> str:
     return "-" if value is None else f"{value:.2f}x"
-
-
-def align(rows: Sequence[Sequence[str]], left_columns: int = 1) -> list[str]:
-    """Rows of cells as aligned lines: the first `left_columns` left-aligned, the rest right."""
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    lines = []
-    for row in rows:
-        cells = [cell.ljust(widths[i]) if i < left_columns else cell.rjust(widths[i])
-                 for i, cell in enumerate(row)]
-        lines.append("  ".join(cells).rstrip())
-    return lines
-
-
-def ruled(rows: Sequence[Sequence[str]], left_columns: int = 1) -> list[str]:
-    """`align`ed rows with a rule under the header row: every text table here."""
-    lines = align(rows, left_columns)
-    return [lines[0], "-" * len(lines[0]), *lines[1:]]
 
 
 HEADER = ("case", "per call ns", "95% CI", "median", "min", "IQR", "overhead ns",

@@ -1,7 +1,7 @@
 """One owner per concern, checked: the verdict is decided in `overrides/verdicts.py` alone,
 each command's flags are declared by one parser, a JSON document's schema is read in
-`overrides/files.py` alone, and the unpaired comparison's process term is worded from its
-constant alone.
+`overrides/files.py` alone, a table is laid out in `overrides/tables.py` alone, and the
+unpaired comparison's process term is worded from its constant alone.
 
 The checks read the source (no import), so a made-up violation in a scratch package shows
 that each can fail. The Markdown check (no tables laid out in the measuring wings) is
@@ -248,3 +248,50 @@ def test_the_process_term_check_finds_a_typed_figure():
     source = ('CV = 0.03\nA = f"the interval ({CV:.0%} per side)"\n'
               'B = ("drift is in the interval (3% per "\n     "side); only")\nC = "3 % a side"\n')
     assert typed_process_terms(source, "pkg.report") == ["pkg.report:3"]
+
+
+# The one module that lays a table out (overrides/tables.py: align, ruled, pipe_table): columns
+# padded by hand elsewhere were a second layout, each with its own gap and alignment.
+TABLE_OWNER = "overrides.tables"
+_PADDING = ("ljust", "rjust", "center")
+
+
+def tables_laid_out(source: str, name: str = "module") -> list[str]:
+    """`name:line` wherever `source` pads a cell by hand: str.ljust/rjust/center, or a format
+    spec that aligns to a width (`{x:>12}`, `{x:<{w}}`)."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in _PADDING:
+            found.append(f"{name}:{node.lineno}")
+        elif isinstance(node, ast.FormattedValue) and node.format_spec is not None:
+            spec = "".join(part.value if isinstance(part, ast.Constant) else "{}"
+                           for part in node.format_spec.values)
+            if any(mark in spec for mark in "<>^") and any(ch.isdigit() or ch == "{" for ch in spec):
+                found.append(f"{name}:{node.lineno}")
+    return sorted(set(found), key=lambda where: int(where.rsplit(":", 1)[1]))
+
+
+def tables_outside_owner(root: str = ROOT, package: str = PACKAGE, owner: str = TABLE_OWNER) -> list[str]:
+    found = []
+    for name, path in sorted(package_modules(root, package).items()):
+        if name != owner:
+            with open(path, encoding="utf-8") as src:
+                found += tables_laid_out(src.read(), name)
+    return found
+
+
+def test_tables_are_laid_out_in_tables_py_alone():
+    found = tables_outside_owner()
+    assert not found, ("a table padded by hand outside overrides/tables.py (give its rows to "
+                       "tables.align, ruled or pipe_table): " + ", ".join(found))
+
+
+def test_the_table_check_finds_a_column_padded_by_hand(tmp_path):
+    package = tmp_path / "pkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "tables.py").write_text("def align(rows):\n    return [r[0].ljust(9) for r in rows]\n")
+    (package / "report.py").write_text(
+        'def lines(rows, w):\n    out = [f"{r[0]:<{w}} {r[1]:>8}" for r in rows]\n'
+        '    out.append(rows[0][0].rjust(w))\n    return out + [f"{w:.1f} {w:+,}"]\n')
+    assert tables_outside_owner(str(tmp_path), "pkg", "pkg.tables") == ["pkg.report:2", "pkg.report:3"]

@@ -12,7 +12,7 @@ from overrides.files import write_text_atomic
 from overrides.history import HISTORY_SCHEMA
 from overrides.history.lineup import HistoryBuild
 from overrides.history.steps import Step
-from overrides.tables import pipe_table
+from overrides.tables import align, pipe_table
 from overrides.verdicts import CHANGED, DISAGREE, MOVED, known
 
 def per_build(builds: Sequence[HistoryBuild], runs: dict, targets: Sequence[tuple[str, str]]) -> dict:
@@ -90,11 +90,7 @@ def table(builds, steps, figures) -> str:
                 ci = f" [{k.ci95_ns[0]:+,.0f}..{k.ci95_ns[1]:+,.0f}]" if k is not None and k.ci95_ns else ""
                 row.append("" if k is None else f"{k.delta_ns:+,.0f} ns{ci}")
             rows.append(row)
-        widths = [max(len(r[i]) for r in rows if i < len(r)) for i in range(len(head))]
-        right = {2, 3, 4, 6}
-        for r in rows:
-            lines.append("  " + "  ".join((cell.rjust(w) if i in right else cell.ljust(w))
-                                          for i, (cell, w) in enumerate(zip(r, widths))).rstrip())
+        lines += align(rows, right={2, 3, 4, 6}, indent="  ")  # the figures' columns right-aligned
         lines.append("")
     return "\n".join(lines).rstrip() + "\n"
 

@@ -33,6 +33,7 @@ from overrides import ROOT
 from overrides.errors import UsageError
 from overrides.files import TEMP_PREFIX, versioned, write_json_atomic
 from overrides.progress import counted
+from overrides.tables import align
 
 DEFAULT_RUNS_DIR = os.path.join(ROOT, "runs")
 RUNS_DIR_VARIABLE = "OVERRIDES_RUNS_DIR"  # where runs/ lives, when not in this checkout
@@ -288,8 +289,7 @@ def listing(directory: str) -> str:
                          + f"; record it again with `scripts/record.sh --label {label} --force`")
         rows.append((label, run.manifest.get("created", "?")[:16].replace("T", " "),
                      torch_version_of(run), kept, run.python))
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in rows]
+    lines = align(rows, right=())
     lines += notes
     sizes = kept_bytes(directory)
     largest = max(sizes, key=sizes.get) if sizes else None
