@@ -131,12 +131,12 @@ def measure(kinds: dict[str, tuple[str, str]], n: int, log: str, config: ABConfi
                 config = dataclasses.replace(config, instruction_seeds=rounds.fresh_seeds())
             outcome = run_ab(_side(base), _side(branch), seedcases.SEED_CASES, [DEFAULT_OP], config)
             entry = {"kind": kind, "wall_s": time.monotonic() - started,
-                     "counted": "instructions" in outcome.settings,
-                     "pairs": outcome.settings["pairs"], "stopped": outcome.settings["stopped"],
-                     "placement_matched": outcome.settings["placement"].get("matched"),
-                     "seeds": outcome.settings.get("instructions", {}).get("seeds", []),
+                     "counted": outcome.settings.instructions is not None,
+                     "pairs": outcome.settings.pairs, "stopped": outcome.settings.stopped,
+                     "placement_matched": (outcome.settings.placement or {}).get("matched"),
+                     "seeds": list(outcome.settings.instructions.seeds) if outcome.settings.instructions else [],
                      "seed_deltas": _seed_deltas(outcome),
-                     "same_path": (outcome.settings.get("same_path") or {}).get("fixed"),
+                     "same_path": (outcome.settings.same_path or {}).get("fixed"),
                      "comparisons": [c.to_dict() for c in outcome.comparisons]}
             with open(log, "a", encoding="utf-8") as out:
                 out.write(json.dumps(entry) + "\n")

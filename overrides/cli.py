@@ -276,8 +276,8 @@ def _loaded_counted_or_timed(args) -> results.RunResult:
         run_result = run_benchmark(selected, selected_ops, config, stderr_progress(args.quiet),
                                    run_budget_s=budget, speed_cache=speed.cache_path())
     if not_applied:  # what your factories were asked and have no parameter for: in the notes and JSON
-        run_result = dataclasses.replace(run_result, settings={
-            **run_result.settings, "not_applied": [entry.to_dict() for entry in not_applied]})
+        run_result = dataclasses.replace(run_result, settings=dataclasses.replace(
+            run_result.settings, not_applied=tuple(entry.to_dict() for entry in not_applied)))
     return run_result
 
 

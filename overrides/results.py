@@ -21,6 +21,7 @@ from overrides.clock import stats
 from overrides.counts import records
 from overrides.errors import UsageError
 from overrides.files import read_json, versioned, write_json_atomic
+from overrides.run_settings import RunSettings
 
 SCHEMA = "torch-function-overhead/results/2"
 # Version 2 added `speed` (overrides/clock/speed.py: the run's reference loop against this
@@ -101,7 +102,7 @@ class RunResult:
     """One invocation of the benchmark: where it ran, how, and each case's result."""
 
     environment: dict
-    settings: dict
+    settings: RunSettings
     results: tuple[CaseResult, ...]
     created: str = dataclasses.field(
         default_factory=lambda: datetime.datetime.now(datetime.timezone.utc).isoformat(
@@ -192,7 +193,7 @@ def to_dict(run: RunResult) -> dict:
         "schema": SCHEMA,
         "created": run.created,
         "environment": run.environment,
-        "settings": run.settings,
+        "settings": run.settings.to_dict(),
         "interrupted": run.interrupted,
         "wall_s": _finite(run.wall_s),
         "results": [case_to_dict(run, r) for r in run.results],
@@ -230,7 +231,7 @@ def from_dict(data: dict, source: str = "results") -> RunResult:
               if data.get("instructions") else None)
     return RunResult(
         environment=data.get("environment", {}),
-        settings=data.get("settings", {}),
+        settings=RunSettings.from_dict(data.get("settings") or {}),
         results=results,
         created=data.get("created", ""),
         interrupted=bool(data.get("interrupted", False)),

@@ -64,7 +64,7 @@ def table_notes(run: RunResult, matrix: bool = False) -> list[str]:
         elif result.ok and result.too_spread:
             notes.append(f"! {result.case} [{result.op}]: {_spread_reason(result)}")
     notes += _catalog_notes(run) + _twin_notes(run) + _meta_notes(run)
-    notes += [entry["note"] for entry in run.settings.get("not_applied") or ()]
+    notes += [entry["note"] for entry in run.settings.not_applied]
     if run.interrupted:
         notes.append("interrupted: figures cover only the rounds finished before Ctrl-C")
     return notes
@@ -178,21 +178,21 @@ def _catalog_notes(run: RunResult) -> list[str]:
         like = (_twin_like(run, baseline) if twinned(baseline) else "plain tensors of the same shape, dtype and device" if baseline != split_shaped(baseline)[0]
                 else "the same statements")
         notes.append(f"{', '.join(cases)}: overhead and ratio against {baseline} ({like}), not {BASELINE_CASE}")
-    scaled_from = run.settings.get("min_time_scaled_from_s")
+    scaled_from = run.settings.min_time_scaled_from_s
     if scaled_from:
-        longest = run.settings.get("max_time_s") or run.settings.get("min_time_s")
+        longest = run.settings.max_time_s or run.settings.min_time_s
         took = f"; the run took {run.wall_s:.0f} s" if math.isfinite(run.wall_s) and run.wall_s > 0 else ""  # aim, and outcome
         notes.append(f"at most {longest:.2g} s per case and op, scaled down from {scaled_from:g} s "
                      f"to aim the sampling at ~{_run_budget_s():g} s{took}; --min-time SECONDS sets it")
-    if run.settings.get("recalibrated"):
-        notes.append(f"calibrated during a slow spell: {', '.join(run.settings['recalibrated'])} ran well faster "
+    if run.settings.recalibrated:
+        notes.append(f"calibrated during a slow spell: {', '.join(run.settings.recalibrated)} ran well faster "
                      "than calibration measured, so were resized from their samples and the rounds started over")
-    if run.settings.get("stopped") == "time cap" and run.settings.get("precision"):
+    if run.settings.stopped == "time cap" and run.settings.precision:
         busy = [r for r in run.results if r.ok and (stats.contended(r.samples_ns) or stats.busy(r.samples_ns))]
         why = (f"the machine was busy ({len(busy)} of {sum(r.ok for r in run.results)} figures show it: "
                "see ! above)" if busy else "the samples stayed spread wider than that")
-        notes.append(f"sampling stopped at the time cap ({run.settings.get('max_time_s'):.3g} s per case) "
-                     f"before every figure was known to +-{run.settings['precision']:.1%}: {why}; "
+        notes.append(f"sampling stopped at the time cap ({run.settings.max_time_s:.3g} s per case) "
+                     f"before every figure was known to +-{run.settings.precision:.1%}: {why}; "
                      "the intervals say how sure each figure is")
     return notes
 

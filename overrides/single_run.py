@@ -18,6 +18,7 @@ from overrides.cases.ops import Op, not_applicable_reason
 from overrides.clock import speed, stats
 from overrides.clock.timer import MIN_SAMPLES, TARGET_SAMPLE_NS, Target, TimerConfig, time_targets
 from overrides.results import CaseResult, RunResult
+from overrides.run_settings import COUNTED, RunSettings
 
 # Whole-run time budget when the user did not pick --min-time: the default 3 s per target is
 # kept up to 20 targets (the seed's four cases take 12 s); a matrix (`--cases all --op all`, ~40
@@ -87,20 +88,13 @@ def run_benchmark(
                                   loop_overhead_ns=timed.loop_overhead_ns, error=timed.error,
                                   device=timed.device, device_ns=timed.device_ns, **common))
     results = tuple(results)
-    settings = {
-        "min_time_s": config.min_time_s,
-        "max_time_s": config.cap_s() if config.precision else None,
-        "precision": config.precision,
-        "stopped": timing.stopped,
-        "min_time_scaled_from_s": scaled_from,
-        "calls_per_sample": config.calls_per_sample,
-        "samples": config.samples,
-        "threads": config.threads,
-        "rounds": timing.rounds,
-        "recalibrated": list(timing.recalibrated),  # calibrated during a slow spell, resized
-        "method": f"round-robin, unrolled loop, empty-loop cost ({stats.headline_label()} of its "
-                  "samples) removed, GC off",
-    }
+    settings = RunSettings(
+        min_time_s=config.min_time_s, max_time_s=config.cap_s() if config.precision else None,
+        precision=config.precision, stopped=timing.stopped, min_time_scaled_from_s=scaled_from,
+        calls_per_sample=config.calls_per_sample, samples=config.samples, threads=config.threads,
+        rounds=timing.rounds, recalibrated=tuple(timing.recalibrated),  # calibrated during a slow spell
+        method=f"round-robin, unrolled loop, empty-loop cost ({stats.headline_label()} of its "
+               "samples) removed, GC off")
     env = environment.collect(config.threads)
     run = RunResult(env, settings, results, interrupted=timing.interrupted, wall_s=timing.wall_s)
     if timing.reference is not None and not timing.interrupted:
@@ -130,6 +124,6 @@ def count_benchmark(cases: Sequence[Case], ops: Sequence[Op], seeds: Sequence[in
                                loop_overhead_ns=0.0, not_applicable=reason, baseline=case.baseline,
                                warning=case.warning or None)
                     for (case, op), reason in zip(pairs, reasons))
-    settings = {"method": "instruction counts (Callgrind)", "seeds": list(seeds)}
+    settings = RunSettings(method=COUNTED, seeds=tuple(seeds))
     return RunResult(environment.collect(1), settings, results,
                      wall_s=sum(run.wall_s for run in runs), instructions=records.as_saved(runs))

@@ -188,7 +188,7 @@ def test_ctrl_c_keeps_what_was_measured_and_exits_130(tmp_path):
     assert json.loads(path.read_text())["interrupted"] is True
     saved = results.load(str(path))
     assert saved.interrupted and all(len(r.samples_ns) >= 20 for r in saved.results)
-    assert saved.settings["stopped"] == "interrupted"
+    assert saved.settings.stopped == "interrupted"
 
 
 @pytest.mark.slow

@@ -15,6 +15,7 @@ from overrides import comparison_report, results, run_notes, run_report
 from overrides.case_comparison import Comparison
 from overrides.clock import stats
 from overrides.verdicts import NO_CHANGE, REGRESSION
+from overrides.run_settings import RunSettings
 
 FILE = "/u/units.py"
 MODULES = {"base": {"units:pair": FILE}, "branch": {"units:pair": FILE}}
@@ -49,8 +50,8 @@ def small_run(tmp_path_factory):
 
 
 def test_a_scaled_run_says_its_aim_beside_the_time_it_took(small_run):
-    long_run = dataclasses.replace(small_run, wall_s=270.0, settings={
-        **small_run.settings, "min_time_scaled_from_s": 3.0, "max_time_s": 0.5})
+    long_run = dataclasses.replace(small_run, wall_s=270.0, settings=dataclasses.replace(
+        small_run.settings, min_time_scaled_from_s=3.0, max_time_s=0.5))
     text = run_report.table(long_run)
     assert "to fit the run in" not in text
     assert "scaled down from 3 s to aim the sampling at ~60 s; the run took 270 s" in text
@@ -59,8 +60,8 @@ def test_a_scaled_run_says_its_aim_beside_the_time_it_took(small_run):
 
 
 def test_a_time_cap_blames_a_busy_machine_only_where_the_samples_show_one(small_run):
-    capped = dataclasses.replace(small_run, settings={**small_run.settings, "stopped": "time cap",
-                                                       "max_time_s": 3.0, "precision": 0.002})
+    capped = dataclasses.replace(small_run, settings=dataclasses.replace(small_run.settings, stopped="time cap",
+                                                                          max_time_s=3.0, precision=0.002))
     busy = [r for r in capped.results if stats.contended(r.samples_ns) or stats.busy(r.samples_ns)]
     text = run_report.table(capped)
     if busy:
@@ -108,7 +109,7 @@ def test_counts_say_how_far_their_own_seeds_moved_not_a_typical_figure():
     def counted(*per_seed):
         runs = [CountRun(seed, (CaseCounts("SubTensor", "torch.add", n, (n, n), {}, None, {}),), {}, 1.0)
                 for seed, n in enumerate(per_seed, 1)]
-        return results.RunResult({}, {}, (), instructions=tuple(runs))
+        return results.RunResult({}, RunSettings(), (), instructions=tuple(runs))
 
     assert "here by up to 0.50% between hash seeds" in run_notes.layout_note(counted(40_000.0, 40_200.0))
     one = run_notes.layout_note(counted(40_000.0))

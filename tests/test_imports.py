@@ -29,6 +29,7 @@ ROWS = (
     {"flame": ("overrides.flame",)},
     {"counts": ("overrides.counts",)},
     {"records": ("overrides.results", "overrides.case_comparison", "overrides.comparison_settings",
+                 "overrides.run_settings",
                  "overrides.environment")},
     {"workflows": ("overrides.single_run", "overrides.run_report", "overrides.run_notes",
                    "overrides.comparison_report", "overrides.budget", "overrides.device_report")},

@@ -22,6 +22,7 @@ from conftest import ROOT
 from overrides import results
 from overrides.review import pr_report, record
 from overrides.review.runs import listing
+from overrides.run_settings import RunSettings
 
 # Generous: the machine is shared with heavy jobs; these bound a hang, they time nothing.
 SCRIPT_TIMEOUT_S = 300
@@ -35,7 +36,7 @@ def _results(per_call_ns: float) -> results.RunResult:
     case = results.CaseResult(case="Tensor", op="torch.add", stmt="torch.add(t, t)",
                               description="a plain Tensor", calls_per_sample=100,
                               samples_ns=samples, loop_overhead_ns=0.0)
-    return results.RunResult({"torch_version": "2.13.0"}, {"mode": "bench"}, (case,))
+    return results.RunResult({"torch_version": "2.13.0"}, RunSettings(), (case,))
 
 
 def _dead_pid() -> int:

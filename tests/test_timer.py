@@ -191,7 +191,7 @@ def test_a_run_that_calibrated_during_a_slow_spell_says_so_under_its_table(monke
 
     _slowed_calibration(monkeypatch, 4.0)
     run = run_benchmark(resolve_cases(["Tensor"]), resolve_ops(None), TimerConfig(samples=100))
-    assert run.settings["recalibrated"] == ["Tensor [torch.add]"]
+    assert run.settings.recalibrated == ("Tensor [torch.add]",)
     assert "calibrated during a slow spell: Tensor [torch.add] ran well faster" in run_report.table(run)
 
 

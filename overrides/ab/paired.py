@@ -75,6 +75,7 @@ from overrides.cases.ops import Op
 from overrides.counts import records
 from overrides.case_comparison import Comparison
 from overrides.comparison_settings import PAIRED, ComparisonSettings, CountSettings
+from overrides.run_settings import RunSettings
 from overrides.errors import UsageError
 from overrides.results import CaseResult, RunResult
 from overrides.verdicts import NO_CHANGE_CONFIDENCE
@@ -410,7 +411,7 @@ def _finish(base: Interpreter, branch: Interpreter, pooled: Pooled, config: ABCo
                        error=pooled.errors[i] if not pooled.samples[side][i] else None,
                        baseline=case.baseline)
             for i, (case, op) in enumerate(pooled.targets))
-        runs[side] = RunResult(pooled.environments.get(side, {}), dict(settings.to_dict(), side=side),
+        runs[side] = RunResult(pooled.environments.get(side, {}), RunSettings(side=side, comparison=settings),
                                case_results, interrupted=interrupted or bool(failure),
                                wall_s=time.monotonic() - started)
     comparisons = compare_pooled(pooled, config)
