@@ -3,6 +3,7 @@
 import math
 
 from overrides import case_comparison, verdicts
+from overrides.environment import Environment
 from overrides.results import CaseResult, RunResult
 from overrides.comparison_settings import ComparisonSettings
 
@@ -19,7 +20,7 @@ def test_verdict_rules():
 
 def _run(samples, case="SubTensor"):
     result = CaseResult(case, "torch.add", "torch.add(x, y)", "", 100, tuple(samples), 1.0)
-    return RunResult({}, {}, (result,))
+    return RunResult(Environment(), {}, (result,))
 
 
 def test_unpaired_needs_a_change_beyond_process_noise():

@@ -8,6 +8,7 @@ from overrides import run_report, comparison_report
 from overrides.ab.countfirst import counts_progress
 from overrides.case_comparison import Comparison
 from overrides.comparison_settings import ComparisonSettings
+from overrides.environment import Environment
 
 
 def _counted(delta_instructions: float = 120.0) -> Comparison:
@@ -42,7 +43,7 @@ def test_a_run_whose_median_is_many_times_its_figure_is_flagged():
     busy = floor + [9_000.0 + 10 * i for i in range(140)]  # then mostly busy: IQR ~ 8x the figure
     assert stats.core_width(busy) < stats.CORE_WIDTH_WARN_FRACTION and not stats.contended(busy)
     assert stats.too_spread(busy) and not stats.too_spread(floor + [2_000.0] * 60)
-    run = RunResult({}, {}, (CaseResult("Tensor", "torch.add", "torch.add(x, y)", "", 100, tuple(busy), 5.0),))
+    run = RunResult(Environment(), {}, (CaseResult("Tensor", "torch.add", "torch.add(x, y)", "", 100, tuple(busy), 5.0),))
     warning, = run_report.spread_warnings(run)
     assert "half the samples took over 3x the figure" in warning
 

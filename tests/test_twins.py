@@ -15,6 +15,7 @@ import sys
 import pytest
 
 from conftest import ROOT
+from overrides.environment import Environment
 
 USERLIB = os.path.join(ROOT, "benchmarks", "userlib")
 BENCHMARKS = os.path.join(ROOT, "benchmarks")
@@ -194,5 +195,5 @@ def test_a_counting_run_says_which_twin_each_case_was_counted_against():
     counts = {"schema": SCHEMA, "seeds": [1], "settings": {"repeats": 5, "calls_per_repeat": 1000},
               "runs": [{"seed": 1, "cases": [{"case": r.case, "op": r.op, "instructions_per_call": n,
                                               "repeats": [n] * 5} for r, n in zip(rows, (11_000, 220_000))]}]}
-    shown = run_report.render(RunResult({}, {}, rows, instructions=counts), "table")
+    shown = run_report.render(RunResult(Environment(), {}, rows, instructions=counts), "table")
     assert f"scaled:pair: overhead and ratio against scaled:pair@plain ({how}), not Tensor" in shown
