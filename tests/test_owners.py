@@ -1,8 +1,9 @@
 """One owner per concern, checked: the verdict is decided in `overrides/verdicts.py` alone,
-each command's flags are declared by one parser, and a JSON document's schema is read in
-`overrides/files.py` alone.
+each command's flags are declared by one parser, a JSON document's schema is read in
+`overrides/files.py` alone, and an environment's fields by string key in
+`overrides/environment.py` alone.
 
-Both checks read the source (no import), so a made-up violation in a scratch package shows
+Each check reads the source (no import), so a made-up violation in a scratch package shows
 that each can fail. The Markdown check (no tables laid out in the measuring wings) is
 `tests/test_imports.py`'s, beside the other rules about where code lives.
 """

@@ -305,7 +305,7 @@ def torch_version_of(run: RecordedRun) -> str:
     try:
         with open(run.results_path, encoding="utf-8") as src:
             return str(Environment.from_dict(json.load(src).get("environment", {})).torch_version or "?")
-    except (OSError, ValueError):
+    except (OSError, ValueError, TypeError):  # TypeError: an environment that is not an object
         return "?"
 
 
