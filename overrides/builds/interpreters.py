@@ -20,9 +20,9 @@ from overrides.errors import UsageError
 
 PROBE_TIMEOUT_S = 120  # asking an interpreter for its path and torch; a cold disk is slow
 # Printed by an interpreter asked who it is: its real path, whether torch is importable and its
-# version (found, not imported: that would take seconds). The version is torch.__version__'s
-# source, torch/version.py, run by the interpreter itself (not read by a pattern from its text):
-# the module `import torch` runs first for it, without the rest of torch.
+# version (found, not imported: that would take seconds). The version is torch/version.py, the
+# module torch.__version__ comes from, run by the interpreter itself (not read by a pattern from
+# its text): what `import torch` would say, without the rest of torch; "?" where it does not run.
 _PROBE = """import importlib.util, json, os, sys
 spec = importlib.util.find_spec('torch')
 folder = (list(spec.submodule_search_locations or []) or [None])[0] if spec else None
