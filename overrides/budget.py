@@ -14,7 +14,8 @@ comparison would call.
 
 What a budget holds for. Counts move with the torch build, the Python, the machine's
 architecture and valgrind itself; a budget records them (`environment`) and a check under
-another refuses in one line (exit 2) rather than reading a new build's counts as a regression.
+another refuses in one line (exit 2) rather than reading a new build's counts as a regression
+(what "another" means is the environment's fingerprint: overrides/environment.py).
 
 Layout beyond the seeds. A row of your own code also moves when its module's objects lie
 elsewhere: an unused function added to the module moves every address the import makes after
@@ -33,10 +34,10 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import platform
 from typing import Sequence
 
 from overrides.counts import judge
+from overrides.environment import Fingerprint
 from overrides.errors import UsageError
 from overrides.figures import json_figure, signed, whole
 from overrides.verdicts import BUDGET_JUDGED, MISSING, OVER, UNDER, WITHIN, budget_row  # noqa: F401 (read as budget.X)
@@ -64,8 +65,6 @@ KEEP_SHARE = 1 / 3  # a rewrite keeps a row that moved by less than this share o
 # A row keeps every function of at least this many own instructions a call: where a change went,
 # read against what runs now (a shorter list made functions below its cut look new or gone).
 FUNCTION_FLOOR = 1.0
-# What moves counts: a budget holds only where these are as it recorded them.
-HOLDS_FOR = ("torch_version", "torch_git_hash", "python", "machine", "valgrind")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -96,12 +95,12 @@ class Row:
 
 @dataclasses.dataclass(frozen=True)
 class Budget:
-    environment: dict
+    environment: Fingerprint  # what its counts hold for
     seeds: tuple[int, ...]
     rows: tuple[Row, ...]
 
     def to_dict(self) -> dict:
-        return {"schema": SCHEMA, "environment": self.environment, "seeds": list(self.seeds),
+        return {"schema": SCHEMA, "environment": self.environment.to_dict(), "seeds": list(self.seeds),
                 "rows": [row.to_dict() for row in self.rows]}
 
     def get(self, case: str, op: str) -> Row | None:
@@ -117,14 +116,6 @@ def dumps(budget: Budget) -> str:
     return head + ',\n "rows": [\n  ' + rows + "\n ]\n}\n"
 
 
-def holds_for(environment: dict, valgrind: str) -> dict:
-    """The part of a results environment a budget's counts depend on."""
-    return {"torch_version": environment.get("torch_version"),
-            "torch_git_hash": environment.get("torch_git_hash"),
-            "python": environment.get("python"), "machine": platform.machine(),
-            "valgrind": valgrind, "cpu": environment.get("cpu")}
-
-
 def load(path: str) -> Budget:
     from overrides.files import read_json, versioned
 
@@ -133,7 +124,7 @@ def load(path: str) -> Budget:
     rows = tuple(Row(r["case"], r["op"], {int(s): v for s, v in r["seeds"].items()}, r["margin"],
                      dict(r.get("functions", {})), dict(r.get("python_calls", {})), r.get("layout_moved"))
                  for r in data["rows"])
-    return Budget(data["environment"], tuple(data["seeds"]), rows)
+    return Budget(Fingerprint.from_dict(data["environment"]), tuple(data["seeds"]), rows)
 
 
 def rows_from(runs, seeds: Sequence[int], variant_runs=()) -> list[Row]:
@@ -243,10 +234,9 @@ def rewritten(old: Budget | None, new: Budget) -> tuple[Budget, list[str]]:
     return dataclasses.replace(new, rows=tuple(rows)), changed
 
 
-def refusal(budget: Budget, environment: dict) -> str:
+def refusal(budget: Budget, environment: Fingerprint) -> str:
     """Why counts from `environment` cannot be checked against `budget` (one line), or ''."""
-    differs = [f"{k} {budget.environment.get(k)!r} -> {environment.get(k)!r}" for k in HOLDS_FOR
-               if budget.environment.get(k) != environment.get(k)]
+    differs = budget.environment.differences(environment)
     if not differs:
         return ""
     return ("the budget holds for another environment (" + "; ".join(differs) + "): its counts would "
@@ -402,7 +392,7 @@ def _notes(checked: Sequence[Checked], path: str, budget: Budget) -> list[str]:
 
 def payload(checked: Sequence[Checked], path: str, budget: Budget) -> dict:
     return {"schema": CHECK_SCHEMA, "budget": path, "seeds": list(budget.seeds),
-            "environment": budget.environment, "passed": not failed(checked),
+            "environment": budget.environment.to_dict(), "passed": not failed(checked),
             "rows": [c.to_dict() for c in checked]}
 
 
@@ -416,5 +406,5 @@ def written(budget: Budget) -> str:
     lines = ruled(rows, left_columns=2)
     env = budget.environment
     return "\n".join(lines + ["", f"seeds {', '.join(map(str, budget.seeds))}; holds for torch "
-                              f"{env.get('torch_version')} ({str(env.get('torch_git_hash'))[:10]}), Python "
-                              f"{env.get('python')}, {env.get('machine')}, {env.get('valgrind')}"])
+                              f"{env.torch_version} ({str(env.torch_git_hash)[:10]}), Python "
+                              f"{env.python}, {env.machine}, {env.valgrind}"])

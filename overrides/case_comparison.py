@@ -241,12 +241,13 @@ def compare_runs(base: RunResult, branch: RunResult,
 
 
 def comparison_payload(comparisons, settings: ComparisonSettings, environments: dict) -> dict:
-    """The versioned JSON of a comparison (`comparison.json`, `bench.py --compare --json`)."""
+    """The versioned JSON of a comparison (`comparison.json`, `bench.py --compare --json`);
+    `environments`: side -> environment.Environment."""
     return {
         "schema": COMPARISON_SCHEMA,
         "paired": all(c.paired for c in comparisons) if comparisons else None,
         "settings": settings.to_dict(),
-        "environments": environments,
+        "environments": {side: env.to_dict() for side, env in environments.items()},
         "comparisons": [c.to_dict() for c in comparisons],
     }
 

@@ -1,5 +1,6 @@
 """Child processes that Ctrl-C stops at once: valgrind (`callgrind.py`) and py-spy (`flamegraph.py`);
-and how any child ended, in words (`ended`).
+and how any child ended, in words (`ended`); how many this process may run at once
+(`usable_cpus`).
 
 Why it exists. report.sh went on for a long while after Ctrl-C to its own process (figures:
 benchmarks/README.md, 'Docstring figures'): the valgrind workers were waited for by threads,
@@ -120,6 +121,12 @@ def ended(returncode: int | None) -> str:
     if returncode > 128 and returncode - 128 in {s.value for s in _SIGNAL_WORDS}:
         return ended(128 - returncode)  # a shell or launcher between us and it reports 128 + N
     return f"exited with status {returncode}"
+
+
+def usable_cpus() -> int:
+    """The CPUs this process may run on (`taskset -c 0` gives one): the children run at once
+    (`callgrind.count_jobs`) and the count an environment records (`environment.collect`)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
 def parallel(function: Callable[[Item], Result], items: Iterable[Item], max_workers: int) -> list[Result]:

@@ -312,7 +312,7 @@ def run_budget(args) -> int:
         args.op = list(dict.fromkeys(row.op for row in old.rows))
     valgrind, _ = callgrind.find_valgrind()
     selected, selected_ops = _cases_and_ops(args, "--write-budget" if args.write_budget else "--check-budget")
-    here = budget.holds_for(env_mod.collect(args.threads), callgrind.valgrind_version(valgrind))
+    here = env_mod.collect(args.threads).fingerprint(callgrind.valgrind_version(valgrind))
     if args.check_budget:
         why = budget.refusal(old, here)
         if why:

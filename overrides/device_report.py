@@ -218,8 +218,8 @@ def plot(run: RunResult, path: str) -> str:
         ax.set_ylabel("us per call")
         ax.grid(True, which="both", alpha=0.3)
         ax.legend(fontsize=8)
-    device = run.environment.get("cuda_device") or "CUDA"
-    fig.suptitle(f"When the GPU hides the overhead\n{device}, torch {run.environment.get('torch_version', '?')}",
+    device = run.environment.cuda_device or "CUDA"
+    fig.suptitle(f"When the GPU hides the overhead\n{device}, torch {run.environment.torch_version or '?'}",
                  fontsize=11)
     fig.tight_layout()
     suffix = os.path.splitext(path)[1].lower()

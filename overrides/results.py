@@ -19,6 +19,7 @@ from overrides.cases.casenames import BASELINE_CASE
 from overrides.clock import speed as speed_check
 from overrides.clock import stats
 from overrides.counts import records
+from overrides.environment import Environment
 from overrides.errors import UsageError
 from overrides.files import read_json, versioned, write_json_atomic
 from overrides.run_settings import RunSettings
@@ -101,7 +102,7 @@ class CaseResult:
 class RunResult:
     """One invocation of the benchmark: where it ran, how, and each case's result."""
 
-    environment: dict
+    environment: Environment
     settings: RunSettings
     results: tuple[CaseResult, ...]
     created: str = dataclasses.field(
@@ -192,7 +193,7 @@ def to_dict(run: RunResult) -> dict:
     return {
         "schema": SCHEMA,
         "created": run.created,
-        "environment": run.environment,
+        "environment": run.environment.to_dict(),
         "settings": run.settings.to_dict(),
         "interrupted": run.interrupted,
         "wall_s": _finite(run.wall_s),
@@ -223,6 +224,7 @@ def from_dict(data: dict, source: str = "results") -> RunResult:
             for r in data["results"]
         )
         speed = speed_check.from_dict(data["speed"]) if data.get("speed") else None
+        environment = Environment.from_dict(data.get("environment", {}))
     except (KeyError, TypeError, ValueError) as exc:
         raise UsageError(f"{source} is damaged ({type(exc).__name__}: {exc}); "
                          "re-run `python bench.py --json PATH`") from None
@@ -230,7 +232,7 @@ def from_dict(data: dict, source: str = "results") -> RunResult:
     counts = (tuple(records.from_dict(data["instructions"], source=f"{source} (its instruction counts)"))
               if data.get("instructions") else None)
     return RunResult(
-        environment=data.get("environment", {}),
+        environment=environment,
         settings=RunSettings.from_dict(data.get("settings") or {}),
         results=results,
         created=data.get("created", ""),
@@ -255,7 +257,7 @@ def to_measurements(run: RunResult, env: str | None = None) -> list:
     from torch.utils.benchmark import Measurement
     from torch.utils.benchmark.utils.common import TaskSpec
 
-    threads = int(run.environment.get("threads", 1) or 1)
+    threads = int(run.environment.threads or 1)
     measurements = []
     for result in run.results:
         if not result.ok:

@@ -99,7 +99,7 @@ def run_benchmark(
     run = RunResult(env, settings, results, interrupted=timing.interrupted, wall_s=timing.wall_s)
     if timing.reference is not None and not timing.interrupted:
         checked = speed.judge(timing.reference.samples_ns, timing.reference.calls_per_sample,
-                              speed.machine_key(env), speed_cache, run.created)
+                              env.machine_key(), speed_cache, run.created)
         run = dataclasses.replace(run, speed=checked)
     return run
 

@@ -5,6 +5,7 @@ records made here; the commands run for real under Callgrind, in this interprete
 shim environment that adds a Python call to every Tensor subclass's __torch_function__.
 """
 
+import dataclasses
 import json
 import os
 import sys
@@ -16,6 +17,7 @@ from conftest import ROOT
 from overrides import budget
 from overrides.ab import shimenv
 from overrides.counts.records import CaseCounts, CountRun
+from overrides.environment import Fingerprint
 from overrides.errors import UsageError
 
 
@@ -36,7 +38,7 @@ def test_a_rows_margin_is_half_its_spread_over_seeds_within_the_comparisons_thre
 
 
 def test_a_check_is_seed_by_seed_and_says_over_under_missing_and_unbudgeted():
-    written = budget.Budget({}, (1, 2), tuple(budget.rows_from(
+    written = budget.Budget(Fingerprint(), (1, 2), tuple(budget.rows_from(
         _runs({1: {"A": 1000.0, "B": 2000.0, "C": 3000.0}, 2: {"A": 1100.0, "B": 2000.0, "C": 3000.0}}), (1, 2))))
     # A: +60 on each seed (its own seeds, not the mean of another's), B: -80, C not measured, D new
     now = budget.rows_from(_runs({1: {"A": 1060.0, "B": 1920.0, "D": 5.0}, 2: {"A": 1160.0, "B": 1920.0, "D": 5.0}}),
@@ -51,9 +53,9 @@ def test_a_check_is_seed_by_seed_and_says_over_under_missing_and_unbudgeted():
 
 
 def test_a_rewrite_keeps_rows_that_barely_moved_and_the_file_reads_back():
-    old = budget.Budget({"torch_version": "x"}, (1, 2), tuple(budget.rows_from(
+    old = budget.Budget(Fingerprint(torch_version="x"), (1, 2), tuple(budget.rows_from(
         _runs({1: {"A": 1000.0, "B": 2000.0}, 2: {"A": 1000.0, "B": 2000.0}}), (1, 2))))
-    new = budget.Budget({"torch_version": "x"}, (1, 2), tuple(budget.rows_from(
+    new = budget.Budget(Fingerprint(torch_version="x"), (1, 2), tuple(budget.rows_from(
         _runs({1: {"A": 1010.0, "B": 2100.0}, 2: {"A": 1010.0, "B": 2100.0}}), (1, 2))))
     final, changed = budget.rewritten(old, new)
     assert final.get("A", "torch.add") is old.get("A", "torch.add") and changed == ["B [torch.add]"]
@@ -63,12 +65,12 @@ def test_a_rewrite_keeps_rows_that_barely_moved_and_the_file_reads_back():
 
 
 def test_a_budget_of_another_environment_or_no_budget_is_one_line(tmp_path):
-    old = budget.Budget({"torch_version": "2.13.0", "torch_git_hash": "a", "python": "3.11.7",
-                         "machine": "x86_64", "valgrind": "valgrind-3.19.0"}, (1, 2), ())
-    here = dict(old.environment, torch_version="2.14.1", torch_git_hash="b")
+    old = budget.Budget(Fingerprint(torch_version="2.13.0", torch_git_hash="a", python="3.11.7",
+                                    machine="x86_64", valgrind="valgrind-3.19.0"), (1, 2), ())
+    here = dataclasses.replace(old.environment, torch_version="2.14.1", torch_git_hash="b")
     why = budget.refusal(old, here)
     assert "torch_version '2.13.0' -> '2.14.1'" in why and "python" not in why
-    assert budget.refusal(old, dict(old.environment, cpu="Intel")) == ""  # the CPU alone is not refused
+    assert budget.refusal(old, dataclasses.replace(old.environment, cpu="Intel")) == ""  # the CPU alone is not refused
     (tmp_path / "bad.json").write_text('{"schema": "something/else"}')
     with pytest.raises(UsageError, match="is not a budget file"):
         budget.load(str(tmp_path / "bad.json"))
@@ -134,8 +136,8 @@ def test_a_budget_passes_where_it_was_written_and_names_the_shim_where_it_is_add
 def test_a_budget_of_another_torch_is_refused_in_one_line_before_anything_is_counted(tmp_path):
     import subprocess
 
-    other = budget.Budget({"torch_version": "2.12.1+cu130", "torch_git_hash": "abc", "python": "3.11.7",
-                           "machine": "x86_64", "valgrind": "valgrind-3.19.0"}, (1, 2), tuple(budget.rows_from(
+    other = budget.Budget(Fingerprint(torch_version="2.12.1+cu130", torch_git_hash="abc", python="3.11.7",
+                                      machine="x86_64", valgrind="valgrind-3.19.0"), (1, 2), tuple(budget.rows_from(
                                _runs({1: {"Tensor": 9_000.0}, 2: {"Tensor": 9_000.0}}), (1, 2))))
     (tmp_path / "b.json").write_text(budget.dumps(other))
     started = __import__("time").monotonic()

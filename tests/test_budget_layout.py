@@ -13,6 +13,7 @@ from conftest import ROOT
 from overrides import budget
 from overrides.counts import isolated, statfinder
 from overrides.counts.records import CaseCounts, CountRun
+from overrides.environment import Fingerprint
 
 USERLIB = os.path.join(ROOT, "benchmarks", "userlib")
 UNUSED = "\n\ndef _added_later(x):\n    return [x, x + 1, {'added': x}]\n"
@@ -40,7 +41,7 @@ def test_a_margin_covers_the_largest_move_of_a_layout_variant_within_the_ceiling
     assert rows["A"].margin == pytest.approx(budget.LAYOUT_SHARE * 120) and rows["A"].layout_moved == 120
     assert rows["B"].margin == pytest.approx(0.0075 * 40_000)  # never looser than --compare
     assert rows["C"].margin == budget.MARGIN_FLOOR and rows["C"].layout_moved == 0
-    (tmp_path / "b.json").write_text(budget.dumps(budget.Budget({}, (1, 2), tuple(rows.values()))))
+    (tmp_path / "b.json").write_text(budget.dumps(budget.Budget(Fingerprint(), (1, 2), tuple(rows.values()))))
     again = budget.load(str(tmp_path / "b.json"))
     assert again.get("A", "torch.add").layout_moved == 120
 
@@ -66,7 +67,7 @@ def test_a_row_off_with_the_same_python_calls_says_layout_and_what_to_do():
     assert budget.calls_unchanged(row, same) and not budget.calls_unchanged(row, more)
     checked = [budget.Checked("units:pair", "x.t()", 38_000.0, 37_900.0, 50.0, budget.UNDER,
                               functions=(("_PyType_Lookup [python]", 900.0, 800.0),), layout_only=True)]
-    text = budget.text(checked, "b.json", budget.Budget({}, (1,), (row,)))
+    text = budget.text(checked, "b.json", budget.Budget(Fingerprint(), (1,), (row,)))
     assert "no Python call changed (likely memory layout)" in text
     assert "most likely moved with memory layout" in text and "--write-budget b.json" in text
 
@@ -77,7 +78,7 @@ def test_a_row_within_its_margin_whose_python_calls_changed_is_off_all_the_same(
     from overrides.counts import pycalls
 
     row = budget.Row("units:pair", "torch.add", {1: 40_895.0}, 307.0, {}, {"f (units.py)": [1.0, 12.0]})
-    plan = budget.Budget({}, (1,), (row,))
+    plan = budget.Budget(Fingerprint(), (1,), (row,))
     same = pycalls.CaseCalls("units:pair", "torch.add", 1000, {"f (units.py)": (1000, 12000, None)})
     more = pycalls.CaseCalls("units:pair", "torch.add", 1000, {"f (units.py)": (1000, 12000, None),
                                                                "_shim (_overrides_shim.py)": (1000, 4000, None)})

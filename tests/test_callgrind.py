@@ -405,3 +405,12 @@ def test_the_counts_threshold_is_the_clocks_fraction_of_the_base():
     wide, = judge.compare_counts(base, branch, threshold_pct=2.0)
     assert (default.verdict, default.limit) == ("regression", 75.0)
     assert (wide.verdict, wide.limit) == ("no change", 200.0)
+
+
+def test_counts_written_read_and_written_again_are_the_same_document():
+    case = records.CaseCounts("SubTensor", "torch.add", 39_654.349, (40_101.26, 39_654.349, 39_715.77, 39_690.04),
+                              {"f": 12.345}, None, {})
+    runs = [records.CountRun(1, (case,), {"seed": 1, "repeats": 4}, 12.34)]
+    written = records.to_dict(runs)
+    assert records.to_dict(records.from_dict(written)) == written
+    assert records.to_dict(records.as_saved(runs)) == written

@@ -14,6 +14,7 @@ from conftest import ROOT, run_tool
 from overrides import comparison_report, results, run_notes, run_report
 from overrides.case_comparison import Comparison
 from overrides.clock import stats
+from overrides.environment import Environment
 from overrides.verdicts import NO_CHANGE, REGRESSION
 from overrides.run_settings import RunSettings
 
@@ -109,7 +110,7 @@ def test_counts_say_how_far_their_own_seeds_moved_not_a_typical_figure():
     def counted(*per_seed):
         runs = [CountRun(seed, (CaseCounts("SubTensor", "torch.add", n, (n, n), {}, None, {}),), {}, 1.0)
                 for seed, n in enumerate(per_seed, 1)]
-        return results.RunResult({}, RunSettings(), (), instructions=tuple(runs))
+        return results.RunResult(Environment(), RunSettings(), (), instructions=tuple(runs))
 
     assert "here by up to 0.50% between hash seeds" in run_notes.layout_note(counted(40_000.0, 40_200.0))
     one = run_notes.layout_note(counted(40_000.0))

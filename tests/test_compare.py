@@ -3,6 +3,7 @@
 import math
 
 from overrides import case_comparison, verdicts
+from overrides.environment import Environment
 from overrides.results import CaseResult, RunResult
 from overrides.comparison_settings import ComparisonSettings
 from overrides.run_settings import RunSettings
@@ -20,7 +21,7 @@ def test_verdict_rules():
 
 def _run(samples, case="SubTensor"):
     result = CaseResult(case, "torch.add", "torch.add(x, y)", "", 100, tuple(samples), 1.0)
-    return RunResult({}, RunSettings(), (result,))
+    return RunResult(Environment(), RunSettings(), (result,))
 
 
 def test_unpaired_needs_a_change_beyond_process_noise():

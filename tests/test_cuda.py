@@ -17,6 +17,7 @@ from conftest import run_tool
 from overrides import device_report, results
 from overrides.cases import casenames
 from overrides.errors import UsageError
+from overrides.environment import Environment
 from overrides.results import CaseResult, RunResult
 from overrides.run_settings import RunSettings
 
@@ -54,7 +55,7 @@ def _sweep_run() -> RunResult:
     rows = []
     for size, (plain, sub) in figures.items():
         rows += [_result(f"Tensor@{size}/cuda", *plain), _result(f"SubTensor@{size}/cuda", *sub)]
-    return RunResult({"torch_version": "2.11.0+cu130", "cuda_device": "NVIDIA H200"}, RunSettings(), tuple(rows))
+    return RunResult(Environment(torch_version="2.11.0+cu130", cuda_device="NVIDIA H200"), RunSettings(), tuple(rows))
 
 
 def test_the_gpu_hides_the_overhead_from_the_size_whose_synced_cost_no_longer_shows_it():
@@ -71,7 +72,7 @@ def test_the_gpu_hides_the_overhead_from_the_size_whose_synced_cost_no_longer_sh
 
 
 def test_a_sweep_the_gpu_never_catches_up_with_says_so():
-    run = RunResult({}, RunSettings(), tuple(r for r in _sweep_run().results if not r.case.endswith("4194304/cuda")))
+    run = RunResult(Environment(), RunSettings(), tuple(r for r in _sweep_run().results if not r.case.endswith("4194304/cuda")))
     assert "does not hide it up to 65,536 elements" in device_report.text(run)
 
 

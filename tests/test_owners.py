@@ -1,9 +1,10 @@
 """One owner per concern, checked: the verdict is decided in `overrides/verdicts.py` alone,
 each command's flags are declared by one parser, a JSON document's schema is read in
-`overrides/files.py` alone, a table is laid out in `overrides/tables.py` alone, and the
+`overrides/files.py` alone, a table is laid out in `overrides/tables.py` alone, an
+environment's fields are read by string key in `overrides/environment.py` alone, and the
 unpaired comparison's process term is worded from its constant alone.
 
-The checks read the source (no import), so a made-up violation in a scratch package shows
+Each check reads the source (no import), so a made-up violation in a scratch package shows
 that each can fail. The Markdown check (no tables laid out in the measuring wings) is
 `tests/test_imports.py`'s, beside the other rules about where code lives.
 """
@@ -295,3 +296,69 @@ def test_the_table_check_finds_a_column_padded_by_hand(tmp_path):
         'def lines(rows, w):\n    out = [f"{r[0]:<{w}} {r[1]:>8}" for r in rows]\n'
         '    out.append(rows[0][0].rjust(w))\n    return out + [f"{w:.1f} {w:+,}"]\n')
     assert tables_outside_owner(str(tmp_path), "pkg", "pkg.tables") == ["pkg.report:2", "pkg.report:3"]
+
+
+# The one module that reads an environment's fields by name (overrides/environment.py): its
+# records' JSON keys. A reader elsewhere gets them by attribute, where a misspelling fails.
+ENVIRONMENT_OWNER = "overrides.environment"
+
+
+def _environment_keys() -> frozenset[str]:
+    import dataclasses
+
+    from overrides.environment import Environment, Fingerprint
+
+    return frozenset(f.name for record in (Environment, Fingerprint) for f in dataclasses.fields(record)
+                     if f.name not in ("keys", "unknown"))
+
+
+def environment_reads(source: str, name: str = "module") -> list[str]:
+    """`name:line` of every environment read by string key in `source`: `x["torch_version"]`
+    loaded, or `x.get("python")`, where the key is one of the environment records' and `x` is
+    named for an environment (`env`, `run.environment`, `environments[side]`). A dict of other
+    things with a key of the same name (`settings["threads"]`, `manifest["python"]`) is not one."""
+    keys = _environment_keys()
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        key = owner = None
+        if isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Load):
+            key, owner = node.slice, node.value
+        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+              and node.func.attr == "get" and node.args):
+            key, owner = node.args[0], node.func.value
+        if (isinstance(key, ast.Constant) and key.value in keys
+                and "env" in ast.unparse(owner).lower()):
+            found.append(f"{name}:{node.lineno}")
+    return sorted(found, key=lambda where: int(where.rsplit(":", 1)[1]))
+
+
+def environment_reads_outside_owner(root: str = ROOT, package: str = PACKAGE,
+                                    owner: str = ENVIRONMENT_OWNER) -> list[str]:
+    found = []
+    for name, path in sorted(package_modules(root, package).items()):
+        if name != owner:
+            with open(path, encoding="utf-8") as src:
+                found += environment_reads(src.read(), name)
+    return found
+
+
+def test_an_environment_is_read_by_attribute_outside_environment_py():
+    found = environment_reads_outside_owner()
+    assert not found, ("an environment read by string key outside overrides/environment.py (read "
+                       "the Environment's or Fingerprint's attribute instead): " + ", ".join(found))
+
+
+def test_the_environment_check_finds_a_read_by_string_key(tmp_path):
+    package = tmp_path / "pkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "environment.py").write_text('def one_line(env):\n    return env["python"]\n')
+    (package / "reader.py").write_text(
+        'def title(run, environment, env, settings, manifest, environments):\n'
+        '    version = environment.get("torch_version")\n'
+        '    line = env["python"] + run.environment.get("cuda_device", "")\n'
+        '    ok = run.environment.torch_version, settings["threads"], manifest.get("python")\n'
+        '    path = env["PYTHONPATH"]\n'
+        '    return environments["base"]["torch_git_hash"]\n')
+    assert environment_reads_outside_owner(str(tmp_path), "pkg", "pkg.environment") == [
+        "pkg.reader:2", "pkg.reader:3", "pkg.reader:3", "pkg.reader:6"]

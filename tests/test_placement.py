@@ -124,7 +124,7 @@ def test_two_installs_of_one_torch_map_the_same_library_pages(second_install, to
     assert {"libtorch_cpu.so", "libtorch_python.so"} <= set(record["verified_shared"])
     # ... and imported torch from its view, seen at the one fixed path both sides share
     expected = os.path.join(samepath.FIXED_ROOT, "view") if samepath.place(sys.executable).fixed else "overrides-views-"
-    assert expected in outcome.branch_run.environment["torch_path"]
+    assert expected in outcome.branch_run.environment.torch_path
 
 
 def test_a_changed_library_is_copied_anew_for_every_pair(second_install, torch_python):

@@ -20,6 +20,7 @@ import pytest
 
 from conftest import ROOT
 from overrides import results
+from overrides.environment import Environment
 from overrides.review import pr_report, record
 from overrides.review.runs import listing
 from overrides.run_settings import RunSettings
@@ -36,7 +37,7 @@ def _results(per_call_ns: float) -> results.RunResult:
     case = results.CaseResult(case="Tensor", op="torch.add", stmt="torch.add(t, t)",
                               description="a plain Tensor", calls_per_sample=100,
                               samples_ns=samples, loop_overhead_ns=0.0)
-    return results.RunResult({"torch_version": "2.13.0"}, RunSettings(), (case,))
+    return results.RunResult(Environment(torch_version="2.13.0"), RunSettings(), (case,))
 
 
 def _dead_pid() -> int:
@@ -243,11 +244,10 @@ def test_ctrl_c_stops_record_sh_while_py_spy_records(tmp_path, target):
 # -- record.sh says what it measures ------------------------------------------------------------
 
 def _torch_of_this_interpreter() -> tuple[str, str]:
-    """(version, folder) of the torch this interpreter has, read as record.sh should: no import."""
-    folder = importlib.util.find_spec("torch").submodule_search_locations[0]
-    with open(os.path.join(folder, "version.py"), encoding="utf-8") as src:
-        version = re.search(r"^__version__\s*=\s*['\"]([^'\"]+)", src.read(), re.M).group(1)
-    return version, folder
+    """(version, folder) of the torch this interpreter has: torch's own word for its version."""
+    import torch
+
+    return str(torch.__version__), importlib.util.find_spec("torch").submodule_search_locations[0]
 
 
 @pytest.fixture(scope="module")
@@ -273,7 +273,7 @@ def test_without_python_the_first_line_says_it_is_the_default_and_how_to_choose(
     from overrides.builds import interpreters
 
     version, folder = _torch_of_this_interpreter()
-    line = record.interpreter_line(interpreters.Interpreter(sys.executable, folder), "python3")
+    line = record.interpreter_line(interpreters.probe_interpreter(sys.executable), "python3")
     assert line.startswith(sys.executable) and "the default: pass --python" in line
     assert line.endswith(f"with torch {version} from {folder}")
 

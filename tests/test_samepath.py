@@ -14,6 +14,7 @@ from overrides.case_comparison import Comparison
 from overrides.counts import judge, records
 from overrides.comparison_settings import ComparisonSettings
 from overrides.run_settings import RunSettings
+from overrides.environment import Environment
 
 _SHOW = ("import json, os, sys; print(json.dumps({'executable': sys.executable, 'prefix': sys.prefix, "
          "'path': sys.path, 'cwd': os.getcwd(), 'environ': open('/proc/self/environ', 'rb').read().hex(), "
@@ -244,7 +245,7 @@ def test_the_reports_verdict_line_names_a_clock_change_the_instructions_cannot_e
                    True, base_instructions=45_000.0, branch_instructions=44_838.0,
                    instructions_ci95=(-200.0, -120.0), counts_verdict="improvement")
     sides = [Side(role, f"/envs/{role}/bin/python", python=f"/envs/{role}/bin/python") for role in ROLES]
-    runs = {role: RunResult({}, RunSettings(), ()) for role in ROLES}
+    runs = {role: RunResult(Environment(), RunSettings(), ()) for role in ROLES}
     text = report_markdown(Evidence([c], runs, ComparisonSettings(threshold_ns=20, threshold_pct=0.75, pairs=5)),
                            sides, wall_s=60.0)
     headline = text.split("## Comparison")[0]

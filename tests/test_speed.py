@@ -1,13 +1,14 @@
 """A run slowed as a whole says so: the reference loop timed beside the cases, against this
 machine's earlier runs (overrides/clock/speed.py), on the table and in the JSON."""
 
+import dataclasses
 import json
 import os
 import sys
 
 import torch
 
-from overrides import results, run_notes, run_report
+from overrides import environment, results, run_notes, run_report
 from overrides.cases.registry import resolve_cases
 from overrides.cases.ops import resolve_ops
 from overrides.clock import speed
@@ -127,9 +128,10 @@ def test_a_damaged_or_unwritable_cache_costs_the_yardstick_not_the_run(tmp_path)
 def test_the_cache_follows_xdg_cache_home(monkeypatch, tmp_path):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     assert speed.cache_path() == str(tmp_path / "torch-function-overhead" / "speed.json")
-    env = {"hostname": "h", "cpu": "c", "python": "3.11.7", "aslr_off": True}
-    assert speed.machine_key(env) != speed.machine_key(dict(env, aslr_off=False))
-    assert torch.__version__ not in speed.machine_key(env)  # the reference runs no torch
+    env = environment.Environment(hostname="h", cpu="c", python="3.11.7", aslr_off=True,
+                                  torch_version=torch.__version__)
+    assert env.machine_key() != dataclasses.replace(env, aslr_off=False).machine_key()
+    assert torch.__version__ not in env.machine_key()  # the reference runs no torch
 
 
 def test_bench_py_keeps_its_runs_under_xdg_cache_home_and_writes_speed_into_the_json(tmp_path):

@@ -16,6 +16,7 @@ import pytest
 from overrides.run_settings import RunSettings
 
 from conftest import ROOT
+from overrides.environment import Environment
 
 USERLIB = os.path.join(ROOT, "benchmarks", "userlib")
 BENCHMARKS = os.path.join(ROOT, "benchmarks")
@@ -195,5 +196,5 @@ def test_a_counting_run_says_which_twin_each_case_was_counted_against():
     counts = {"schema": SCHEMA, "seeds": [1], "settings": {"repeats": 5, "calls_per_repeat": 1000},
               "runs": [{"seed": 1, "cases": [{"case": r.case, "op": r.op, "instructions_per_call": n,
                                               "repeats": [n] * 5} for r, n in zip(rows, (11_000, 220_000))]}]}
-    shown = run_report.render(RunResult({}, RunSettings(), rows, instructions=tuple(from_dict(counts))), "table")
+    shown = run_report.render(RunResult(Environment(), RunSettings(), rows, instructions=tuple(from_dict(counts))), "table")
     assert f"scaled:pair: overhead and ratio against scaled:pair@plain ({how}), not Tensor" in shown

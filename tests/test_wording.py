@@ -6,6 +6,7 @@ from overrides import comparison_report, run_notes
 from overrides.ab.countfirst import counts_progress
 from overrides.case_comparison import Comparison
 from overrides.comparison_settings import ComparisonSettings
+from overrides.environment import Environment
 from overrides.run_settings import RunSettings
 
 
@@ -41,7 +42,7 @@ def test_a_run_whose_median_is_many_times_its_figure_is_flagged():
     busy = floor + [9_000.0 + 10 * i for i in range(140)]  # then mostly busy: IQR ~ 8x the figure
     assert stats.core_width(busy) < stats.CORE_WIDTH_WARN_FRACTION and not stats.contended(busy)
     assert stats.too_spread(busy) and not stats.too_spread(floor + [2_000.0] * 60)
-    run = RunResult({}, RunSettings(), (CaseResult("Tensor", "torch.add", "torch.add(x, y)", "", 100, tuple(busy), 5.0),))
+    run = RunResult(Environment(), RunSettings(), (CaseResult("Tensor", "torch.add", "torch.add(x, y)", "", 100, tuple(busy), 5.0),))
     warning, = run_notes.spread_warnings(run)
     assert "half the samples took over 3x the figure" in warning
 

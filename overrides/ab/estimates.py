@@ -100,7 +100,7 @@ class Pooled:
     errors: list
     samples: dict
     loop_cost: dict
-    environments: dict = dataclasses.field(default_factory=dict)
+    environments: dict = dataclasses.field(default_factory=dict)  # side -> environment.Environment
     estimates: list = dataclasses.field(default_factory=list)
 
     def wire_targets(self) -> list[list[str]]:

@@ -76,6 +76,7 @@ from overrides.counts import records
 from overrides.case_comparison import Comparison
 from overrides.comparison_settings import PAIRED, ComparisonSettings, CountSettings
 from overrides.run_settings import RunSettings
+from overrides.environment import Environment
 from overrides.errors import UsageError
 from overrides.results import CaseResult, RunResult
 from overrides.verdicts import NO_CHANGE_CONFIDENCE
@@ -115,11 +116,11 @@ def _live_targets(pair: Pair, pooled: Pooled) -> list[int]:
 
 
 def _user_modules(pair: Pair, label: str) -> dict:
-    """{"user_modules": {spec: file}} of what the side's worker ran of yours, the files as they
-    are outside its namespace (builds/samepath.py mounts your folder at a fixed path)."""
+    """{spec: file} of what the side's worker ran of yours, the files as they are outside its
+    namespace (builds/samepath.py mounts your folder at a fixed path)."""
     modules = pair.prepared.get(label, {}).get("modules")
     where = pair.placements[label]
-    return {"user_modules": {spec: os.path.realpath(where.seen_from_outside(path)) for spec, path in modules.items()}} \
+    return {spec: os.path.realpath(where.seen_from_outside(path)) for spec, path in modules.items()} \
         if modules else {}
 
 
@@ -150,7 +151,7 @@ def _check_views(pair: Pair, views: placement.Views) -> None:
     if not views.plan.active:
         return
     for label, worker in pair.workers.items():
-        torch_path = worker.environment.get("torch_path", "")
+        torch_path = worker.environment.torch_path or ""
         if not torch_path.startswith(pair.placements[label].import_path + os.sep):
             views.failed(f"the {label} worker imported torch from {torch_path}, not from its view")
             return
@@ -344,7 +345,7 @@ def _run_pairs(sides: _Sides, pooled: Pooled, config: ABConfig, settled: dict,
                 loop.current.start_prepare(pooled.wire_targets(), pooled.calls)
                 loop.current.finish_prepare()
             # what each side ran of yours (its user cases' files) goes with its environment
-            pooled.environments = {label: dict(w.environment, **_user_modules(loop.current, label))
+            pooled.environments = {label: w.environment.with_user_modules(_user_modules(loop.current, label))
                                    for label, w in loop.current.workers.items()}
             live = _live_targets(loop.current, pooled)
             _sample_pair(loop.current, live, pooled, config, say, of)
@@ -382,7 +383,7 @@ def _finish(base: Interpreter, branch: Interpreter, pooled: Pooled, config: ABCo
             started: float, counted: "Counted | None", same_path: dict, deaths: Sequence[str] = (),
             failure: str = "") -> ABResult:
     """The timed pairs' results, judged with the instruction counts where they were counted."""
-    user_modules = {side: pooled.environments.get(side, {}).get("user_modules") for side in ("base", "branch")}
+    user_modules = {side: pooled.environments.get(side, Environment()).user_modules for side in ("base", "branch")}
     settings = ComparisonSettings(
         mode=PAIRED, pairs=pairs_done, pairs_asked=config.pairs,
         max_seconds=config.max_seconds if config.pairs is None else None,
@@ -411,7 +412,7 @@ def _finish(base: Interpreter, branch: Interpreter, pooled: Pooled, config: ABCo
                        error=pooled.errors[i] if not pooled.samples[side][i] else None,
                        baseline=case.baseline)
             for i, (case, op) in enumerate(pooled.targets))
-        runs[side] = RunResult(pooled.environments.get(side, {}), RunSettings(side=side, comparison=settings),
+        runs[side] = RunResult(pooled.environments.get(side, Environment()), RunSettings(side=side, comparison=settings),
                                case_results, interrupted=interrupted or bool(failure),
                                wall_s=time.monotonic() - started)
     comparisons = compare_pooled(pooled, config)

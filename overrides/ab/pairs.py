@@ -20,6 +20,7 @@ from overrides.builds import samepath
 from overrides.builds.interpreters import with_import_path
 from overrides.cases.casenames import USER_DIR_VARIABLE, env_bytes
 from overrides.clock.allocator import MALLOC_ENV
+from overrides.environment import Environment
 from overrides.errors import UsageError
 
 PAD_STEP = 1531  # bytes of environment padding added per pair: moves the initial stack
@@ -54,7 +55,7 @@ class Worker:
         self.process = subprocess.Popen(where.wrap(command), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                         stderr=subprocess.PIPE, text=True, bufsize=1, env=env,
                                         cwd=ROOT)
-        self.environment: dict = {}
+        self.environment: Environment | None = None  # once the worker has imported torch
 
     def send(self, request: dict) -> None:
         try:
@@ -95,7 +96,7 @@ class Worker:
         return self.read()
 
     def wait_ready(self) -> None:
-        self.environment = self.read()["environment"]
+        self.environment = Environment.from_dict(self.read()["environment"])
 
     def close(self) -> None:
         # A worker holds nothing worth a graceful exit, and tearing down torch takes ~1 s that
@@ -179,7 +180,7 @@ class Pair:
             for worker in self.in_order():
                 if not worker.environment:
                     worker.doing = "importing torch"
-                    worker.environment = worker.read()["environment"]
+                    worker.environment = Environment.from_dict(worker.read()["environment"])
         except WorkerDied:
             self.close()
             raise

@@ -41,7 +41,7 @@ def _serve(protocol_out) -> None:
 
     threads = int(os.environ.get("OVERRIDES_WORKER_THREADS", "1"))
     torch.set_num_threads(threads)
-    reply({"ready": True, "environment": environment.collect(threads)})
+    reply({"ready": True, "environment": environment.collect(threads).to_dict()})
     slots: list[_Slot] = []
     for line in sys.stdin:
         request = json.loads(line)

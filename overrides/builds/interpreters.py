@@ -13,18 +13,28 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import re
 import shutil
 import subprocess
 
 from overrides.errors import UsageError
 
 PROBE_TIMEOUT_S = 120  # asking an interpreter for its path and torch; a cold disk is slow
-# Printed by an interpreter asked who it is: its real path, and whether torch is importable
-# (found, not imported: that would take seconds).
-_PROBE = ("import importlib.util, json, sys; spec = importlib.util.find_spec('torch'); "
-          "print(json.dumps({'executable': sys.executable, 'torch': spec is not None, 'torch_dir': "
-          "(list(spec.submodule_search_locations or []) or [None])[0] if spec else None}))")
+# Printed by an interpreter asked who it is: its real path, whether torch is importable and its
+# version (found, not imported: that would take seconds). The version is torch/version.py, the
+# module torch.__version__ comes from, run by the interpreter itself (not read by a pattern from
+# its text): what `import torch` would say, without the rest of torch; "?" where it does not run.
+_PROBE = """import importlib.util, json, os, sys
+spec = importlib.util.find_spec('torch')
+folder = (list(spec.submodule_search_locations or []) or [None])[0] if spec else None
+version = {}
+try:
+    with open(os.path.join(folder, 'version.py'), encoding='utf-8') as source:
+        exec(compile(source.read(), source.name, 'exec'), version)
+except Exception:
+    pass
+print(json.dumps({'executable': sys.executable, 'torch': spec is not None, 'torch_dir': folder,
+                  'torch_version': str(version.get('__version__', '?'))}))
+"""
 
 
 def _interpreter_path(spec: str) -> str:
@@ -63,16 +73,7 @@ class Interpreter:
     executable: str  # the real path, as the interpreter reports it
     torch_dir: str | None  # the torch package folder it would import, found without importing it
     torch_root: str | None = None  # Build.torch_root: put first on the import path
-
-    @property
-    def torch_version(self) -> str:
-        """torch's version from its version.py (importing torch would take seconds)."""
-        try:
-            with open(os.path.join(self.torch_dir or "", "version.py"), encoding="utf-8") as src:
-                found = re.search(r"^__version__\s*=\s*['\"]([^'\"]+)", src.read(), re.M)
-        except OSError:
-            return "?"
-        return found.group(1) if found else "?"
+    torch_version: str = "?"  # torch.__version__ as that interpreter's torch/version.py sets it
 
 
 def resolve_interpreter(spec: str) -> str:
@@ -109,7 +110,7 @@ def probe_interpreter(spec: "str | Build") -> Interpreter:
     torch_dir = answer.get("torch_dir")
     if build.torch_root and not (torch_dir or "").startswith(os.path.join(build.torch_root, "")):
         raise UsageError(f"{build.python} imports torch from {torch_dir}, not from {build.torch_root}")
-    return Interpreter(answer["executable"], torch_dir, build.torch_root)
+    return Interpreter(answer["executable"], torch_dir, build.torch_root, str(answer.get("torch_version", "?")))
 
 
 def _probe_answer(stdout: str) -> dict | None:

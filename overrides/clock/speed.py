@@ -21,8 +21,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import platform
-import sys
 
 from overrides.clock import stats
 from overrides.errors import UsageError
@@ -53,16 +51,6 @@ def cache_path() -> str:
     """Where this user's runs keep their reference figures (XDG_CACHE_HOME, else ~/.cache)."""
     home = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return os.path.join(home, CACHE_FILE)
-
-
-def machine_key(environment: dict) -> str:
-    """What a reference figure is comparable across: this host and CPU, this interpreter binary
-    (a virtualenv's python resolves to its base) and whether the address space was pinned.
-    The torch build is left out on purpose: the reference runs none of it."""
-    return "|".join(str(part) for part in (
-        environment.get("hostname") or platform.node(), environment.get("cpu"),
-        os.path.realpath(sys.executable), environment.get("python") or platform.python_version(),
-        "aslr-off" if environment.get("aslr_off") else "aslr-on"))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -125,8 +113,9 @@ def _read_cache(path: str) -> dict:
 def judge(samples_ns: tuple[float, ...], calls_per_sample: int, key: str, path: str,
           created: str = "") -> SpeedCheck:
     """This run's reference samples against the machine's kept runs in `path`; the run is then
-    kept there too (when it has enough samples to be a figure). A cache that cannot be written
-    costs the next run its yardstick, nothing more."""
+    kept there too (when it has enough samples to be a figure). `key`: which runs it compares
+    with, the environment's `machine_key()` (overrides/environment.py). A cache that cannot be
+    written costs the next run its yardstick, nothing more."""
     machines = _read_cache(path)
     kept = [run for run in machines.get(key, []) if isinstance(run, dict)
             and isinstance(run.get("reference_ns"), (int, float)) and run["reference_ns"] > 0]

@@ -91,7 +91,7 @@ COUNT_RETRIES = 2
 # Valgrind processes at once: one per CPU this process may use (counts do not care what else
 # runs, and each is single-threaded). `taskset -c 0` gives one.
 def count_jobs() -> int:
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return children.usable_cpus()
 
 
 RUN_TIMEOUT_S = 600

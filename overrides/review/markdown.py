@@ -83,7 +83,7 @@ def report_markdown(evidence, sides: Sequence[Side], python_calls: Sequence[str]
                                               else "its recorded run")
                   + (", an incomplete recording" if side.missing else "")) if side.label else f"`{side.spec}`"
         environments.append(f"- **{side.role}** ({source}): {environment.one_line(env)}; "
-                            f"`{env.get('python_executable', side.python)}`")
+                            f"`{env.python_executable or side.python}`")
     parts += ["## Environments and each side's bench output", ""]
     parts += in_details("The environments", environments)
     for side in sides:

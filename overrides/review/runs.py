@@ -30,6 +30,7 @@ import socket
 from typing import Sequence
 
 from overrides import ROOT
+from overrides.environment import Environment
 from overrides.errors import UsageError
 from overrides.files import TEMP_PREFIX, versioned, write_json_atomic
 from overrides.progress import counted
@@ -303,8 +304,8 @@ def listing(directory: str) -> str:
 def torch_version_of(run: RecordedRun) -> str:
     try:
         with open(run.results_path, encoding="utf-8") as src:
-            return str(json.load(src).get("environment", {}).get("torch_version", "?"))
-    except (OSError, ValueError):
+            return str(Environment.from_dict(json.load(src).get("environment", {})).torch_version or "?")
+    except (OSError, ValueError, TypeError):  # TypeError: an environment that is not an object
         return "?"
 
 
