@@ -8,6 +8,7 @@ shim environment that adds a Python call to every Tensor subclass's __torch_func
 import dataclasses
 import json
 import os
+import shutil
 import sys
 import textwrap
 
@@ -146,3 +147,23 @@ def test_a_budget_of_another_torch_is_refused_in_one_line_before_anything_is_cou
     assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1, done.stderr
     assert "torch_version '2.12.1+cu130' -> " in done.stderr and not done.stdout
     assert __import__("time").monotonic() - started < 60  # refused before valgrind ran (counting takes ~a minute)
+
+
+def test_a_budget_holds_for_the_tools_own_code_it_was_written_with(tmp_path):
+    """The counting process runs this tool's code beside yours: another version of it moves every
+    row, so a budget written by one version is refused by another, in one line, as another torch is."""
+    from overrides import environment
+
+    copy = tmp_path / "tool"
+    shutil.copytree(os.path.join(ROOT, "overrides"), copy / "overrides",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    same = environment.tool_code(str(copy))
+    assert same == environment.tool_code()  # the same code at another path: the same version
+    with open(copy / "overrides" / "tables.py", "a", encoding="utf-8") as out:
+        out.write("\n\ndef _unused():\n    return None\n")
+    edited = environment.tool_code(str(copy))
+    assert edited != same
+    old = budget.Budget(Fingerprint(torch_version="2.13.0", python="3.11.7", tool_code=same), (1, 2), ())
+    why = budget.refusal(old, dataclasses.replace(old.environment, tool_code=edited))
+    assert f"tool_code '{same}' -> '{edited}'" in why and "\n" not in why
+    assert budget.refusal(old, dataclasses.replace(old.environment)) == ""
