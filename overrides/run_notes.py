@@ -234,11 +234,13 @@ def _run_budget_s() -> float:
 
 
 def instruction_notes(run: RunResult) -> list[str]:
-    settings = run.instructions[0].settings if run.instructions else {}
-    seeds = [count_run.seed for count_run in run.instructions or ()]
+    runs = run.instructions or ()
+    seeds = [count_run.seed for count_run in runs]
+    # how every seed counted (one setting for all), as its first process that did not die says
+    how = next((r for r in runs if not r.died), runs[0] if runs else records.CountRun(0, (), {}, 0.0))
     return [f"instructions/call: Callgrind, one valgrind process per hash seed ({', '.join(map(str, seeds))}) "
             "and module of yours; "
-            f"minimum of repeats 2-{settings.get('repeats')} of {settings.get('calls_per_repeat')} calls "
+            f"minimum of repeats 2-{how.repeats} of {how.calls_per_repeat} calls "
             "(extra work only ever adds instructions), the loop and the toggles removed; "
             "repeat spread = (max - min) / that minimum.",
             layout_note(run)] + _op_note(run) + _long_na_notes(run) \

@@ -1,8 +1,9 @@
 """One owner per concern, checked: the verdict is decided in `overrides/verdicts.py` alone,
 each command's flags are declared by one parser, a JSON document's schema is read in
 `overrides/files.py` alone, a table is laid out in `overrides/tables.py` alone, an
-environment's fields are read by string key in `overrides/environment.py` alone, and the
-unpaired comparison's process term is worded from its constant alone.
+environment's fields are read by string key in `overrides/environment.py` alone, settings by
+string key only in their records' modules, and the unpaired comparison's process term is worded
+from its constant alone.
 
 Each check reads the source (no import), so a made-up violation in a scratch package shows
 that each can fail. The Markdown check (no tables laid out in the measuring wings) is
@@ -362,3 +363,57 @@ def test_the_environment_check_finds_a_read_by_string_key(tmp_path):
         '    return environments["base"]["torch_git_hash"]\n')
     assert environment_reads_outside_owner(str(tmp_path), "pkg", "pkg.environment") == [
         "pkg.reader:2", "pkg.reader:3", "pkg.reader:3", "pkg.reader:6"]
+
+
+# The modules that own how a run, a comparison or a count was made (their records, and the count
+# settings' producer and merger): anywhere else they are read by attribute.
+SETTINGS_OWNERS = ("overrides.run_settings", "overrides.comparison_settings", "overrides.counts.records",
+                   "overrides.counts.callgrind", "overrides.counts.isolated")
+
+
+def settings_reads(source: str, name: str = "module") -> list[str]:
+    """`name:line` of every read by string key (`x["k"]` loaded, `x.get("k")`) of something named
+    for settings (`settings`, `run.settings`, `outcome.settings`); a field of a record that is
+    itself a dict (`settings.same_path["summary"]`, samepath's) is its owner's business."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        key = owner = None
+        if isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Load):
+            key, owner = node.slice, node.value
+        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+              and node.func.attr == "get" and node.args):
+            key, owner = node.args[0], node.func.value
+        if isinstance(key, ast.Constant) and isinstance(key.value, str) and ast.unparse(owner).endswith("settings"):
+            found.append(f"{name}:{node.lineno}")
+    return sorted(set(found), key=lambda where: int(where.rsplit(":", 1)[1]))
+
+
+def settings_reads_outside_owners(root: str = ROOT, package: str = PACKAGE,
+                                  owners: tuple[str, ...] = SETTINGS_OWNERS) -> list[str]:
+    found = []
+    for name, path in sorted(package_modules(root, package).items()):
+        if name not in owners:
+            with open(path, encoding="utf-8") as src:
+                found += settings_reads(src.read(), name)
+    return found
+
+
+def test_settings_are_read_by_attribute_outside_their_records():
+    found = settings_reads_outside_owners()
+    assert not found, ("settings read by string key outside their record (read RunSettings', "
+                       "ComparisonSettings' or CountRun's attribute instead): " + ", ".join(found))
+
+
+def test_the_settings_check_finds_a_read_by_string_key(tmp_path):
+    package = tmp_path / "pkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "run_settings.py").write_text('def stopped(d):\n    return d["stopped"]\n')
+    (package / "notes.py").write_text(
+        'def notes(run, outcome, settings, manifest):\n'
+        '    a = run.settings.get("recalibrated")\n'
+        '    b = outcome.settings["pairs"], run.settings.stopped, manifest.get("settings")\n'
+        '    c = settings.same_path["summary"]\n'
+        '    return settings.get("instructions", {}).get("seeds")\n')
+    assert settings_reads_outside_owners(str(tmp_path), "pkg", ("pkg.run_settings",)) == [
+        "pkg.notes:2", "pkg.notes:3", "pkg.notes:5"]

@@ -58,6 +58,15 @@ class CountRun:
         """How its process died past its retries (callgrind.died_run), or ""."""
         return self.settings.get("died", "")
 
+    @property
+    def repeats(self) -> int | None:
+        """How many times each case's loop ran (the first dropped), where it counted."""
+        return self.settings.get("repeats")
+
+    @property
+    def calls_per_repeat(self) -> int | None:
+        return self.settings.get("calls_per_repeat")
+
 
 def _as_written(c: CaseCounts) -> CaseCounts:
     """`c` with its figures rounded as the JSON holds them: the spread written is then the one
