@@ -65,12 +65,7 @@ def verdicts_decided(source: str, name: str = "module") -> list[str]:
 
 def verdicts_decided_outside_owner(root: str = ROOT, package: str = PACKAGE,
                                    owner: str = VERDICT_OWNER) -> list[str]:
-    found = []
-    for name, path in sorted(package_modules(root, package).items()):
-        if name != owner:
-            with open(path, encoding="utf-8") as src:
-                found += verdicts_decided(src.read(), name)
-    return found
+    return found_outside(verdicts_decided, (owner,), root, package)
 
 
 def test_verdicts_are_decided_in_verdicts_py_alone():
@@ -159,6 +154,46 @@ def test_the_parser_check_finds_a_second_parser_of_bench_flags(tmp_path):
     assert found == ["pkg.counts.also:2 (bench.py)", "pkg.counts.guess:3 (no prog)"]
 
 
+def found_outside(check, owners, root: str = ROOT, package: str = PACKAGE) -> list[str]:
+    """Every place `check(source, name)` finds in the package's modules other than `owners`."""
+    found = []
+    for name, path in sorted(package_modules(root, package).items()):
+        if name not in owners:
+            with open(path, encoding="utf-8") as src:
+                found += check(src.read(), name)
+    return found
+
+
+def keyed_reads(source: str):
+    """(node, key, what is read) for every read by a constant key in `source`: `x["k"]` loaded,
+    or `x.get("k")`. Writing one (`{"k": v}`, `x["k"] = v`) is not a read."""
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Load):
+            key, owner = node.slice, node.value
+        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+              and node.func.attr == "get" and node.args):
+            key, owner = node.args[0], node.func.value
+        else:
+            continue
+        if isinstance(key, ast.Constant) and isinstance(key.value, str):
+            yield node, key.value, owner
+
+
+def scratch_package(tmp_path, **modules: str) -> str:
+    """A package `pkg` under `tmp_path` holding `modules` (name -> source), for a made-up
+    violation; the root to hand the checks."""
+    package = tmp_path / "pkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    for name, source in modules.items():
+        (package / f"{name}.py").write_text(source)
+    return str(tmp_path)
+
+
+def _in_line_order(found: list[str]) -> list[str]:
+    return sorted(found, key=lambda where: int(where.rsplit(":", 1)[1]))
+
+
 # The one module that reads a JSON document's "schema" (files.schema_of, files.versioned): a
 # reader elsewhere that compares it by hand is a second schema check, each with its own wording.
 SCHEMA_OWNER = "overrides.files"
@@ -167,27 +202,12 @@ SCHEMA_OWNER = "overrides.files"
 def schema_reads(source: str, name: str = "module") -> list[str]:
     """`name:line` of every read of a "schema" key in `source`: `d["schema"]` loaded, or
     `d.get("schema")`. Writing one (`{"schema": SCHEMA}`, `d["schema"] = ...`) is not a read."""
-    found = []
-    for node in ast.walk(ast.parse(source)):
-        key = None
-        if isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Load):
-            key = node.slice
-        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
-              and node.func.attr == "get" and node.args):
-            key = node.args[0]
-        if isinstance(key, ast.Constant) and key.value == "schema":
-            found.append(f"{name}:{node.lineno}")
-    return found
+    return _in_line_order([f"{name}:{node.lineno}" for node, key, _ in keyed_reads(source) if key == "schema"])
 
 
 def schema_checks_outside_owner(root: str = ROOT, package: str = PACKAGE,
                                 owner: str = SCHEMA_OWNER) -> list[str]:
-    found = []
-    for name, path in sorted(package_modules(root, package).items()):
-        if name != owner:
-            with open(path, encoding="utf-8") as src:
-                found += schema_reads(src.read(), name)
-    return found
+    return found_outside(schema_reads, (owner,), root, package)
 
 
 def test_a_documents_schema_is_read_in_files_py_alone():
@@ -197,15 +217,11 @@ def test_a_documents_schema_is_read_in_files_py_alone():
 
 
 def test_the_schema_check_finds_a_second_one(tmp_path):
-    package = tmp_path / "pkg"
-    package.mkdir()
-    (package / "__init__.py").write_text("")
-    (package / "files.py").write_text('def schema_of(d):\n    return d.get("schema")\n')
-    (package / "reader.py").write_text(
+    root = scratch_package(tmp_path, files='def schema_of(d):\n    return d.get("schema")\n', reader=(
         'def load(d):\n    out = {"schema": "x/1"}\n    out["schema"] = "x/2"\n'
         '    if d["schema"] != "x/1":\n        raise ValueError\n'
-        '    return d.get("schema", None) == out.get("rows")\n')
-    assert schema_checks_outside_owner(str(tmp_path), "pkg", "pkg.files") == ["pkg.reader:4", "pkg.reader:6"]
+        '    return d.get("schema", None) == out.get("rows")\n'))
+    assert schema_checks_outside_owner(root, "pkg", "pkg.files") == ["pkg.reader:4", "pkg.reader:6"]
 
 
 # The unpaired comparison's process-to-process term per side is one constant
@@ -270,16 +286,11 @@ def tables_laid_out(source: str, name: str = "module") -> list[str]:
                            for part in node.format_spec.values)
             if any(mark in spec for mark in "<>^") and any(ch.isdigit() or ch == "{" for ch in spec):
                 found.append(f"{name}:{node.lineno}")
-    return sorted(set(found), key=lambda where: int(where.rsplit(":", 1)[1]))
+    return _in_line_order(sorted(set(found)))
 
 
 def tables_outside_owner(root: str = ROOT, package: str = PACKAGE, owner: str = TABLE_OWNER) -> list[str]:
-    found = []
-    for name, path in sorted(package_modules(root, package).items()):
-        if name != owner:
-            with open(path, encoding="utf-8") as src:
-                found += tables_laid_out(src.read(), name)
-    return found
+    return found_outside(tables_laid_out, (owner,), root, package)
 
 
 def test_tables_are_laid_out_in_tables_py_alone():
@@ -289,14 +300,10 @@ def test_tables_are_laid_out_in_tables_py_alone():
 
 
 def test_the_table_check_finds_a_column_padded_by_hand(tmp_path):
-    package = tmp_path / "pkg"
-    package.mkdir()
-    (package / "__init__.py").write_text("")
-    (package / "tables.py").write_text("def align(rows):\n    return [r[0].ljust(9) for r in rows]\n")
-    (package / "report.py").write_text(
+    root = scratch_package(tmp_path, tables="def align(rows):\n    return [r[0].ljust(9) for r in rows]\n", report=(
         'def lines(rows, w):\n    out = [f"{r[0]:<{w}} {r[1]:>8}" for r in rows]\n'
-        '    out.append(rows[0][0].rjust(w))\n    return out + [f"{w:.1f} {w:+,}"]\n')
-    assert tables_outside_owner(str(tmp_path), "pkg", "pkg.tables") == ["pkg.report:2", "pkg.report:3"]
+        '    out.append(rows[0][0].rjust(w))\n    return out + [f"{w:.1f} {w:+,}"]\n'))
+    assert tables_outside_owner(root, "pkg", "pkg.tables") == ["pkg.report:2", "pkg.report:3"]
 
 
 # The one module that reads an environment's fields by name (overrides/environment.py): its
@@ -319,28 +326,13 @@ def environment_reads(source: str, name: str = "module") -> list[str]:
     named for an environment (`env`, `run.environment`, `environments[side]`). A dict of other
     things with a key of the same name (`settings["threads"]`, `manifest["python"]`) is not one."""
     keys = _environment_keys()
-    found = []
-    for node in ast.walk(ast.parse(source)):
-        key = owner = None
-        if isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Load):
-            key, owner = node.slice, node.value
-        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
-              and node.func.attr == "get" and node.args):
-            key, owner = node.args[0], node.func.value
-        if (isinstance(key, ast.Constant) and key.value in keys
-                and "env" in ast.unparse(owner).lower()):
-            found.append(f"{name}:{node.lineno}")
-    return sorted(found, key=lambda where: int(where.rsplit(":", 1)[1]))
+    return _in_line_order([f"{name}:{node.lineno}" for node, key, owner in keyed_reads(source)
+                           if key in keys and "env" in ast.unparse(owner).lower()])
 
 
 def environment_reads_outside_owner(root: str = ROOT, package: str = PACKAGE,
                                     owner: str = ENVIRONMENT_OWNER) -> list[str]:
-    found = []
-    for name, path in sorted(package_modules(root, package).items()):
-        if name != owner:
-            with open(path, encoding="utf-8") as src:
-                found += environment_reads(src.read(), name)
-    return found
+    return found_outside(environment_reads, (owner,), root, package)
 
 
 def test_an_environment_is_read_by_attribute_outside_environment_py():
@@ -350,18 +342,14 @@ def test_an_environment_is_read_by_attribute_outside_environment_py():
 
 
 def test_the_environment_check_finds_a_read_by_string_key(tmp_path):
-    package = tmp_path / "pkg"
-    package.mkdir()
-    (package / "__init__.py").write_text("")
-    (package / "environment.py").write_text('def one_line(env):\n    return env["python"]\n')
-    (package / "reader.py").write_text(
+    root = scratch_package(tmp_path, environment='def one_line(env):\n    return env["python"]\n', reader=(
         'def title(run, environment, env, settings, manifest, environments):\n'
         '    version = environment.get("torch_version")\n'
         '    line = env["python"] + run.environment.get("cuda_device", "")\n'
         '    ok = run.environment.torch_version, settings["threads"], manifest.get("python")\n'
         '    path = env["PYTHONPATH"]\n'
-        '    return environments["base"]["torch_git_hash"]\n')
-    assert environment_reads_outside_owner(str(tmp_path), "pkg", "pkg.environment") == [
+        '    return environments["base"]["torch_git_hash"]\n'))
+    assert environment_reads_outside_owner(root, "pkg", "pkg.environment") == [
         "pkg.reader:2", "pkg.reader:3", "pkg.reader:3", "pkg.reader:6"]
 
 
@@ -375,27 +363,13 @@ def settings_reads(source: str, name: str = "module") -> list[str]:
     """`name:line` of every read by string key (`x["k"]` loaded, `x.get("k")`) of something named
     for settings (`settings`, `run.settings`, `outcome.settings`); a field of a record that is
     itself a dict (`settings.same_path["summary"]`, samepath's) is its owner's business."""
-    found = []
-    for node in ast.walk(ast.parse(source)):
-        key = owner = None
-        if isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Load):
-            key, owner = node.slice, node.value
-        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
-              and node.func.attr == "get" and node.args):
-            key, owner = node.args[0], node.func.value
-        if isinstance(key, ast.Constant) and isinstance(key.value, str) and ast.unparse(owner).endswith("settings"):
-            found.append(f"{name}:{node.lineno}")
-    return sorted(set(found), key=lambda where: int(where.rsplit(":", 1)[1]))
+    return _in_line_order(sorted({f"{name}:{node.lineno}" for node, _, owner in keyed_reads(source)
+                                  if ast.unparse(owner).endswith("settings")}))
 
 
 def settings_reads_outside_owners(root: str = ROOT, package: str = PACKAGE,
                                   owners: tuple[str, ...] = SETTINGS_OWNERS) -> list[str]:
-    found = []
-    for name, path in sorted(package_modules(root, package).items()):
-        if name not in owners:
-            with open(path, encoding="utf-8") as src:
-                found += settings_reads(src.read(), name)
-    return found
+    return found_outside(settings_reads, owners, root, package)
 
 
 def test_settings_are_read_by_attribute_outside_their_records():
@@ -405,15 +379,11 @@ def test_settings_are_read_by_attribute_outside_their_records():
 
 
 def test_the_settings_check_finds_a_read_by_string_key(tmp_path):
-    package = tmp_path / "pkg"
-    package.mkdir()
-    (package / "__init__.py").write_text("")
-    (package / "run_settings.py").write_text('def stopped(d):\n    return d["stopped"]\n')
-    (package / "notes.py").write_text(
+    root = scratch_package(tmp_path, run_settings='def stopped(d):\n    return d["stopped"]\n', notes=(
         'def notes(run, outcome, settings, manifest):\n'
         '    a = run.settings.get("recalibrated")\n'
         '    b = outcome.settings["pairs"], run.settings.stopped, manifest.get("settings")\n'
         '    c = settings.same_path["summary"]\n'
-        '    return settings.get("instructions", {}).get("seeds")\n')
-    assert settings_reads_outside_owners(str(tmp_path), "pkg", ("pkg.run_settings",)) == [
+        '    return settings.get("instructions", {}).get("seeds")\n'))
+    assert settings_reads_outside_owners(root, "pkg", ("pkg.run_settings",)) == [
         "pkg.notes:2", "pkg.notes:3", "pkg.notes:5"]
