@@ -387,3 +387,28 @@ def test_the_settings_check_finds_a_read_by_string_key(tmp_path):
         '    return settings.get("instructions", {}).get("seeds")\n'))
     assert settings_reads_outside_owners(root, "pkg", ("pkg.run_settings",)) == [
         "pkg.notes:2", "pkg.notes:3", "pkg.notes:5"]
+
+
+# Every environment variable of the tool's own is named in overrides/variables.py; statfinder.py
+# names its four itself, as it runs before the package can be imported.
+VARIABLE_OWNERS = ("overrides.variables", "overrides.counts.statfinder")
+
+
+def variables_named(source: str, name: str = "module") -> list[str]:
+    """`name:line` of every string that is an OVERRIDES_ variable's name."""
+    return _in_line_order([f"{name}:{node.lineno}" for node in ast.walk(ast.parse(source))
+                           if isinstance(node, ast.Constant) and isinstance(node.value, str)
+                           and re.fullmatch(r"OVERRIDES_[A-Z_]+", node.value)])
+
+
+def test_the_tools_environment_variables_are_named_in_variables_py_alone():
+    found = found_outside(variables_named, VARIABLE_OWNERS)
+    assert not found, ("an OVERRIDES_ variable named outside overrides/variables.py (declare it "
+                       "there and import it): " + ", ".join(found))
+
+
+def test_the_variable_check_finds_a_second_name(tmp_path):
+    root = scratch_package(tmp_path, variables='THREADS = "OVERRIDES_WORKER_THREADS"\n', worker=(
+        'import os\nt = os.environ.get("OVERRIDES_WORKER_THREADS", "1")\n'
+        'said = "set OVERRIDES_WORKER_THREADS to 2"\n'))
+    assert found_outside(variables_named, ("pkg.variables",), root, "pkg") == ["pkg.worker:2"]

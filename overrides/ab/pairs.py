@@ -22,9 +22,10 @@ from overrides.cases.casenames import USER_DIR_VARIABLE, env_bytes
 from overrides.clock.allocator import MALLOC_ENV
 from overrides.environment import Environment
 from overrides.errors import UsageError
+from overrides import variables
 
 PAD_STEP = 1531  # bytes of environment padding added per pair: moves the initial stack
-PAD_VARIABLE = "OVERRIDES_LAYOUT_PAD"
+PAD_VARIABLE = variables.LAYOUT_PAD
 
 
 class WorkerError(Exception):
@@ -121,7 +122,7 @@ def worker_env(config: ABConfig, pair: int, extra_pad: int, where: samepath.Plac
     env = dict(os.environ)
     env.pop(PAD_VARIABLE, None)
     with_import_path(env, where.tool, where.import_path)
-    env["OVERRIDES_WORKER_THREADS"] = str(config.threads)
+    env[variables.WORKER_THREADS] = str(config.threads)
     env[USER_DIR_VARIABLE] = where.user_dir
     if where.pycache:  # each side's bytecode compiled at the fixed path (samepath.prime)
         env["PYTHONPYCACHEPREFIX"] = where.pycache

@@ -23,6 +23,8 @@ import json
 import os
 import sys
 
+from overrides import variables
+
 
 def _serve(protocol_out) -> None:
     import gc
@@ -39,7 +41,7 @@ def _serve(protocol_out) -> None:
         protocol_out.write(json.dumps(payload) + "\n")
         protocol_out.flush()
 
-    threads = int(os.environ.get("OVERRIDES_WORKER_THREADS", "1"))
+    threads = int(os.environ.get(variables.WORKER_THREADS, "1"))
     torch.set_num_threads(threads)
     reply({"ready": True, "environment": environment.collect(threads).to_dict()})
     slots: list[_Slot] = []

@@ -60,6 +60,7 @@ import time
 
 from overrides import ROOT
 from overrides.errors import UsageError
+from overrides import variables
 
 FIXED_ROOT = "/tmp/overrides-same-path"
 ENTER_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "samepath_enter.py")
@@ -95,7 +96,7 @@ MANIFEST = "primed.json"
 MANIFEST_VERSION = 1
 # `OVERRIDES_SAME_PATH=off` starts every side from its own paths, as before this module: for the
 # validation benchmarks that measure what the fixed path buys (benchmarks/samepath_validation.py).
-SWITCH_VARIABLE = "OVERRIDES_SAME_PATH"
+SWITCH_VARIABLE = variables.SAME_PATH
 _PREFIX_PROBE = "import sys; print(sys.prefix)"
 
 

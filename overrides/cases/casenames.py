@@ -18,10 +18,11 @@ import re
 from typing import Callable, ContextManager
 
 from overrides.errors import UsageError, did_you_mean
+from overrides import variables
 
 BASELINE_CASE = "Tensor"  # overheads are quoted against plain tensors
 SPEC_FORM = "pkg.module:factory"
-USER_DIR_VARIABLE = "OVERRIDES_USER_DIR"  # the user's directory, for worker processes run elsewhere
+USER_DIR_VARIABLE = variables.USER_DIR  # the user's directory, for worker processes run elsewhere
 ALL = "all"  # `--cases all`: the whole catalog
 
 # Operands of the many-operands case: the issue's example (torch.cat of 8 subclass tensors). With
@@ -401,7 +402,7 @@ def user_stem(spec: str) -> str:
 # of the branch builds it from the branch's spec. The parent says so to each process of a side in
 # this variable, `SHOWN=BUILT` (the base's processes get `SHOWN=SHOWN`, so both sides' environments
 # hold the same variable); everything that builds a case reads it (`side_spec`).
-YOUR_CODE_VARIABLE = "OVERRIDES_YOUR_CODE"
+YOUR_CODE_VARIABLE = variables.YOUR_CODE
 
 
 def your_code_env(shown: str, built: str) -> dict:

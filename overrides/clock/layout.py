@@ -23,12 +23,13 @@ import os
 import sys
 
 from overrides.clock.allocator import MALLOC_ENV
+from overrides import variables
 
 HASH_SEED = "0"  # any fixed value would do; 0 also switches string-hash randomisation off
 ADDR_NO_RANDOMIZE = 0x0040000  # from <sys/personality.h>
 _QUERY = 0xFFFFFFFF  # personality(0xffffffff) reads the persona without changing it
 RANDOM_LAYOUT_FLAG = "--random-layout"
-_REEXEC_MARK = "OVERRIDES_LAYOUT_PINNED"  # set on the re-executed process: never loop
+_REEXEC_MARK = variables.LAYOUT_PINNED  # set on the re-executed process: never loop
 
 
 def _personality(value: int) -> int:

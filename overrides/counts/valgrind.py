@@ -32,6 +32,7 @@ from overrides.cases.casenames import USER_DIR_VARIABLE
 from overrides.clock.allocator import MALLOC_ENV
 from overrides.counts import statfinder
 from overrides.errors import UsageError, place_error
+from overrides import variables
 
 # No torch here: bench.py imports this (through callgrind.py) before torch, for the head start.
 
@@ -52,7 +53,7 @@ CONTEXT_DEPTH = 80
 # same on every run of a seed), work no loop did. (It did not explain a GPU machine's untouched
 # Tensor spreading 4.8% over seeds: that was one side's layouts, judged by judge.py.)
 MAIN_THREAD_SUFFIX = "-01"
-PAD_VARIABLE = "OVERRIDES_LAYOUT_PAD"
+PAD_VARIABLE = variables.LAYOUT_PAD
 
 
 def find_valgrind() -> tuple[str, str]:

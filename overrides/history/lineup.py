@@ -17,8 +17,9 @@ from typing import Callable, Sequence
 from overrides.builds.interpreters import Build, probe_interpreter
 from overrides.errors import UsageError
 from overrides.files import make_folder
+from overrides import variables
 
-CACHE_VARIABLE = "OVERRIDES_BUILD_CACHE"  # where installed requirements live, if not the default
+CACHE_VARIABLE = variables.BUILD_CACHE  # where installed requirements live, if not the default
 INSTALL_HEARTBEAT_S = 15.0  # a CUDA wheel takes ~40 s to install here: say it is still going
 INSTALL_TIMEOUT_S = 1800
 # A pip requirement, not a path: a distribution name followed by a version operator or a URL.

@@ -35,9 +35,10 @@ from overrides.errors import UsageError
 from overrides.files import TEMP_PREFIX, versioned, write_json_atomic
 from overrides.progress import counted
 from overrides.tables import align
+from overrides import variables
 
 DEFAULT_RUNS_DIR = os.path.join(ROOT, "runs")
-RUNS_DIR_VARIABLE = "OVERRIDES_RUNS_DIR"  # where runs/ lives, when not in this checkout
+RUNS_DIR_VARIABLE = variables.RUNS_DIR  # where runs/ lives, when not in this checkout
 MANIFEST = "record.json"
 SCHEMA = "torch-function-overhead/record/1"
 # What "kept" says until the copy is made: a recording without it stopped before that step.
