@@ -84,13 +84,20 @@ def test_a_short_record_gives_an_svg_titled_with_what_it_shows(recording):
     assert "torch/_tensor.py" in svg
 
 
+# Of all samples, those inside the hot loop. Without the cut at the loop, the imports alone were
+# most of a recording; 0.895 once beside the suite's other worker (the harness between chunks).
+LOOP_SHARE_FLOOR = 0.85
+
+
 def test_the_raw_stacks_cover_the_hot_loop(recording):
     raw = stacks.read_folded(recording.folded_path)
     loop = stacks.hot_loop_stacks(raw)
     # 2 s at 200 samples a second; py-spy --native on a loaded machine keeps up with about half
     # (172 with both cores busy). Imports are not sampled: pyspybench hands py-spy its loop after them.
     assert recording.samples == sum(loop.values()) >= 100
-    assert recording.samples >= 0.9 * sum(raw.values())
+    # The rest is the harness between chunks (HotLoop.chunks): 10.5% once, in a fresh clone's
+    # plain `make test` beside the other worker's valgrind counts (428 of 478 samples).
+    assert recording.samples >= LOOP_SHARE_FLOOR * sum(raw.values())
     assert all(stack[0] == "hot_loop_SubWithTorchFunction (<hot loop: torch.add(x, y)>)" for stack in loop)
     inclusive, _ = stacks.frame_samples(loop)
     # raw stacks carry qualified names
@@ -140,7 +147,7 @@ def test_the_seed_command_shows_the_loop_as_one_frame_over_one_torch_tower(tmp_p
 def test_a_recording_cut_at_the_loop_holds_one_loop_frame(recording):
     loop_share, one_frame, one_tower, _ = _loop_shares(recording.folded_path)
     # one tower: 0.79 once at a load of 3.8 on 2 CPUs (more samples caught in the result's dealloc)
-    assert loop_share >= 0.9 and one_frame >= 0.9 and one_tower >= 0.7
+    assert loop_share >= LOOP_SHARE_FLOOR and one_frame >= 0.9 and one_tower >= 0.7
 
 
 def test_frames_are_cleaned_of_lines_addresses_and_directories():
