@@ -38,7 +38,6 @@ from typing import Sequence
 
 from overrides.counts import judge
 from overrides.environment import Fingerprint
-from overrides.errors import UsageError
 from overrides.figures import json_figure, signed, whole
 from overrides.verdicts import BUDGET_JUDGED, MISSING, OVER, UNDER, WITHIN, budget_row  # noqa: F401 (read as budget.X)
 

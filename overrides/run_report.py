@@ -7,8 +7,6 @@ The rows are laid out here; the notes under them and the warnings for stderr are
 
 from __future__ import annotations
 
-from typing import Sequence
-
 from overrides import environment, run_notes
 from overrides.clock import stats
 from overrides.counts import records
