@@ -36,7 +36,7 @@ def _kill_a_worker(process: subprocess.Popen) -> bool:
     for pid in children.descendants(process.pid):
         try:
             with open(f"/proc/{pid}/cmdline", "rb") as src:
-                if b"overrides.ab.worker" in src.read():
+                if b"overrides/entry.py\x00time" in src.read():
                     os.kill(pid, signal.SIGKILL)
                     return True
         except OSError:

@@ -21,14 +21,26 @@ import tempfile
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from overrides.counts import callgrind, valgrind  # noqa: E402
+from overrides import entry  # noqa: E402
+from overrides.counts import callgrind  # noqa: E402
 
 TARGETS = (("Tensor", "torch.add"), ("SubTensor", "torch.add"), ("probe_units:pair", "torch.add"))
 from budget_validation import USER_MODULE as UNITS  # noqa: E402  (beside this script)
-# The method beaten: the same start, with the folders put on the path and left to Python's
-# finder, which lists each one the first time it is searched.
-LISTING_CODE = valgrind.WORKER_CODE.replace(
-    "m.enter(", "m.install = lambda *a, **k: None; m.enter(")
+# The method beaten: the same start (overrides/entry.py, loaded by its path), with the folders
+# put on the path and left to Python's finder, which lists each one the first time it is searched.
+LISTING_ENTRY = """import importlib.util, os, sys
+del sys.path[0]
+spec = importlib.util.spec_from_file_location("overrides_entry", {entry!r})
+entry = importlib.util.module_from_spec(spec); spec.loader.exec_module(entry)
+load = entry._load
+def _load(tool_dir, *parts):
+    module = load(tool_dir, *parts)
+    if parts[-1] == "statfinder.py":
+        module.install = lambda *a, **k: None
+    return module
+entry._load = _load
+entry.main(sys.argv)
+"""
 
 
 def _count() -> dict:
@@ -40,14 +52,23 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--files", type=int, default=5, help="files added to the user's folder")
     args = parser.parse_args()
-    stat_code = valgrind.WORKER_CODE
+    stat_command = entry.command
     rows = []
-    with tempfile.TemporaryDirectory(prefix="listing-probe-") as folder:
+    with tempfile.TemporaryDirectory(prefix="listing-probe-") as folder, \
+            tempfile.TemporaryDirectory(prefix="listing-probe-entry-") as elsewhere:
+        listing_script = os.path.join(elsewhere, "listing_entry.py")
+        with open(listing_script, "w") as out:
+            out.write(LISTING_ENTRY.format(entry=os.path.join(ROOT, entry.SCRIPT)))
+
+        def listing_command(python, role, *args, **kwargs):
+            command = stat_command(python, role, *args, **kwargs)
+            return [listing_script if part.endswith(entry.SCRIPT) else part for part in command]
+
         with open(os.path.join(folder, "probe_units.py"), "w") as out:
             out.write(UNITS)
         os.chdir(folder)
-        for name, code in (("Python's finder (lists)", LISTING_CODE), ("statfinder (stats)", stat_code)):
-            valgrind.WORKER_CODE = code
+        for name, command in (("Python's finder (lists)", listing_command), ("statfinder (stats)", stat_command)):
+            entry.command = command
             print(f"{name}: counting as it is", file=sys.stderr, flush=True)
             first = _count()
             added = [os.path.join(folder, f"output-{i}-of-a-run.json") for i in range(args.files)]

@@ -85,7 +85,7 @@ def test_a_worker_killed_mid_pair_costs_its_pair_which_is_run_again(tmp_path):
     run = Watched("--compare", sys.executable, sys.executable, "--no-instructions", "--cases", "Tensor",
                   "--pairs", "3", "--pair-seconds", "4", "--json", "ab.json", cwd=str(tmp_path))
     run.wait_for("pair 2/3: sampling")
-    run.kill_one("overrides.ab.worker")
+    run.kill_one("overrides/entry.py time")
     code = run.finish()
     assert code in (0, 1), run.stderr[-3000:]
     said = run.wait_for("was killed by SIGKILL (out of memory?) while timing Tensor [torch.add]", timeout=1)
@@ -102,7 +102,7 @@ def test_workers_dying_past_the_retries_end_the_comparison_with_what_finished_ke
                   "--pairs", "5", "--pair-seconds", "4", "--json", "ab.json", cwd=str(tmp_path))
     at = run.wait_for("pair 2/5: sampling")
     for _ in range(3):  # the pair and both of its retries
-        run.kill_one("overrides.ab.worker")
+        run.kill_one("overrides/entry.py time")
         at = run.wait_for("was killed by SIGKILL", after=at + 1) + 1
         if "retry" in run.lines[at - 1]:
             at = run.wait_for("sampling", after=at)

@@ -3,7 +3,7 @@
 docs/layout.md draws the stack; ROWS below is the same drawing, checked. Every `import` counts,
 at module level and inside functions alike: an import inside a function is still a dependency,
 only a later one (the three circles this package once had were all closed that way). Module
-paths named in strings (`python -m overrides.ab.worker`, the workers' `-c` code, scripts/*.sh)
+paths named in strings (entry.py's ROLES, scripts/*.sh)
 and file paths named in the docs must exist too: nothing imports them, so nothing else would
 notice a move.
 """
@@ -22,7 +22,7 @@ PACKAGE = "overrides"
 # wings on lower rows: never from a higher row, nor from another wing on its own row.
 ROWS = (
     {"basics": ("overrides", "overrides.errors", "overrides.files", "overrides.progress",
-                "overrides.children", "overrides.argtypes", "overrides.modes", "overrides.variables", "overrides.verdicts", "overrides.tables",
+                "overrides.children", "overrides.entry", "overrides.argtypes", "overrides.modes", "overrides.variables", "overrides.verdicts", "overrides.tables",
                 "overrides.figures")},
     {"cases": ("overrides.cases",)},
     {"clock": ("overrides.clock",), "builds": ("overrides.builds",)},

@@ -412,3 +412,54 @@ def test_the_variable_check_finds_a_second_name(tmp_path):
         'import os\nt = os.environ.get("OVERRIDES_WORKER_THREADS", "1")\n'
         'said = "set OVERRIDES_WORKER_THREADS to 2"\n'))
     assert found_outside(variables_named, ("pkg.variables",), root, "pkg") == ["pkg.worker:2"]
+
+
+# Every Python process of the tool's own starts as `overrides/entry.py ROLE` (entry.command): no
+# other module starts Python with a code string (`-c`) or one of this package's modules (`-m
+# overrides...`), and no other module is a program of its own, except these, each for a reason.
+ENTRY_OWNER = "overrides.entry"
+PROGRAMS = {
+    "overrides.review.record": "scripts/record.sh runs it",
+    "overrides.review.pr_report": "scripts/report.sh runs it",
+    "overrides.builds.samepath_enter": "the namespace launcher, run before any path of a side exists",
+    "overrides.ab.shimenv": "benchmarks make a shim environment by hand with it",
+}
+
+
+def _is_main_guard(node: ast.AST) -> bool:
+    return (isinstance(node, ast.If) and isinstance(node.test, ast.Compare)
+            and isinstance(node.test.left, ast.Name) and node.test.left.id == "__name__"
+            and any(isinstance(c, ast.Constant) and c.value == "__main__" for c in node.test.comparators))
+
+
+def processes_started(source: str, name: str = "module") -> list[str]:
+    """`name:line` wherever `source` starts Python its own way: a command (a list) holding "-c",
+    or "-m" before one of this package's modules; and where it is a program (a `__main__` guard)."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.List):
+            words = [e.value if isinstance(e, ast.Constant) else None for e in node.elts]
+            module_after_m = [after for before, after in zip(words, words[1:] + [None]) if before == "-m"]
+            if "-c" in words or any(isinstance(m, str) and m.startswith("overrides") for m in module_after_m):
+                found.append(f"{name}:{node.lineno}")
+        if _is_main_guard(node) and name not in PROGRAMS:
+            found.append(f"{name}:{node.lineno}")
+    return _in_line_order(found)
+
+
+def test_every_process_of_the_tools_own_starts_through_entry_py():
+    found = found_outside(processes_started, (ENTRY_OWNER,))
+    assert not found, ("a process started its own way (use overrides.entry.command with a role, and "
+                       "declare the role in entry.ROLES): " + ", ".join(found))
+
+
+def test_the_process_check_finds_a_second_entry_point_and_a_code_string(tmp_path):
+    root = scratch_package(tmp_path, entry='ROLES = {}\nif __name__ == "__main__":\n    pass\n', worker=(
+        'import subprocess, sys\n'
+        'subprocess.run([sys.executable, "-c", "import torch"])\n'
+        'subprocess.run([sys.executable, "-m", "overrides.ab.worker"])\n'
+        'subprocess.run([sys.executable, "-m", "venv", "/tmp/v"])\n'
+        'ok = ("-n", "-m", "-c")\n'
+        'if __name__ == "__main__":\n    pass\n'))
+    assert found_outside(processes_started, ("pkg.entry",), root, "pkg") == [
+        "pkg.worker:2", "pkg.worker:3", "pkg.worker:6"]

@@ -15,7 +15,7 @@ import subprocess
 import time
 from typing import Sequence
 
-from overrides import ROOT
+from overrides import ROOT, entry
 from overrides.ab.config import MIN_PAIRS, ABConfig, side_env
 from overrides.builds.interpreters import PROBE_TIMEOUT_S, with_import_path
 from overrides.cases.casenames import USER_DIR_VARIABLE, Case
@@ -23,18 +23,18 @@ from overrides.cases.ops import Op, tried_by_running
 from overrides.errors import UsageError
 from overrides.verdicts import DECIDED
 
-# Asks an interpreter which (case, op)s apply (overrides.cases.ops.not_applicable_reason) and
-# prints them as JSON, or {"error": ...} for a user case that cannot be built.
-_NOT_APPLICABLE_PROBE = (
-    "import json, sys\n"
-    "from overrides.errors import UsageError\n"
-    "try:\n"
-    "    from overrides.cases.ops import get_op, not_applicable_reason\n"
-    "    from overrides.cases.registry import get_case\n"
-    "    answer = [not_applicable_reason(get_case(c), get_op(o)) for c, o in json.loads(sys.argv[1])]\n"
-    "except UsageError as error:\n"
-    "    answer = {'error': str(error)}\n"
-    "print(json.dumps(answer))\n")
+def serve(channel, targets_json: str) -> None:
+    """In a side's interpreter (entry.py's `applicable` role): say which of the (case, op)s apply
+    (ops.not_applicable_reason, a reason or None each), or {"error": ...} for a user case that
+    cannot be built."""
+    from overrides.cases.ops import get_op, not_applicable_reason
+    from overrides.cases.registry import get_case
+
+    try:
+        channel.say({"reasons": [not_applicable_reason(get_case(c), get_op(o))
+                                 for c, o in json.loads(targets_json)]})
+    except UsageError as error:
+        channel.say({"error": str(error)})
 
 
 def countable(targets: Sequence[tuple[Case, Op]], python: str,
@@ -53,19 +53,19 @@ def countable(targets: Sequence[tuple[Case, Op]], python: str,
     env[USER_DIR_VARIABLE] = os.getcwd()
     env.update(own_env)  # which of your code this side builds (ab.config.side_env)
     try:
-        asked = subprocess.run([python, "-c", _NOT_APPLICABLE_PROBE, json.dumps(unknown)],
+        asked = subprocess.run(entry.command(python, "applicable", json.dumps(unknown)),
                                capture_output=True, text=True, env=env, cwd=ROOT,
                                timeout=PROBE_TIMEOUT_S)
-        answer = json.loads(asked.stdout.strip().splitlines()[-1])
     except subprocess.TimeoutExpired:
         raise UsageError(f"{python} took over {PROBE_TIMEOUT_S} s to build the user cases") from None
-    except (IndexError, json.JSONDecodeError):
+    answer = entry.last_message(asked.stdout)
+    if not isinstance(answer, dict) or not ("reasons" in answer or "error" in answer):
         err = asked.stderr.strip().splitlines()
-        raise UsageError(f"{python} could not build the user cases: "
-                         f"{err[-1] if err else 'no message'}") from None
-    if isinstance(answer, dict):
+        why = entry.fatal_of(answer) or (err[-1] if err else "no message")
+        raise UsageError(f"{python} could not build the user cases: {why}")
+    if "error" in answer:
         raise UsageError(answer["error"])
-    skipped = {target for target, reason in zip(unknown, answer) if reason}
+    skipped = {target for target, reason in zip(unknown, answer["reasons"]) if reason}
     return [target for target in declared if target not in skipped]
 
 

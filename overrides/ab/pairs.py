@@ -1,8 +1,8 @@
 """The parent's handles on its timing workers: one `Worker` per side, started two at a time as a
 `Pair` with matched layouts, and the CPU a pair samples on.
 
-The workers themselves are `overrides/ab/worker.py`, started as `python -m overrides.ab.worker`
-in each side's own interpreter; this module speaks their JSON-lines protocol.
+The workers themselves are `overrides/ab/worker.py`, started as `overrides/entry.py`'s `time`
+role in each side's own interpreter; this module speaks their side of entry.py's protocol.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import shutil
 import subprocess
 from typing import Sequence
 
-from overrides import ROOT, children
+from overrides import ROOT, children, entry
 from overrides.ab.config import ABConfig, side_env
 from overrides.builds import samepath
 from overrides.builds.interpreters import with_import_path
@@ -45,14 +45,14 @@ class Worker:
         self.label = label
         self.python = shown or where.python
         self.doing = "starting"  # what it was last asked to do, for a message if it dies
-        command = [where.python, "-m", "overrides.ab.worker"]
+        command = entry.command(where.python, "time", tool=where.tool)
         setarch = shutil.which("setarch")
         if config.fix_layout and setarch:
             command = [setarch, platform.machine(), "-R"] + command
-        # Run from this checkout (`-m` puts the working directory first on sys.path, and a
-        # PyTorch checkout's torch/ must not shadow the build); user cases are found through
-        # USER_DIR_VARIABLE (see worker_env). Where `where` is fixed, the checkout is seen at
-        # samepath.FIXED_ROOT and the namespace launcher changes into it.
+        # Run from this checkout (a PyTorch checkout's torch/ in the user's folder must not
+        # shadow the build); user cases are found through USER_DIR_VARIABLE (see worker_env).
+        # Where `where` is fixed, the checkout is seen at samepath.FIXED_ROOT and the namespace
+        # launcher changes into it.
         self.process = subprocess.Popen(where.wrap(command), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                         stderr=subprocess.PIPE, text=True, bufsize=1, env=env,
                                         cwd=ROOT)
@@ -69,13 +69,12 @@ class Worker:
         line = self.process.stdout.readline()
         if not line.endswith("\n"):  # nothing, or half a line: the process is gone
             self._died()
-        try:
-            reply = json.loads(line)
-        except ValueError:
+        reply = entry.message(line)
+        if not isinstance(reply, dict):
             raise WorkerError(f"the {self.label} worker ({self.python}) said something unreadable "
-                              f"while {self.doing}: {line.strip()[:200]}") from None
-        if "fatal" in reply:
-            raise WorkerError(f"{self.label} worker ({self.python}): {reply['fatal']}")
+                              f"while {self.doing}: {line.strip()[:200]}")
+        if entry.fatal_of(reply):
+            raise WorkerError(f"{self.label} worker ({self.python}): {entry.fatal_of(reply)}")
         return reply
 
     def _died(self) -> None:

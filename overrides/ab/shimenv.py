@@ -11,11 +11,12 @@ about, whose true cost `shim_truth_ns` measures in one process.
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import subprocess
 import sys
 import venv
+
+from overrides import entry
 
 SHIM_MODULE = "_overrides_shim"
 TRUTH_SECONDS = 2.0  # per twin pair and process
@@ -136,17 +137,16 @@ def shim_source(work: str) -> str:
 
 
 def base_site_packages(python: str) -> list[str]:
-    out = subprocess.run([python, "-c", "import json, site; print(json.dumps(site.getsitepackages()))"],
-                         capture_output=True, text=True, check=True)
-    return json.loads(out.stdout)
+    out = subprocess.run(entry.command(python, "site-packages"), capture_output=True, text=True, check=True)
+    return entry.last_message(out.stdout)["site_packages"]
 
 
 def make_shim_env(base_python: str, dest: str, work: str | None) -> ShimEnv:
     """A virtualenv at `dest` sharing `base_python`'s packages; with `work`, the shim installed."""
     venv.EnvBuilder(with_pip=False, symlinks=True, clear=True).create(dest)
     python = os.path.join(dest, "bin", "python")
-    site_dir = subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                              capture_output=True, text=True, check=True).stdout.strip()
+    site_dir = entry.last_message(subprocess.run(entry.command(python, "purelib"), capture_output=True,
+                                                 text=True, check=True).stdout)["purelib"]
     # Each of the base's site folders added as the base's own start-up adds it (site.addsitedir),
     # running its .pth files, not merely listed (a listed folder's .pth files never run): a base
     # whose site-packages holds .pth files (setuptools' distutils-precedence.pth, a coverage or
@@ -257,19 +257,22 @@ def truth_across_processes(work: str, processes: int = TRUTH_PROCESSES,
     from overrides.clock.allocator import MALLOC_ENV
 
     from overrides import ROOT as root
-    script = ("import json, sys; from overrides.ab import shimenv; "
-              "print(json.dumps(shimenv.shim_truth_ns(sys.argv[1])))")
     per_process = []
     for index in range(processes):
         if progress:
             progress(f"truth for shim {work!r}: process {index + 1}/{processes}")
         env = dict(os.environ, PYTHONPATH=root, PYTHONHASHSEED=str(7000 + index), **MALLOC_ENV)
-        out = subprocess.run([python, "-c", script, work], capture_output=True, text=True,
+        out = subprocess.run(entry.command(python, "shim-truth", work), capture_output=True, text=True,
                              check=True, env=env, cwd=root)
-        per_process.append(json.loads(out.stdout))
+        per_process.append(entry.last_message(out.stdout))
     names = list(per_process[0])
     mean = {name: sum(p[name] for p in per_process) / len(per_process) for name in names}
     return Truth(work, mean, tuple(per_process))
+
+
+def serve_truth(channel, work: str) -> None:
+    """`shim_truth_ns(work)` in this process (entry.py's `shim-truth` role)."""
+    channel.say(shim_truth_ns(work))
 
 
 if __name__ == "__main__":  # python -m overrides.ab.shimenv DEST WORK: make one by hand

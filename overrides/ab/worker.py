@@ -1,9 +1,8 @@
 """A timing worker: one persistent process per environment, driven by the A/B parent over a pipe.
 
-Started as `PY -m overrides.ab.worker` with this checkout on PYTHONPATH, so any interpreter that
-has torch can be measured without installing anything into it. It speaks JSON lines: one
-request on stdin, one reply on stdout. The protocol's stdout is kept private; `sys.stdout` is
-pointed at stderr so a stray print from user code cannot corrupt it.
+Started as the `time` role of `overrides/entry.py` with this checkout on PYTHONPATH, so any
+interpreter that has torch can be measured without installing anything into it. It speaks
+entry.py's protocol: one request on stdin, one reply on stdout, each a JSON line.
 
 Requests:
   {"cmd": "prepare", "targets": [[case, op], ...], "calls": [int|null, ...]}
@@ -13,20 +12,19 @@ Requests:
   {"cmd": "result"}                reply {"targets": [{"samples_ns", "loop_overhead_ns",
                                    "calls_per_sample", "error"}, ...]} and forget the samples
   {"cmd": "exit"}
-Every reply may instead be {"fatal": "..."} if the worker cannot go on.
+Every reply may instead be {"fatal": "..."} if the worker cannot go on (entry.py says it).
 The first line a worker writes is {"ready": true, "environment": {...}}.
 """
 
 from __future__ import annotations
 
-import json
 import os
-import sys
 
 from overrides import variables
 
 
-def _serve(protocol_out) -> None:
+def serve(channel) -> None:
+    """Answer requests until told to exit (`channel`: entry.Channel)."""
     import gc
 
     import torch
@@ -37,16 +35,12 @@ def _serve(protocol_out) -> None:
     from overrides.single_run import target_for
     from overrides.clock.timer import TimerConfig, _Slot
 
-    def reply(payload: dict) -> None:
-        protocol_out.write(json.dumps(payload) + "\n")
-        protocol_out.flush()
-
+    reply = channel.say
     threads = int(os.environ.get(variables.WORKER_THREADS, "1"))
     torch.set_num_threads(threads)
     reply({"ready": True, "environment": environment.collect(threads).to_dict()})
     slots: list[_Slot] = []
-    for line in sys.stdin:
-        request = json.loads(line)
+    for request in channel.requests():
         cmd = request["cmd"]
         if cmd == "prepare":
             slots = []
@@ -84,18 +78,3 @@ def _serve(protocol_out) -> None:
             return
         else:
             reply({"fatal": f"unknown command {cmd!r}"})
-
-
-def main() -> None:
-    protocol_out = os.fdopen(os.dup(sys.stdout.fileno()), "w")
-    sys.stdout = sys.stderr
-    try:
-        _serve(protocol_out)
-    except Exception as exc:  # tell the parent, then die: it decides what to do
-        protocol_out.write(json.dumps({"fatal": f"{type(exc).__name__}: {exc}"}) + "\n")
-        protocol_out.flush()
-        raise SystemExit(1)
-
-
-if __name__ == "__main__":
-    main()

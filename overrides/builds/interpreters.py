@@ -11,30 +11,19 @@ record.sh all start their processes from what this module answers.
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import shutil
 import subprocess
 
+from overrides import entry
 from overrides.errors import UsageError
 
 PROBE_TIMEOUT_S = 120  # asking an interpreter for its path and torch; a cold disk is slow
-# Printed by an interpreter asked who it is: its real path, whether torch is importable and its
-# version (found, not imported: that would take seconds). The version is torch/version.py, the
-# module torch.__version__ comes from, run by the interpreter itself (not read by a pattern from
-# its text): what `import torch` would say, without the rest of torch; "?" where it does not run.
-_PROBE = """import importlib.util, json, os, sys
-spec = importlib.util.find_spec('torch')
-folder = (list(spec.submodule_search_locations or []) or [None])[0] if spec else None
-version = {}
-try:
-    with open(os.path.join(folder, 'version.py'), encoding='utf-8') as source:
-        exec(compile(source.read(), source.name, 'exec'), version)
-except Exception:
-    pass
-print(json.dumps({'executable': sys.executable, 'torch': spec is not None, 'torch_dir': folder,
-                  'torch_version': str(version.get('__version__', '?'))}))
-"""
+# An interpreter asked who it is (entry.py's `interpreter` role) says its real path, whether
+# torch is importable and its version (found, not imported: that would take seconds). The version
+# is torch/version.py, the module torch.__version__ comes from, run by the interpreter itself (not
+# read by a pattern from its text): what `import torch` would say, without the rest of torch; "?"
+# where it does not run.
 
 
 def _interpreter_path(spec: str) -> str:
@@ -93,7 +82,7 @@ def probe_interpreter(spec: "str | Build") -> Interpreter:
     env = with_import_path(dict(os.environ), build.torch_root)
     fix = "pass a Python executable or a virtualenv directory"
     try:
-        probe = subprocess.run([path, "-c", _PROBE], capture_output=True, text=True,
+        probe = subprocess.run(entry.command(path, "interpreter"), capture_output=True, text=True,
                                timeout=PROBE_TIMEOUT_S, env=env)
     except OSError as exc:
         raise UsageError(f"{build.python} does not run ({exc.strerror or exc}): {fix}") from None
@@ -114,12 +103,9 @@ def probe_interpreter(spec: "str | Build") -> Interpreter:
 
 
 def _probe_answer(stdout: str) -> dict | None:
-    """What an interpreter answered to _PROBE, or None if the output is not a Python's answer."""
-    lines = stdout.strip().splitlines()
-    try:
-        answer = json.loads(lines[-1]) if lines else None
-    except json.JSONDecodeError:
-        return None
+    """What an interpreter answered to its `interpreter` role, or None if the output is not a
+    Python's answer."""
+    answer = entry.last_message(stdout)
     return answer if isinstance(answer, dict) and "executable" in answer and "torch" in answer else None
 
 

@@ -58,7 +58,7 @@ import tempfile
 import threading
 import time
 
-from overrides import ROOT
+from overrides import ROOT, entry
 from overrides.errors import UsageError
 from overrides import variables
 
@@ -80,14 +80,23 @@ VENV_CONFIG_PER_FOLDER = ("command", "prompt")
 PRIME_TIMEOUT_S = 600  # compiling a torch's modules from nothing on a busy machine
 # What every counting process and timing worker imports before it measures: run natively once per
 # side so that each of these modules' bytecode sits in the side's cache, compiled at the fixed path.
-PRIME_CODE = ("import torch, overrides.ab.worker, overrides.counts.callgrind, overrides.cases.registry, "
-              "overrides.cases.seedcases, overrides.cases.catalog, "
-              "overrides.cases.ops, overrides.clock.timer, overrides.single_run")
-# After priming, the process lists what it loaded (as it sees the paths) for the manifest below,
-# and the `.pth` files on its path, which decide at start-up what else is found and imported.
-_LIST_CODE = ("import glob, json, os, sys; print(json.dumps(sorted({m.__file__ for m in list(sys.modules.values()) "
-              "if isinstance(getattr(m, '__file__', None), str)} | {sys.executable} "
-              "| {f for d in sys.path if os.path.isdir(d) for f in glob.glob(os.path.join(d, '*.pth'))})))")
+PRIMED_MODULES = ("torch", "overrides.ab.worker", "overrides.counts.callgrind", "overrides.cases.registry",
+                  "overrides.cases.seedcases", "overrides.cases.catalog", "overrides.cases.ops",
+                  "overrides.clock.timer", "overrides.single_run")
+
+
+def serve_prime(channel) -> None:
+    """In a side's process at the fixed path (entry.py's `prime` role): import PRIMED_MODULES, then
+    say what was loaded (as this process sees the paths) for the manifest below, and the `.pth`
+    files on its path, which decide at start-up what else is found and imported."""
+    import glob
+    import importlib
+
+    for name in PRIMED_MODULES:
+        importlib.import_module(name)
+    loaded = {m.__file__ for m in list(sys.modules.values()) if isinstance(getattr(m, "__file__", None), str)}
+    pth = {f for d in sys.path if os.path.isdir(d) for f in glob.glob(os.path.join(d, "*.pth"))}
+    channel.say({"loaded": sorted(loaded | {sys.executable} | pth)})
 # A side's cache remembers what its last prime loaded and how those files stood (`primed.json`
 # in the bytecode folder, gone with it): a new process finds the cache fresh from a few thousand
 # stat calls (~15 ms) instead of importing torch once more (~1.4 s a side on the CPU wheel,
@@ -97,7 +106,6 @@ MANIFEST_VERSION = 1
 # `OVERRIDES_SAME_PATH=off` starts every side from its own paths, as before this module: for the
 # validation benchmarks that measure what the fixed path buys (benchmarks/samepath_validation.py).
 SWITCH_VARIABLE = variables.SAME_PATH
-_PREFIX_PROBE = "import sys; print(sys.prefix)"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -136,10 +144,10 @@ class Placement:
 def interpreter_prefix(python: str) -> str | None:
     """`sys.prefix` of the interpreter, asked once per interpreter."""
     try:
-        out = subprocess.run([python, "-I", "-c", _PREFIX_PROBE], capture_output=True, text=True,
-                             timeout=PROBE_TIMEOUT_S, check=True).stdout
-        return out.strip().splitlines()[-1]
-    except (OSError, subprocess.SubprocessError, IndexError):
+        out = subprocess.run(entry.command(python, "prefix", flags=("-I",)), capture_output=True,
+                             text=True, timeout=PROBE_TIMEOUT_S, check=True).stdout
+        return entry.last_message(out)["prefix"]
+    except (OSError, subprocess.SubprocessError, TypeError, KeyError):
         return None
 
 
@@ -154,7 +162,7 @@ def unavailable_reason() -> str:
         return f"cannot create {FIXED_ROOT} ({error.strerror})"
     try:
         trial = subprocess.run(_launcher({"root": FIXED_ROOT, "binds": [[ROOT, "tool"]]})
-                               + ["/bin/sh", "-c", f"test -d {FIXED_ROOT}/tool/overrides"],
+                               + [shutil.which("test") or "/usr/bin/test", "-d", f"{FIXED_ROOT}/tool/overrides"],
                                capture_output=True, text=True, timeout=PROBE_TIMEOUT_S)
     except (OSError, subprocess.SubprocessError) as error:
         return f"the namespace launcher did not run ({error})"
@@ -374,15 +382,15 @@ def _prime(where: Placement, extra_path: str) -> None:
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": os.environ.get("HOME", "/"),
            "LC_ALL": "C.UTF-8", "PYTHONPYCACHEPREFIX": where.pycache, "OPENBLAS_NUM_THREADS": "1",
            "PYTHONPATH": os.pathsep.join(p for p in (where.tool, where.import_path, extra_path) if p)}
-    done = subprocess.run(where.wrap([where.python, "-c", f"{PRIME_CODE}; {_LIST_CODE}"]),
+    done = subprocess.run(where.wrap(entry.command(where.python, "prime", tool=where.tool)),
                           capture_output=True, text=True, env=env, timeout=PRIME_TIMEOUT_S, cwd="/")
     if done.returncode != 0:
         said = (done.stderr.strip().splitlines() or ["no message"])[-1]
         raise UsageError(f"{where.python} could not import torch at the fixed path: {said}")
-    try:
-        loaded = json.loads(done.stdout.strip().splitlines()[-1])
-    except (IndexError, ValueError):
+    said = entry.last_message(done.stdout)
+    if not isinstance(said, dict) or "loaded" not in said:
         return  # nothing to remember: the next process primes again
+    loaded = said["loaded"]
     from overrides.files import write_text_atomic
 
     manifest = {"version": MANIFEST_VERSION, "extra_path": extra_path, "python": where.python,

@@ -57,7 +57,6 @@ import json
 import math
 import os
 import shutil
-import sys
 import tempfile
 import time
 from typing import Callable, Sequence
@@ -104,10 +103,12 @@ STACK_MIN_PER_CALL = 0.05  # call paths below this many instructions a call are 
 
 
 # ---------------------------------------------------------------------------------------------
-# The worker: runs under valgrind, started with its spec as valgrind.WORKER_CODE says.
+# The worker: runs under valgrind, started with its spec as valgrind.launch says (entry.py's
+# `count` role).
 
-def _worker_main(spec_json: str) -> None:
-    """Build every target, warm up, say ready, wait for instrumentation, count, leave."""
+def serve(channel, spec_json: str) -> None:
+    """Build every target, warm up, say ready, wait for instrumentation, count, leave
+    (`channel`: entry.Channel)."""
     spec = json.loads(spec_json)
     import torch
 
@@ -129,8 +130,8 @@ def _worker_main(spec_json: str) -> None:
     toggle, toggle_and_dump = torch._C._valgrind_toggle, torch._C._valgrind_toggle_and_dump_stats
     gc.collect()
     gc.disable()  # as when timing: a collection every ~700 allocations moved repeats by 0.3%
-    print(json.dumps({"ready": os.getpid()}), flush=True)
-    sys.stdin.readline()  # the parent has switched instrumentation on
+    channel.say({"ready": os.getpid()})
+    channel.wait()  # the parent has switched instrumentation on
     order = []
     for repeat in range(spec["repeats"]):
         for index, (case, operands, loop) in enumerate(targets):
@@ -143,7 +144,7 @@ def _worker_main(spec_json: str) -> None:
         empty((None, None), turns)
         toggle_and_dump()
         order.append(["empty", -1, repeat])
-    print(json.dumps({"dumps": order}), flush=True)
+    channel.say({"dumps": order})
     os._exit(0)
 
 

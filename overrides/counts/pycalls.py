@@ -33,13 +33,11 @@ import os
 import subprocess
 from typing import Mapping, Sequence
 
-from overrides import ROOT
+from overrides import ROOT, entry
 from overrides.errors import UsageError
 from overrides.counts.pyhook import C_SUFFIX, CALLS, SCHEMA, WARMUP_CALLS
 from overrides.figures import COUNT_PLACES, json_figure
 from overrides.files import schema_of
-
-_WORKER_CODE = "import sys; from overrides.counts.pyhook import _worker_main; _worker_main(sys.argv[1])"
 
 # How each side's process counts (the hook, the calls, the schema of what it prints) is pyhook's.
 HASH_SEED = "0"  # set iteration order decides some loops' lengths: one seed for both sides
@@ -112,17 +110,17 @@ def count_build(python: str, targets: Sequence[tuple[str, str]], *, import_path:
     spec = json.dumps({"targets": [list(t) for t in targets], "calls": calls,
                        "warmup_calls": warmup_calls})
     try:
-        done = subprocess.run([python, "-c", _WORKER_CODE, spec], capture_output=True, text=True,
+        done = subprocess.run(entry.command(python, "pycalls", spec), capture_output=True, text=True,
                               env=env, timeout=RUN_TIMEOUT_S, cwd=ROOT)
     except subprocess.TimeoutExpired:
         raise UsageError(f"counting Python calls under {python} took over {RUN_TIMEOUT_S} s") from None
-    lines = done.stdout.strip().splitlines()
+    said = entry.last_message(done.stdout)
     try:
-        return from_dict(json.loads(lines[-1]))
-    except (IndexError, ValueError, KeyError):
+        return from_dict(said)
+    except (TypeError, ValueError, KeyError):
         last = done.stderr.strip().splitlines()
-        raise UsageError(f"counting Python calls under {python} failed: "
-                         f"{last[-1] if last else 'no output'}") from None
+        why = entry.fatal_of(said) or (last[-1] if last else "no output")
+        raise UsageError(f"counting Python calls under {python} failed: {why}") from None
 
 
 # ---------------------------------------------------------------------------------------------

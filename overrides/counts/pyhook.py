@@ -1,6 +1,7 @@
 """The Python-call counter itself: the profiler hook and the bytecode counter that run inside a
 side's own interpreter, around CALLS calls of a case (`count_case`), and the worker process
-that counts every target and prints one JSON line (`_worker_main`, run by pycalls.count_build).
+that counts every target and says what it counted in one message (`serve`: entry.py's `pycalls`
+role, started by pycalls.count_build).
 
 The bytecode counter differs by version. Up to 3.11 it is the trace hook with opcode events
 (`sys.settrace`, `f_trace_opcodes` set when a frame starts). From 3.12 on that hook is built on
@@ -238,8 +239,8 @@ def count_case(case, op, calls: int = CALLS, warmup_calls: int = WARMUP_CALLS) -
 
 
 
-def _worker_main(spec_json: str) -> None:
-    """Count every target of the spec; one JSON line on stdout."""
+def serve(channel, spec_json: str) -> None:
+    """Count every target of the spec; one message (`channel`: entry.Channel)."""
     spec = json.loads(spec_json)
     import torch
 
@@ -262,7 +263,6 @@ def _worker_main(spec_json: str) -> None:
             counted[-1]["module_file"] = module_files([case_name]).get(case_name)
         except Exception as exc:  # one failing case must not cost the others their counts
             counted.append({"case": case_name, "op": op_name, "error": f"{type(exc).__name__}: {exc}"})
-    print(json.dumps({"schema": SCHEMA, "python": sys.version.split()[0], "bytecode_counter": counter,
-                      "cases": counted}), flush=True)
-    sys.stdout.flush()
+    channel.say({"schema": SCHEMA, "python": sys.version.split()[0], "bytecode_counter": counter,
+                 "cases": counted})
     os._exit(0)  # torch's teardown adds seconds and nothing to count

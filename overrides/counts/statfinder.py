@@ -19,8 +19,8 @@ from source every time (`SourceOnlyLoader`): whether a `.pyc` had been left by a
 decided whether the import compiled or only loaded, which is another history of allocations.
 
 It imports nothing of this package: the worker loads it by its file path before this checkout
-is on `sys.path` (valgrind.WORKER_CODE), since the interpreter lists every `PYTHONPATH` folder
-while it starts. Linux file systems are case-sensitive, as this finder assumes.
+is on `sys.path` (overrides/entry.py's `count` role), since the interpreter lists every
+`PYTHONPATH` folder while it starts. Linux file systems are case-sensitive, as this finder assumes.
 """
 
 from __future__ import annotations
@@ -133,5 +133,4 @@ def enter(tool: str, view: str | None, own_path: str, user: str | None) -> None:
     only now, after the interpreter's start-up imports would have listed those folders."""
     own = tuple(path for path in own_path.split(os.pathsep) if path)
     install(tool, user, own)
-    at = 1 if sys.path[:1] == [""] else 0  # after `python -c`'s working directory
-    sys.path[at:at] = [tool, *([view] if view else []), *own]
+    sys.path[0:0] = [tool, *([view] if view else []), *own]

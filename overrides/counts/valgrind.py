@@ -19,14 +19,13 @@ from __future__ import annotations
 
 import dataclasses
 import glob
-import json
 import os
 import shutil
 import subprocess
 import tempfile
 import time
 
-from overrides import ROOT, children
+from overrides import ROOT, children, entry
 from overrides.builds import samepath
 from overrides.cases.casenames import USER_DIR_VARIABLE
 from overrides.clock.allocator import MALLOC_ENV
@@ -68,25 +67,16 @@ def valgrind_version(valgrind: str) -> str:
     return subprocess.run([valgrind, "--version"], capture_output=True, text=True).stdout.strip()
 
 
-# ---------------------------------------------------------------------------------------------
-# The worker (callgrind._worker_main): runs under valgrind, started as `python -c WORKER_CODE
-# SPEC`. The spec is parsed before torch is imported, as it always was: reading it from stdin
-# after the imports (to start the worker before the parent knew the spec) moved the heap and made
-# SubTensor's repeats bimodal (+500 instructions a call in some of them), spreading the bare
-# shim's per-seed deltas over 142..924 where argv gave 515..714. So a head start must guess the
-# whole spec instead.
+# The worker (callgrind.serve): runs under valgrind, started as entry.py's `count` role with its
+# spec as an argument. The spec is parsed before torch is imported, as it always was: reading it
+# from stdin after the imports (to start the worker before the parent knew the spec) moved the
+# heap and made SubTensor's repeats bimodal (+500 instructions a call in some of them), spreading
+# the bare shim's per-seed deltas over 142..924 where argv gave 515..714. So a head start must
+# guess the whole spec instead.
 #
-# Before anything else it sets up its imports (statfinder.enter, loaded by its file path): this
+# Before anything else it sets up its imports (entry.py loads statfinder by its file path): this
 # checkout, the caller's own path entries and the user's folder are found by stat, never listed,
 # so files that come and go there do not move the counts.
-WORKER_CODE = (
-    "import os, sys, importlib.util as u; e = os.environ; "
-    f"t = e['{statfinder.TOOL_VARIABLE}']; "
-    "s = u.spec_from_file_location('overrides_statfinder', os.path.join(t, 'overrides', 'counts', 'statfinder.py')); "
-    "m = u.module_from_spec(s); s.loader.exec_module(m); "
-    f"m.enter(t, e.get('{statfinder.VIEW_VARIABLE}'), e.get('{statfinder.OWN_PATH_VARIABLE}', ''), "
-    f"e.get('{USER_DIR_VARIABLE}')); "
-    "from overrides.counts.callgrind import _worker_main; _worker_main(sys.argv[1])")
 
 
 def _own_python_path() -> list[str]:
@@ -127,7 +117,8 @@ def process_environment(seed: int, pad: int, where: samepath.Placement, side_env
 
 
 def fixed_cwd() -> str:
-    """An empty folder with a fixed name: the first entry of sys.path for `python -c`."""
+    """An empty folder with a fixed name: a counting process's working directory, the same for
+    every seed and side."""
     path = os.path.join(tempfile.gettempdir(), "overrides-callgrind-cwd")
     os.makedirs(path, exist_ok=True)
     return path
@@ -174,8 +165,8 @@ def launch(python: str, seed: int, pad: int, user_dir: str | None, spec: str,
     command = [valgrind, "--tool=callgrind", "--instr-atstart=no", "--collect-atstart=no",
                "--compress-strings=no", "--compress-pos=no", "--separate-threads=yes", "-q", *contexts,
                _vgdb_prefix(out_dir),
-               f"--callgrind-out-file={out_dir}/callgrind.out.%p", where.python, "-c", WORKER_CODE,
-               spec]
+               f"--callgrind-out-file={out_dir}/callgrind.out.%p",
+               *entry.command(where.python, "count", spec, tool=where.tool)]
     process = children.start(where.wrap(command), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, text=True, cwd=fixed_cwd(),
                              env=process_environment(seed, pad, where, side_env))
@@ -265,16 +256,14 @@ class CountingDied(Exception):
 
 
 def read_message(process: subprocess.Popen, key: str, who: str, doing: str) -> dict:
-    """The worker's next JSON line holding `key`; where it ends first, how it ended (_died)."""
+    """The worker's next message holding `key`; where it ends first, how it ended (_died)."""
     for line in process.stdout:
-        line = line.strip()
-        if line.startswith("{"):
-            try:
-                message = json.loads(line)
-            except ValueError:
-                break  # half a line: it died writing it
-            if key in message:
-                return message
+        message = entry.message(line)
+        if isinstance(message, dict) and key in message:
+            return message
+        if entry.fatal_of(message):  # it said why (a case that fails, a torch that does not import)
+            process.wait()
+            raise UsageError(f"the counting process for {who} ended early: {entry.fatal_of(message)}")
     _died(process, who, doing)
 
 
