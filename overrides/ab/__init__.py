@@ -4,7 +4,7 @@ worker pairs, judged case by case.
 - `paired.py`: `run_ab`, and why each piece of the method is there;
 - `config.py`: `ABConfig` and the flags that set it;
 - `pairs.py`: the parent's handles on its worker processes;
-- `worker.py`: the timing worker, `python -m overrides.ab.worker` in each side's interpreter;
+- `worker.py`: the timing worker, `overrides/entry.py`'s `time` role in each side's interpreter;
 - `estimates.py`: what the pairs say, pooled into verdicts, and when to stop;
 - `countfirst.py`: the instruction counts made before the pairs;
 - `named.py`: what changed in the cases that moved, by name (their Python calls, counted);
