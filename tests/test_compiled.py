@@ -98,6 +98,12 @@ def test_a_plain_function_compiles_with_nothing_to_say_and_its_seconds_apart():
         dataclasses_replace_seconds(record)
 
 
+def test_a_zero_argument_callable_compiles_as_a_step_would():
+    weight, data = torch.ones(4, 4), torch.ones(2, 4)
+    compiled = dynamo.compile_call(lambda: torch.nn.functional.linear(data, weight).relu().sum(), backend="eager")
+    assert compiled.record.ok and compiled.record.graphs == 1 and compiled.call() == 32.0
+
+
 def dataclasses_replace_seconds(record):
     import dataclasses
 
