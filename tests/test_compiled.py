@@ -104,6 +104,20 @@ def test_a_zero_argument_callable_compiles_as_a_step_would():
     assert compiled.record.ok and compiled.record.graphs == 1 and compiled.call() == 32.0
 
 
+def test_a_function_dynamo_leaves_eager_is_said_so():
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Passing(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            return func(*args, **(kwargs or {}))
+
+    with Passing():
+        record = dynamo.compile_call(dynamo.op_function("torch.add(x, y)"), (torch.ones(1), torch.ones(1)),
+                                     backend="eager").record
+    assert record.ok and record.frames == 0
+    assert record.lines() and record.lines()[0].startswith("Dynamo compiled no frame")
+
+
 def dataclasses_replace_seconds(record):
     import dataclasses
 

@@ -107,6 +107,9 @@ class CompileRecord:
     def lines(self) -> list[str]:
         """What compile did, a line each: the failure, the breaks, the recompiles."""
         out = [f"failed {self.failure.line()}"] if self.failure else []
+        if not self.failure and not self.frames:
+            out.append("Dynamo compiled no frame: every call ran the function eagerly (as under a "
+                       "TorchDispatchMode)")
         out += [b.line() for b in self.breaks]
         if self.recompiles:
             reasons = "; ".join(dict.fromkeys(self.recompiles))
