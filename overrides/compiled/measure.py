@@ -156,8 +156,13 @@ def measure_op(case: Case, baseline: Case, op: Op, config: TimerConfig, backend:
     reason = not_applicable_reason(case, op) or not_applicable_reason(baseline, op)
     if reason:
         return CompiledOp(**head, not_applicable=reason)
-    plain_operands = tuple(baseline.make_operands())
-    subclass_operands = tuple(case.make_operands())
+    try:
+        plain_operands = tuple(baseline.make_operands())
+        subclass_operands = tuple(case.make_operands())
+    except Exception as exc:  # a failed case must not sink the others; said in one line
+        said = f"building operands: {type(exc).__name__}: {(str(exc).splitlines() or [''])[0]}"
+        return CompiledOp(**head, eager_plain=_result(baseline, op, KINDS[0], error=said),
+                          eager_subclass=_result(case, op, KINDS[1], error=said))
     calls, records = {}, {}
     with _threads(config.threads):
         for kind, source, operands, first in (("plain", baseline, plain_operands, True),

@@ -55,7 +55,8 @@ def _rows(run: CompiledRun) -> tuple[list[list[str]], dict]:
         if r.not_applicable:
             rows.append([_name(r, multi), f"n/a: {r.not_applicable}"] + [""] * (len(HEADER) - 2))
             continue
-        cells = [_figure(f, keys, lambda f, r=r: f"{r.case} [{r.op}] {f.description}: {f.error or 'no figure'}")
+        cells = [_figure(f, keys, lambda f, r=r: f"{r.case} [{r.op}] {f.description}: "
+                         + ((f.error or "").strip().splitlines() or ["no figure"])[0])  # one line, never a traceback
                  for f in r.figures()]
         eager, stays, removed = r.eager_overhead, r.compiled_overhead, r.removed
         rows.append([_name(r, multi), cells[0], cells[1], whole(eager.value_ns if eager else None, signed=True),
