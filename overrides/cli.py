@@ -101,8 +101,10 @@ def build_parser() -> argparse.ArgumentParser:
                          f"or two versions of your own case ({casenames.SPEC_FORM}), both run in this "
                          "Python (its row named by BASE; --cases adds cases run alike on both sides)")
     add_ab_arguments(ab)
+    from overrides.compiled import command as compiled
     from overrides.history import command as history
 
+    compiled.add_arguments(parser)
     history.add_arguments(parser)
     return parser
 
@@ -202,6 +204,10 @@ def run(argv: list[str]) -> int:
     if args.history:
         return history.run_history(args, stderr_progress(args.quiet))
     history.refuse_stray_flags(args)
+    if args.compiled:
+        from overrides.compiled import command as compiled
+
+        return compiled.run(args, *_cases_and_ops(args, "--compiled"), stderr_progress(args.quiet))
     if args.compare:
         return run_compare(args)
     if args.cells and (args.format == "legacy" or (not args.load and len(ops_mod.resolve_ops(args.op)) < 2)):

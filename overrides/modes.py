@@ -29,6 +29,10 @@ _GIVEN: dict[str, Callable] = {
     "--min-time": lambda a: a.min_time is not None,
     "--json": lambda a: bool(a.json),
     "--seeds": lambda a: bool(a.seeds),
+    "--compiled": lambda a: a.compiled,
+    "--compile-backend": lambda a: a.compile_backend is not None,
+    "--cells": lambda a: a.cells is not None,
+    "--plot": lambda a: bool(a.plot),
 }
 
 
@@ -58,6 +62,9 @@ MODES = (
     Mode("--load", ("--cases", "--op", "-n", "-m", "--json"), "--load prints a saved file",
          "drop {flags}, or drop --load to measure"),
     Mode("--instructions", ("-n", "-m", "--min-time"), "--instructions counts a fixed loop"),
+    Mode("--compiled", ("--compare", "--load", "--instructions", "--no-instructions", "--write-budget",
+                        "--check-budget", "--history", "--cells", "--plot"),
+         "--compiled times eager and compiled in this process, on the CPU, one table"),
 )
 
 
@@ -74,6 +81,7 @@ NEEDS_MODE = (
     NeedsMode("--no-instructions", ("--compare",), "turns off --compare's counts"),
     NeedsMode("--seeds", ("--instructions", "--compare", "--write-budget", "--check-budget", "--history"),
               "chooses layouts for counting"),
+    NeedsMode("--compile-backend", ("--compiled",), "chooses torch.compile's backend"),
 )
 
 

@@ -89,6 +89,25 @@ def quantile_ci95(values: Sequence[float], q: float = HEADLINE_QUANTILE) -> tupl
     return (ordered[low], ordered[high])
 
 
+def headline_difference(plus: Sequence[Sequence[float]], minus: Sequence[Sequence[float]] = (),
+                        relative: float = 0.0) -> tuple[float, tuple[float, float]]:
+    """The headlines of `plus` summed less those of `minus` (an overhead: a case less its
+    baseline; what compile removed: two overheads), and its 95% interval: each headline's own
+    (quantile_ci95) combined in quadrature, as for independent estimates, the low side of an
+    added headline with the high side of a subtracted one; `relative` of each headline joins
+    both sides, for what differs between two targets beyond their samples (the caller's constant
+    says what). NaN where any has too few samples."""
+    value = sum(headline(s) for s in plus) - sum(headline(s) for s in minus)
+    below = above = 0.0
+    for samples, sign in [(s, 1) for s in plus] + [(s, -1) for s in minus]:
+        low, high = quantile_ci95(samples)
+        head = headline(samples)
+        down, up = (head - low, high - head) if sign > 0 else (high - head, head - low)
+        below += down ** 2 + (relative * head) ** 2
+        above += up ** 2 + (relative * head) ** 2
+    return value, (value - math.sqrt(below), value + math.sqrt(above))
+
+
 def headline_label() -> str:
     """The headline statistic in words, for tables: "2nd percentile"."""
     q = round(HEADLINE_QUANTILE * 100)

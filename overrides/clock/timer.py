@@ -115,6 +115,9 @@ class Target:
     # A fresh context manager to hold active while the statement runs (None: nothing). Entered
     # per sample, outside the clock reads, so it adds no per-call cost.
     context: Callable[[], ContextManager] | None = None
+    # More names the statement may use, as fast locals like torch and F (a compiled function:
+    # overrides/compiled/measure.py times `op(x, y)` eager and compiled in one core).
+    names: tuple[tuple[str, object], ...] = ()
 
     def active(self) -> ContextManager:
         return self.context() if self.context is not None else contextlib.nullcontext()
@@ -176,13 +179,14 @@ def _repeated(stmt: str, times: int, indent: str) -> str:
     return "\n".join(indent + stmt for _ in range(times))
 
 
-def compile_loop(stmt: str, calls: int, unroll: int = UNROLL,
-                 warm_calls: int = WARM_CALLS, mode: str = "cpu") -> Callable[[tuple], int]:
+def compile_loop(stmt: str, calls: int, unroll: int = UNROLL, warm_calls: int = WARM_CALLS,
+                 mode: str = "cpu", names: tuple[tuple[str, object], ...] = ()) -> Callable[[tuple], int]:
     """A function `(operands) -> ns` running `stmt` exactly `calls` times, unrolled.
 
     `warm_calls` more run before the clock starts, so the target's code and data are hot
     after whatever ran before this sample. `mode`: "cpu", or on a CUDA device which of its
-    figures the loop times ("host", "synced", "gpu": overrides/clock/cuda.py).
+    figures the loop times ("host", "synced", "gpu": overrides/clock/cuda.py); `names`: a
+    Target's own (Target.names).
     """
     turns, tail = divmod(calls, unroll)
     if stmt:
@@ -194,15 +198,15 @@ def compile_loop(stmt: str, calls: int, unroll: int = UNROLL,
         unrolled, tail_code, warm_code = "        pass", "", ""
     start, stop = cuda.loop_parts(mode)
     source = (
-        "def _timed(_operands, _turns=%d, _clock=_clock, torch=torch, F=F):\n"
+        "def _timed(_operands, _turns=%d, _clock=_clock, torch=torch, F=F%s):\n"
         "    x, y = _operands\n"
         "%s\n"
         "%s"
         "    for _ in range(_turns):\n%s\n"
         "%s\n"
         "%s"
-    ) % (turns, warm_code, start, unrolled, tail_code, stop)
-    namespace = dict(statement_namespace(), _clock=_clock, **cuda.namespace(mode))
+    ) % (turns, "".join(f", {name}={name}" for name, _ in names), warm_code, start, unrolled, tail_code, stop)
+    namespace = dict(statement_namespace(), _clock=_clock, **cuda.namespace(mode), **dict(names))
     exec(compile(source, f"<timed loop: {stmt or 'empty'}>", "exec"), namespace)
     return namespace["_timed"]
 
@@ -294,7 +298,7 @@ class _Slot:
         try:
             self.device = cuda.device_of(self.operands)
             self.device_figures = self.device == "cuda" and config.device_figures
-            probe = compile_loop(self.target.stmt, UNROLL, mode=self.mode)
+            probe = compile_loop(self.target.stmt, UNROLL, mode=self.mode, names=self.target.names)
             with self.target.active():
                 deadline = _clock() + WARMUP_NS
                 while _clock() < deadline:
@@ -313,12 +317,12 @@ class _Slot:
     def resize(self, calls: int) -> None:
         """Time `calls` calls a sample from now on; the samples taken so far are dropped."""
         self.calls = calls
-        self.loop = compile_loop(self.target.stmt, calls, mode=self.mode)
+        self.loop = compile_loop(self.target.stmt, calls, mode=self.mode, names=self.target.names)
         self.empty_loop = compile_loop("", calls, mode=self.mode)
         self.extra = {}
         if self.device_figures:
             for mode in cuda.MODES[1:]:
-                self.extra[mode] = (compile_loop(self.target.stmt, calls, mode=mode),
+                self.extra[mode] = (compile_loop(self.target.stmt, calls, mode=mode, names=self.target.names),
                                     compile_loop("", calls, mode=mode), [], [])
             cycles = cuda.sleep_cycles(self.calibrated_ns or cuda.UNCALIBRATED_HOST_NS, calls)
             for loop in self.extra["gpu"][:2]:
