@@ -102,8 +102,10 @@ def build_parser() -> argparse.ArgumentParser:
                          "Python (its row named by BASE; --cases adds cases run alike on both sides)")
     add_ab_arguments(ab)
     from overrides.history import command as history
+    from overrides.step import command as step
 
     history.add_arguments(parser)
+    step.add_arguments(parser)
     return parser
 
 
@@ -202,6 +204,11 @@ def run(argv: list[str]) -> int:
     if args.history:
         return history.run_history(args, stderr_progress(args.quiet))
     history.refuse_stray_flags(args)
+    if args.step:
+        require_torch("--step")
+        from overrides.step.command import run_step
+
+        return run_step(args)
     if args.compare:
         return run_compare(args)
     if args.cells and (args.format == "legacy" or (not args.load and len(ops_mod.resolve_ops(args.op)) < 2)):

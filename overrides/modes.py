@@ -29,6 +29,12 @@ _GIVEN: dict[str, Callable] = {
     "--min-time": lambda a: a.min_time is not None,
     "--json": lambda a: bool(a.json),
     "--seeds": lambda a: bool(a.seeds),
+    "--step": lambda a: bool(a.step),
+    "--batch": lambda a: bool(a.batch),
+    "--shape": lambda a: bool(a.shape),
+    "--dtype": lambda a: bool(a.dtype),
+    "--device": lambda a: bool(a.device),
+    "--format": lambda a: a.format != "table",
 }
 
 
@@ -45,6 +51,9 @@ class Mode:
 
 # In the order they are checked: the first rule broken is the one said.
 MODES = (
+    Mode("--step", ("--compare", "--load", "--instructions", "--write-budget", "--check-budget", "--history",
+                    "--cases", "--op", "-n", "--shape", "--dtype", "--device", "--format"),
+         "--step times your own step, built by your factory, as text (other modes take steps later)"),
     Mode("--instructions", ("--no-instructions",), "--instructions and --no-instructions contradict each other",
          "keep one"),
     Mode("--write-budget", ("--check-budget",), "--write-budget and --check-budget: one at a time", "keep one"),
@@ -71,6 +80,7 @@ class NeedsMode:
 
 
 NEEDS_MODE = (
+    NeedsMode("--batch", ("--step",), "sweeps your step's batch size"),
     NeedsMode("--no-instructions", ("--compare",), "turns off --compare's counts"),
     NeedsMode("--seeds", ("--instructions", "--compare", "--write-budget", "--check-budget", "--history"),
               "chooses layouts for counting"),

@@ -33,6 +33,7 @@ ROWS = (
                  "overrides.environment")},
     {"workflows": ("overrides.single_run", "overrides.run_report", "overrides.run_notes",
                    "overrides.comparison_report", "overrides.budget", "overrides.device_report")},
+    {"step": ("overrides.step",)},
     {"ab": ("overrides.ab",)},
     {"review": ("overrides.review",)},
     {"history": ("overrides.history",)},

@@ -103,6 +103,19 @@ PROGRESS_EVERY_NS = 1_000_000_000  # progress callback cadence
 REFERENCE_EVERY = 2
 
 _clock = time.perf_counter_ns
+clock_ns = _clock  # the same clock for what times itself outside the loops here (overrides/step/)
+
+
+@contextlib.contextmanager
+def paused_gc():
+    """The collector as time_targets' rounds have it: collected once, off, then back as it was."""
+    was_enabled = gc.isenabled()
+    gc.collect()
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable() if was_enabled else None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -415,7 +428,6 @@ def time_targets(
     slots = [_Slot(t) for t in targets]
     reference_slot = _Slot(reference) if reference is not None else None
     previous_threads = torch.get_num_threads()
-    gc_was_enabled = gc.isenabled()
     started = _clock()
     rounds = 0
     interrupted = False
@@ -431,60 +443,57 @@ def time_targets(
             reference_slot.prepare(dataclasses.replace(config, calls_per_sample=None))
             if reference_slot.error is not None:
                 reference_slot = None
-        gc.collect()
-        gc.disable()
-        live = [s for s in slots if s.error is None]
-        budget_ns = int(config.min_time_s * 1e9) * len(live)
-        cap_ns = int(config.cap_s() * 1e9) * len(live)
-        rounds_start = next_report = next_check = _clock()
-        checked = config.calls_per_sample is not None  # given calls: nothing to recalibrate
-        while live:
-            order = live if rounds % 2 == 0 else live[::-1]
-            for slot in order:
-                slot.sample()
-            if reference_slot is not None and rounds % REFERENCE_EVERY == 0:
-                reference_slot.sample()
-            rounds += 1
-            live = [s for s in live if s.error is None]
-            now = _clock()
-            if config.samples is not None:
-                done = rounds >= config.samples
-                fraction = rounds / config.samples
-                stopped = "samples given"
-            else:
-                elapsed = now - rounds_start
-                done = False
-                if elapsed >= budget_ns and rounds >= MIN_SAMPLES:
-                    if config.precision is None:
-                        done, stopped = True, "time"
-                    elif elapsed >= cap_ns:
-                        done, stopped = True, "time cap"
-                    elif now >= next_check:
-                        next_check = now + PRECISION_CHECK_EVERY_NS
-                        if all(s.precision() <= config.precision for s in live):
-                            done, stopped = True, "precision"
-                fraction = 1.0 if done else min(1.0, elapsed / max(cap_ns, 1))
-            if done or now >= next_report:
-                say(f"timing {counted(len(live), 'case')} round-robin: {fraction:4.0%} "
-                    f"(round {rounds})")
-                next_report = now + PROGRESS_EVERY_NS
-            if done:
-                break
-            if not checked and rounds >= RECALIBRATE_MIN_ROUNDS and fraction >= RECALIBRATE_AT:
-                checked = True
-                recalibrated = _recalibrate(live, say)
-                if recalibrated:
-                    if reference_slot is not None:
-                        reference_slot.drop_samples()
-                    rounds = 0
-                    rounds_start = next_report = _clock()
+        with paused_gc():
+            live = [s for s in slots if s.error is None]
+            budget_ns = int(config.min_time_s * 1e9) * len(live)
+            cap_ns = int(config.cap_s() * 1e9) * len(live)
+            rounds_start = next_report = next_check = _clock()
+            checked = config.calls_per_sample is not None  # given calls: nothing to recalibrate
+            while live:
+                order = live if rounds % 2 == 0 else live[::-1]
+                for slot in order:
+                    slot.sample()
+                if reference_slot is not None and rounds % REFERENCE_EVERY == 0:
+                    reference_slot.sample()
+                rounds += 1
+                live = [s for s in live if s.error is None]
+                now = _clock()
+                if config.samples is not None:
+                    done = rounds >= config.samples
+                    fraction = rounds / config.samples
+                    stopped = "samples given"
+                else:
+                    elapsed = now - rounds_start
+                    done = False
+                    if elapsed >= budget_ns and rounds >= MIN_SAMPLES:
+                        if config.precision is None:
+                            done, stopped = True, "time"
+                        elif elapsed >= cap_ns:
+                            done, stopped = True, "time cap"
+                        elif now >= next_check:
+                            next_check = now + PRECISION_CHECK_EVERY_NS
+                            if all(s.precision() <= config.precision for s in live):
+                                done, stopped = True, "precision"
+                    fraction = 1.0 if done else min(1.0, elapsed / max(cap_ns, 1))
+                if done or now >= next_report:
+                    say(f"timing {counted(len(live), 'case')} round-robin: {fraction:4.0%} "
+                        f"(round {rounds})")
+                    next_report = now + PROGRESS_EVERY_NS
+                if done:
+                    break
+                if not checked and rounds >= RECALIBRATE_MIN_ROUNDS and fraction >= RECALIBRATE_AT:
+                    checked = True
+                    recalibrated = _recalibrate(live, say)
+                    if recalibrated:
+                        if reference_slot is not None:
+                            reference_slot.drop_samples()
+                        rounds = 0
+                        rounds_start = next_report = _clock()
     except KeyboardInterrupt:
         interrupted = True
         stopped = "interrupted"
         say(f"interrupted after {counted(rounds, 'round')}; keeping what was measured")
     finally:
-        if gc_was_enabled:
-            gc.enable()
         torch.set_num_threads(previous_threads)
     wall_s = (_clock() - started) / 1e9
     return TimingRun(tuple(s.result() for s in slots), config, rounds, wall_s, interrupted, stopped,
