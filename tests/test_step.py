@@ -204,11 +204,11 @@ def test_bench_py_step_prints_the_step_the_ops_the_closure_and_the_sweep(user_fo
                       "--json", "step.json")
     assert out.returncode == 0, out.stderr
     for said in ("plain twin", "torch.nn.functional.linear", "steps.py:37 (step)", "AliasBackward0 +",
-                 "not priced: torch.Tensor.backward x1", "batch sweep:", "8, 32)"):
+                 "not priced: torch.Tensor.backward x1 a step", "batch sweep:", "8, 32)"):
         assert said in out.stdout, (said, out.stdout)
     with open(user_folder / "step.json", encoding="utf-8") as src:
         saved = json.load(src)
-    assert saved["schema"] == "step/1" and [t["batch"] for t in saved["timings"]] == [8, 32]
+    assert saved["schema"] == "torch-function-overhead/step/1" and [t["batch"] for t in saved["timings"]] == [8, 32]
     assert all(len(t["plain_samples_ns"]) == 30 for t in saved["timings"])
     assert saved["closure"]["extra_autograd_nodes"]["AliasBackward0"] > 0
     assert math.isclose(saved["closure"]["table_ns"], sum(o["cost_ns"] or 0 for o in saved["ops"]), rel_tol=1e-3)

@@ -75,6 +75,14 @@ def op_name(func: Any) -> str:
         return getattr(func, "__qualname__", None) or str(func)
 
 
+def short_op(op: str) -> str:
+    """An op's name without its module: linear, add_, grad.__get__, aten.mm.default."""
+    if op.startswith("aten."):
+        return op
+    parts = op.split(".")
+    return ".".join(parts[-2:]) if parts[-1].startswith("__") and len(parts) > 1 else parts[-1]
+
+
 def _signature(args: Any, kwargs: Any) -> str:
     leaves, _ = tree_flatten((args, kwargs))
     text = ", ".join(f"{str(t.dtype).replace('torch.float', 'f').replace('torch.', '')}"

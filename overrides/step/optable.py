@@ -20,7 +20,7 @@ import torch
 
 from overrides.clock import stats
 from overrides.clock.timer import Target, TimerConfig, time_targets
-from overrides.step.hooks import Captured, Replay
+from overrides.step.hooks import Captured, Replay, short_op
 
 DEFAULT_OP_TIME_S = 0.3  # of timing per target: twenty ops, forty targets, about 15 s with warm-up
 
@@ -56,9 +56,10 @@ def _call(func: Callable, args: tuple, kwargs: dict) -> Callable[[], object]:
 
 def _targets(replay: Replay, index: int) -> tuple[Target, Target]:
     context = None if replay.grad_enabled else torch.no_grad
-    mine = Target(f"{index}:yours", "x()", lambda: (_call(replay.func, replay.subclass_args,
+    named = f"{short_op(replay.op)} [{replay.signature}]"
+    mine = Target(f"{index}:{named} yours", "x()", lambda: (_call(replay.func, replay.subclass_args,
                                                             replay.subclass_kwargs), None), context)
-    plain = Target(f"{index}:plain", "x()", lambda: (_call(replay.func, replay.plain_args,
+    plain = Target(f"{index}:{named} plain", "x()", lambda: (_call(replay.func, replay.plain_args,
                                                             replay.plain_kwargs), None), context)
     return mine, plain
 
@@ -99,7 +100,7 @@ def price_ops(captured: Captured, time_s: float = DEFAULT_OP_TIME_S, threads: in
             priced[key] = dataclasses.replace(row, not_applicable=replay.not_applicable)
             continue
         index = next(i for i, (k, _) in enumerate(timed) if k == key)
-        mine, plain = results[f"{index}:yours"], results[f"{index}:plain"]
+        mine, plain = (results[target.name] for target in targets[2 * index:2 * index + 2])
         if mine.error or plain.error:
             priced[key] = dataclasses.replace(row, not_applicable=f"its replay raised: {mine.error or plain.error}")
             continue
@@ -122,7 +123,7 @@ def by_site(rows: tuple[OpRow, ...], captured: Captured) -> list[tuple[str, int,
     calls: dict[str, dict[str, int]] = {}
     for call in captured.calls:
         ops = calls.setdefault(call.site, {})
-        short = call.op.rsplit(".", 1)[-1] if not call.op.startswith("aten.") else call.op
+        short = short_op(call.op)
         ops[short] = ops.get(short, 0) + 1
     return sorted(((site, sum(ops.values()), ", ".join(f"{op} x{n}" if n > 1 else op for op, n in ops.items()))
                    for site, ops in calls.items()), key=lambda item: -item[1])

@@ -1,5 +1,5 @@
 """`--step`'s output: the step table, the op table, the call sites, the closure and the batch
-sweep as text for people, and the `step/1` JSON that carries every sample.
+sweep as text for people, and the `torch-function-overhead/step/1` JSON with every sample.
 
 The figures are worded with overrides/figures.py and laid out with overrides/tables.py, as
 every other table of this tool; the wording of a spread warning is run_notes.spread_reason's.
@@ -16,9 +16,9 @@ from overrides.step.closure import CLOSED_WITHIN, Closure
 from overrides.step.hooks import Captured
 from overrides.step.optable import OpRow, by_site
 from overrides.step.timing import NEGLIGIBLE_SHARE, StepTiming, falls_under
-from overrides.tables import ruled
+from overrides.tables import align, ruled
 
-SCHEMA = "step/1"
+SCHEMA = "torch-function-overhead/step/1"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -67,8 +67,9 @@ def op_table(rows: tuple[OpRow, ...], step_overhead_ns: float) -> list[str]:
 
 
 def site_table(rows: tuple[OpRow, ...], captured: Captured) -> list[str]:
-    return ruled([["call site (your code)", "hook calls", "ops"]]
-                 + [[site, str(calls), ops] for site, calls, ops in by_site(rows, captured)], left_columns=1)
+    lines = align([["call site (your code)", "hook calls", "ops"]]
+                  + [[site, str(calls), ops] for site, calls, ops in by_site(rows, captured)], right=(1,))
+    return [lines[0], "-" * len(lines[0]), *lines[1:]]
 
 
 def closure_lines(closure: Closure) -> list[str]:
@@ -76,8 +77,13 @@ def closure_lines(closure: Closure) -> list[str]:
              f"{signed(closure.step_overhead_ns)} ns ({_range(*closure.step_overhead_ci_ns)}): they explain "
              f"{'-' if math.isnan(closure.explained) else f'{closure.explained:.0%}'}; unexplained "
              f"{signed(closure.unexplained_ns)} ns"]
+    reasons: dict[str, dict[str, int]] = {}
     for op, calls, why in closure.not_priced:
-        lines.append(f"  not priced: {op} x{calls} a step ({why}): its overhead is in the unexplained part")
+        ops = reasons.setdefault(why, {})
+        ops[op] = ops.get(op, 0) + calls
+    for why, ops in reasons.items():
+        lines.append(f"  not priced: {', '.join(f'{op} x{n}' for op, n in ops.items())} a step ({why}): "
+                     "their overhead is in the unexplained part")
     if closure.extra_nodes or closure.extra_ops:
         named = [f"{name} {n:+d}" for name, n in closure.extra_nodes] + [f"{name} {n:+d}" for name, n in closure.extra_ops]
         lines.append("  your step against its plain twin, a step (autograd nodes backward ran, outermost aten ops): "
