@@ -13,7 +13,9 @@ Why this way:
   spin of 2.0 ms a step as 1.8 ms: a 0.2-ms plain sample is jittered by more than its headline,
   and the ratio carried that jitter into the overhead.
 - Each step its own steps a sample, calibrated to SAMPLE_NS from its fastest warm step, so both
-  steps' samples last alike and reach their floor alike.
+  steps' samples last alike and reach their floor alike. ~1 ms, as the Timer core's: with ~3 ms
+  (the first version) a sample on a loaded 2-CPU machine was never undisturbed, and a known
+  380-us wait a step read 1.10-1.19x; with 1 ms, 1.06-1.08x (benchmarks/step_validation.py).
 - The Timer core's clock and its collector handling (clock.timer.clock_ns, paused_gc), its
   thread setting. A step is milliseconds, so the clock's own cost (tens of ns a read) is left in, not removed.
 """
@@ -31,7 +33,7 @@ from overrides.clock.timer import clock_ns, paused_gc
 from overrides.step import drift
 from overrides.step.factory import StepPair
 
-SAMPLE_NS = 3_000_000  # a sample of ~3 ms: steps of 0.1-10 ms, a few a sample, far above the clock
+SAMPLE_NS = 1_000_000  # a sample of ~1 ms, as the Timer core's: steps of 0.1-10 ms, a few a sample
 MAX_STEPS_PER_SAMPLE = 1_000
 CALIBRATION_STEPS = 5  # the fastest of these (each step, after the probe's warm-up) sizes a sample
 DEFAULT_TIME_S = 3.0  # of timing per step, both steps alternating: 6 s a batch size
