@@ -2,7 +2,7 @@
 built, timed in alternation (at each batch size), then op by op and the closure at the first.
 
 Everything runs in this process: a step's model, data and optimizer live where its factory
-built them. The flags that do not go with --step are refused in overrides/modes.py.
+built them. Nothing here imports torch at module level (cli.py reads these flags before torch). The flags that do not go with --step are refused in overrides/modes.py.
 """
 
 from __future__ import annotations
@@ -11,8 +11,6 @@ import sys
 
 from overrides.files import write_json_atomic
 from overrides.progress import stderr_progress
-from overrides.step import output
-from overrides.step.timing import DEFAULT_TIME_S
 
 
 def add_arguments(parser) -> None:
@@ -31,11 +29,12 @@ def add_arguments(parser) -> None:
 def run_step(args) -> int:
     """The whole of `--step`: exit 0, or 1 where a step drifts (its figures mix steps)."""
     from overrides import environment
+    from overrides.step import output
     from overrides.step.closure import close
     from overrides.step.factory import build_steps, find_factory
     from overrides.step.hooks import capture_step
     from overrides.step.optable import price_ops
-    from overrides.step.timing import time_steps
+    from overrides.step.timing import DEFAULT_TIME_S, time_steps
 
     say = stderr_progress(args.quiet)
     batches = list(dict.fromkeys(args.batch)) if args.batch else [None]

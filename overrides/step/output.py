@@ -101,8 +101,10 @@ def sweep_lines(timings: tuple[StepTiming, ...]) -> list[str]:
                      _pct(t.share), _range(*t.share_ci, percent=True)])
     tried = ", ".join(str(t.batch) for t in sorted(timings, key=lambda t: t.batch or 0))
     under = falls_under(list(timings))
+    there = next((t for t in timings if t.batch == under), None)
     sentence = (f"your subclass's share of the step falls under {NEGLIGIBLE_SHARE:.0%} from batch {under} on "
-                f"(batches tried: {tried})" if under is not None else
+                f"(there {_pct(there.share)}, 95% CI {_range(*there.share_ci, percent=True)}; batches tried: {tried})"
+                if there is not None else
                 f"your subclass's share of the step stays at {NEGLIGIBLE_SHARE:.0%} or more: not within the "
                 f"batches tried ({tried})")
     return ruled(body) + [sentence]
