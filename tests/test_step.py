@@ -212,3 +212,11 @@ def test_bench_py_step_prints_the_step_the_ops_the_closure_and_the_sweep(user_fo
     assert all(len(t["plain_samples_ns"]) == 30 for t in saved["timings"])
     assert saved["closure"]["extra_autograd_nodes"]["AliasBackward0"] > 0
     assert math.isclose(saved["closure"]["table_ns"], sum(o["cost_ns"] or 0 for o in saved["ops"]), rel_tol=1e-3)
+
+
+def test_bench_py_says_a_drifting_step_and_exits_1(user_folder):
+    out = _bench_here(user_folder, "--step", "steptest:kept", "-m", "20")
+    assert out.returncode == 1, out.stderr
+    assert "drift: the plain step drifts: live tensors grew" in out.stdout
+    assert "drift: the subclass step drifts: live tensors grew" in out.stdout
+    assert "warning: steptest:kept: the plain step drifts" in out.stderr
