@@ -110,10 +110,22 @@ def _copies(value: Any) -> tuple[Any, Any]:
         grads = value.requires_grad and (data.is_floating_point() or data.is_complex())
         if cls in (torch.Tensor, torch.nn.Parameter):
             same = data.requires_grad_(grads)
+            _with_grad(value, same)
             return same, same
         mine = data.clone().as_subclass(cls)
         mine.__dict__.update(vars(value))  # what your __new__ attached (a unit, a scale)
-    return mine.requires_grad_(grads), data.requires_grad_(grads)
+        mine.requires_grad_(grads), data.requires_grad_(grads)
+        _with_grad(value, mine, data)
+    return mine, data
+
+
+def _with_grad(value: torch.Tensor, *copies: torch.Tensor) -> None:
+    """A leaf's grad copied onto its copies: `p.grad` replayed on a copy without one returns None
+    and skips what your hook does with the grad (wrapping it as your class)."""
+    held = value.grad if value.is_leaf and value.requires_grad else None
+    if held is not None:
+        for copy in copies:
+            copy.grad = held.detach().as_subclass(torch.Tensor).clone()
 
 
 def _both(value: Any) -> tuple[Any, Any]:
