@@ -1,10 +1,10 @@
 """The closure: does the op table account for what the step measured? The table's sum beside
 the step's overhead, and the part the ops do not explain sized and, where it can be, named.
 
-What the ops cannot show is what the subclass adds outside its hooks' calls: autograd nodes
-(`as_subclass` on a tensor that requires grad records an `aten::alias` and, in backward, runs an
-`AliasBackward0`), aten ops the plain step does not run, and ops that could not be replayed
-(backward). torch.profiler counts, for one step of each, the autograd nodes backward ran and
+What the ops cannot show is what the subclass adds outside its hooks' calls: the autograd nodes
+backward runs (`as_subclass` on a tensor that requires grad records an `aten::alias`, inside the
+op's row, and in backward an `AliasBackward0`, in no row), aten ops the plain step does not run,
+and ops that could not be replayed (a wrapper's). torch.profiler counts, for one step of each, the autograd nodes backward ran and
 the outermost aten ops; their difference a step is named here. The profiler counts, it is not
 timed, so its own slowness does not matter (it inflates dispatch-bound steps, pytorch#82793).
 """

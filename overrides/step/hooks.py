@@ -26,9 +26,11 @@ from overrides.cases.usercases import defines_torch_dispatch
 
 HOOKS = ("__torch_function__", "__torch_dispatch__")
 SIGNATURE_CHARS = 60  # an op's operands, as dtype[shape] ..., cut to this in the table
-# Ops whose replay would not be the op the step ran: backward needs the step's own graph.
-NOT_REPLAYED = {"torch.Tensor.backward": "backward: replaying it needs the step's own graph",
-                "torch.autograd.backward": "backward: replaying it needs the step's own graph"}
+# Ops replayed on a leaf copy of their operand, not on the step's graph: backward through the
+# step's graph cannot run twice, but the hooks' cost a call is the same on a leaf (the graph's
+# own work is the plain step's too; what your subclass adds to the graph is the closure's).
+ON_A_LEAF = ("torch.Tensor.backward", "torch.autograd.backward")
+LEAF_MARK = " as a leaf"  # after such an op's operands in the table
 
 
 @dataclasses.dataclass(frozen=True)
@@ -140,7 +142,7 @@ def _both(value: Any) -> tuple[Any, Any]:
 
 
 def _replay(kind: str, op: str, signature: str, func: Callable, args: tuple, kwargs: dict) -> Replay:
-    why = NOT_REPLAYED.get(op) or _wrapper_among(args, kwargs)
+    why = _wrapper_among(args, kwargs)
     if why:
         return Replay(kind, op, signature, func, (), {}, (), {}, torch.is_grad_enabled(), why)
     (mine_args, mine_kwargs), (plain_args, plain_kwargs) = _both((tuple(args), dict(kwargs or {})))
@@ -186,6 +188,7 @@ class _Recorder:
         self.open.append((frame, kind))
         func, args, kwargs = local.get("func"), local.get("args") or (), local.get("kwargs") or {}
         op, signature = op_name(func), _signature(args, kwargs)
+        signature += LEAF_MARK if op in ON_A_LEAF else ""
         self.calls.append(HookCall(kind, op, cls.__name__, self.site(frame.f_back), signature, nested))
         key = (kind, op, signature)
         if key not in self.replays and not nested:

@@ -87,7 +87,7 @@ def closure_lines(closure: Closure) -> list[str]:
     if closure.extra_nodes or closure.extra_ops:
         named = [f"{name} {n:+d}" for name, n in closure.extra_nodes] + [f"{name} {n:+d}" for name, n in closure.extra_ops]
         lines.append("  your step against its plain twin, a step (autograd nodes backward ran, outermost aten ops): "
-                     + ", ".join(named) + "; their time is outside the ops' hooks, in the unexplained part")
+                     + ", ".join(named) + "; backward's nodes run outside every op's hook call: in the unexplained part")
     if not closure.closed:
         lines.append(f"  the table leaves more than {CLOSED_WITHIN:.0%} of the step's overhead unexplained: "
                      "the part above (ops not priced, the nodes and ops named) is where it goes")
