@@ -1,10 +1,10 @@
 """The closure: does the op table account for what the step measured? The table's sum beside
 the step's overhead, and the part the ops do not explain sized and, where it can be, named.
 
-What the ops cannot show is what the subclass adds outside its hooks' calls: the autograd nodes
-backward runs (`as_subclass` on a tensor that requires grad records an `aten::alias`, inside the
-op's row, and in backward an `AliasBackward0`, in no row), aten ops the plain step does not run,
-and ops that could not be replayed (a wrapper's). torch.profiler counts, for one step of each, the autograd nodes backward ran and
+What the subclass adds is named beside the sum: the autograd nodes backward runs (`as_subclass`
+on a tensor that requires grad records an `aten::alias`, and backward an `AliasBackward0`; both
+in the row of the op that made them, as optable.py times each op with its backward), aten ops
+the plain step does not run, and ops that could not be replayed (a wrapper's). torch.profiler counts, for one step of each, the autograd nodes backward ran and
 the outermost aten ops; their difference a step is named here. The profiler counts, it is not
 timed, so its own slowness does not matter (it inflates dispatch-bound steps, pytorch#82793).
 """
@@ -18,7 +18,7 @@ import math
 import os
 from typing import Callable, Iterator
 
-from overrides.step.optable import OpRow, table_sum_ns
+from overrides.step.optable import OpRow, table_ci_ns, table_sum_ns
 
 AUTOGRAD_PREFIX = "autograd::engine::evaluate_function: "
 # The table plus what is named explains the step's overhead when it is within this fraction of it
@@ -33,6 +33,7 @@ class Closure:
     step_overhead_ns: float
     step_overhead_ci_ns: tuple[float, float]
     table_ns: float  # calls x overhead over the priced ops
+    table_ci_ns: tuple[float, float]  # its interval (optable.table_ci_ns)
     not_priced: tuple[tuple[str, int, str], ...]  # (op, calls a step, why) of the ops not timed
     extra_nodes: tuple[tuple[str, int], ...]  # autograd node -> how many more a step than plain
     extra_ops: tuple[tuple[str, int], ...]  # outermost aten op -> how many more a step than plain
@@ -91,5 +92,5 @@ def close(step_overhead_ns: float, step_overhead_ci_ns: tuple[float, float], row
     plain_nodes, plain_ops = profiled_counts(plain_step)
     mine_nodes, mine_ops = profiled_counts(subclass_step)
     not_priced = tuple((r.op, r.calls, r.not_applicable) for r in rows if r.not_applicable and not r.nested)
-    return Closure(step_overhead_ns, step_overhead_ci_ns, table_sum_ns(rows), not_priced,
+    return Closure(step_overhead_ns, step_overhead_ci_ns, table_sum_ns(rows), table_ci_ns(rows), not_priced,
                    _more(mine_nodes, plain_nodes), _more(mine_ops, plain_ops))

@@ -3,7 +3,11 @@ operands as your subclass and as plain tensors, times its calls a step, sorted b
 
 Each replay (hooks.Replay) becomes two targets of the Timer core, `op(*your operands)` and
 `op(*plain operands)`, timed round-robin with every other op's, under the grad mode the step
-ran it in. An op's overhead a call is the difference of the two headlines; its interval is the
+ran it in. An op whose output the step's backward runs through (grad on, a floating output with
+a grad_fn) is timed with that backward, seeded with ones: the nodes your hook adds to the graph
+(`as_subclass` on an output that requires grad: an `AliasBackward0`) cost in backward, and are
+your op's cost. Without it, steps:mlp's ops explained ~60% of its overhead and six alias nodes
+most of the rest (benchmarks/README.md). An op's overhead a call is the difference of the two headlines; its interval is the
 widest the two headlines' intervals allow (yours' low less plain's high, and the reverse), so
 it is never narrower than what each side knows. Ops that cannot be replayed (backward, a
 wrapper subclass's operands) are n/a, with the reason, and left out of the sum.
@@ -22,7 +26,10 @@ from overrides.clock import stats
 from overrides.clock.timer import Target, TimerConfig, time_targets
 from overrides.step.hooks import Captured, Replay, short_op
 
-DEFAULT_OP_TIME_S = 0.3  # of timing per target: twenty ops, forty targets, about 15 s with warm-up
+# Of timing per target: twenty ops, forty targets, about 25 s with warm-up. An op timed with its
+# backward through 256x256 weights (~100 us a call) read its overhead to within +-50 us at 0.3 s
+# on a loaded host, the cheap ones to within +-1 us.
+DEFAULT_OP_TIME_S = 0.5
 
 
 @dataclasses.dataclass(frozen=True)
@@ -50,17 +57,41 @@ class OpRow:
         return self.calls * self.overhead_ns if not self.not_applicable and not self.nested else math.nan
 
 
-def _call(func: Callable, args: tuple, kwargs: dict) -> Callable[[], object]:
-    return functools.partial(func, *args, **kwargs)
+def _call(func: Callable, args: tuple, kwargs: dict, grad: torch.Tensor | None) -> Callable[[], object]:
+    """The op on these operands; with `grad`, its backward too (from its output, seeded with it)."""
+    if grad is None:
+        return functools.partial(func, *args, **kwargs)
+
+    def forward_backward() -> None:
+        out = func(*args, **kwargs)
+        with torch._C.DisableTorchFunctionSubclass():  # the engine's nodes, not your hook, as in the step
+            torch.autograd.backward(out, grad)
+
+    return forward_backward
+
+
+def backward_seed(replay: Replay) -> torch.Tensor | None:
+    """A plain grad for the op's output where the step's backward runs through it (grad mode on,
+    one floating output with a grad_fn), else None: the op is timed forward alone."""
+    if not replay.grad_enabled:
+        return None
+    try:
+        out = replay.func(*replay.plain_args, **replay.plain_kwargs)
+    except Exception:  # the timing says how it fails
+        return None
+    if not isinstance(out, torch.Tensor) or out.grad_fn is None or not out.is_floating_point():
+        return None
+    return torch.ones(out.shape, dtype=out.dtype, device=out.device)
 
 
 def _targets(replay: Replay, index: int) -> tuple[Target, Target]:
     context = None if replay.grad_enabled else torch.no_grad
     named = f"{short_op(replay.op)} [{replay.signature}]"
+    grad = backward_seed(replay)
     mine = Target(f"{index}:{named} yours", "x()", lambda: (_call(replay.func, replay.subclass_args,
-                                                            replay.subclass_kwargs), None), context)
+                                                            replay.subclass_kwargs, grad), None), context)
     plain = Target(f"{index}:{named} plain", "x()", lambda: (_call(replay.func, replay.plain_args,
-                                                            replay.plain_kwargs), None), context)
+                                                            replay.plain_kwargs, grad), None), context)
     return mine, plain
 
 
@@ -116,6 +147,13 @@ def price_ops(captured: Captured, time_s: float = DEFAULT_OP_TIME_S, threads: in
 def table_sum_ns(rows: tuple[OpRow, ...]) -> float:
     """What the priced ops cost a step beyond plain tensors, all together."""
     return sum(r.cost_ns for r in rows if not math.isnan(r.cost_ns))
+
+
+def table_ci_ns(rows: tuple[OpRow, ...]) -> tuple[float, float]:
+    """The sum's interval: each priced row's calls x its interval's ends, added (no row's error
+    offsets another's, so it is never narrower than the rows say)."""
+    priced = [r for r in rows if not math.isnan(r.cost_ns)]
+    return (sum(r.calls * r.overhead_ci_ns[0] for r in priced), sum(r.calls * r.overhead_ci_ns[1] for r in priced))
 
 
 def by_site(rows: tuple[OpRow, ...], captured: Captured) -> list[tuple[str, int, str]]:

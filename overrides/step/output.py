@@ -73,7 +73,8 @@ def site_table(rows: tuple[OpRow, ...], captured: Captured) -> list[str]:
 
 
 def closure_lines(closure: Closure) -> list[str]:
-    lines = [f"the ops above: {signed(closure.table_ns)} ns a step, against the step's measured overhead of "
+    lines = [f"the ops above: {signed(closure.table_ns)} ns a step ({_range(*closure.table_ci_ns)}), against the "
+             f"step's measured overhead of "
              f"{signed(closure.step_overhead_ns)} ns ({_range(*closure.step_overhead_ci_ns)}): they explain "
              f"{'-' if math.isnan(closure.explained) else f'{closure.explained:.0%}'}; unexplained "
              f"{signed(closure.unexplained_ns)} ns"]
@@ -87,7 +88,7 @@ def closure_lines(closure: Closure) -> list[str]:
     if closure.extra_nodes or closure.extra_ops:
         named = [f"{name} {n:+d}" for name, n in closure.extra_nodes] + [f"{name} {n:+d}" for name, n in closure.extra_ops]
         lines.append("  your step against its plain twin, a step (autograd nodes backward ran, outermost aten ops): "
-                     + ", ".join(named) + "; backward's nodes run outside every op's hook call: in the unexplained part")
+                     + ", ".join(named) + "; each op above is timed with its backward, so the nodes it adds are in its row")
     if not closure.closed:
         lines.append(f"  the table leaves more than {CLOSED_WITHIN:.0%} of the step's overhead unexplained: "
                      "the part above (ops not priced, the nodes and ops named) is where it goes")
@@ -161,6 +162,7 @@ def payload(report: StepReport, environment: dict) -> dict:
                      "not_applicable": r.not_applicable or None} for r in report.rows],
             "calls": [dataclasses.asdict(call) for call in report.captured.calls],
             "closure": {"step_overhead_ns": json_figure(c.step_overhead_ns), "table_ns": json_figure(c.table_ns),
+                        "table_ci_ns": [json_figure(v) for v in c.table_ci_ns],
                         "unexplained_ns": json_figure(c.unexplained_ns), "explained": json_figure(c.explained, 4),
                         "not_priced": [{"op": op, "calls": n, "why": why} for op, n, why in c.not_priced],
                         "extra_autograd_nodes": dict(c.extra_nodes), "extra_aten_ops": dict(c.extra_ops)}}
