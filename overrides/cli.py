@@ -103,9 +103,11 @@ def build_parser() -> argparse.ArgumentParser:
     add_ab_arguments(ab)
     from overrides.compiled import command as compiled
     from overrides.history import command as history
+    from overrides.step import command as step
 
     compiled.add_arguments(parser)
     history.add_arguments(parser)
+    step.add_arguments(parser)
     return parser
 
 
@@ -204,6 +206,11 @@ def run(argv: list[str]) -> int:
     if args.history:
         return history.run_history(args, stderr_progress(args.quiet))
     history.refuse_stray_flags(args)
+    if args.step:
+        require_torch("--step")
+        from overrides.step.command import run_step
+
+        return run_step(args)
     if args.compiled:
         from overrides.compiled import command as compiled
 

@@ -33,6 +33,12 @@ _GIVEN: dict[str, Callable] = {
     "--compile-backend": lambda a: a.compile_backend is not None,
     "--cells": lambda a: a.cells is not None,
     "--plot": lambda a: bool(a.plot),
+    "--step": lambda a: bool(a.step),
+    "--batch": lambda a: bool(a.batch),
+    "--shape": lambda a: bool(a.shape),
+    "--dtype": lambda a: bool(a.dtype),
+    "--device": lambda a: bool(a.device),
+    "--format": lambda a: a.format != "table",
 }
 
 
@@ -49,6 +55,9 @@ class Mode:
 
 # In the order they are checked: the first rule broken is the one said.
 MODES = (
+    Mode("--step", ("--compare", "--load", "--instructions", "--write-budget", "--check-budget", "--history",
+                    "--cases", "--op", "-n", "--shape", "--dtype", "--device", "--format", "--compiled"),
+         "--step times your own step, built by your factory, as text (other modes take steps later)"),
     Mode("--instructions", ("--no-instructions",), "--instructions and --no-instructions contradict each other",
          "keep one"),
     Mode("--write-budget", ("--check-budget",), "--write-budget and --check-budget: one at a time", "keep one"),
@@ -78,6 +87,7 @@ class NeedsMode:
 
 
 NEEDS_MODE = (
+    NeedsMode("--batch", ("--step",), "sweeps your step's batch size"),
     NeedsMode("--no-instructions", ("--compare",), "turns off --compare's counts"),
     NeedsMode("--seeds", ("--instructions", "--compare", "--write-budget", "--check-budget", "--history"),
               "chooses layouts for counting"),

@@ -270,20 +270,25 @@ def _long_na_notes(run: RunResult) -> list[str]:
 
 
 def _spread_reason(result: CaseResult) -> str:
-    n = len(result.samples_ns)
+    return spread_reason(result.samples_ns)
+
+
+def spread_reason(samples_ns) -> str:
+    """Why samples are too spread to trust, with what to do, in one clause (a case's, a step's)."""
+    n = len(samples_ns)
     if n < stats.MIN_TRUSTED_SAMPLES:
         return (f"only {n} samples, too few to trust; take at least "
                 f"{stats.MIN_TRUSTED_SAMPLES} (-m) or a longer --min-time")
-    if stats.contended(result.samples_ns):
-        return (f"the figure lies {stats.contention(result.samples_ns):.0%} above the fastest sample "
+    if stats.contended(samples_ns):
+        return (f"the figure lies {stats.contention(samples_ns):.0%} above the fastest sample "
                 f"(limit {stats.CONTENDED_FRACTION:.0%}): the machine was busy for most of the run, so "
                 "this is its busy speed; re-run on a quieter machine")
-    if stats.busy(result.samples_ns):
+    if stats.busy(samples_ns):
         return (f"half the samples took over {stats.BUSY_MEDIAN_RATIO:g}x the figure (median "
-                f"{stats.median(result.samples_ns):,.0f} ns against {stats.headline(result.samples_ns):,.0f} ns): "
+                f"{stats.median(samples_ns):,.0f} ns against {stats.headline(samples_ns):,.0f} ns): "
                 "the machine was busy for most of the run and the figure rests on its fastest few "
                 "samples; re-run on a quieter machine, or compare builds with --compare")
-    return (f"samples too spread to trust (p1-p5 spans {stats.core_width(result.samples_ns):.1%} "
+    return (f"samples too spread to trust (p1-p5 spans {stats.core_width(samples_ns):.1%} "
             f"of the figure, limit {stats.CORE_WIDTH_WARN_FRACTION:.0%}); re-run on a quieter machine")
 
 

@@ -34,6 +34,7 @@ ROWS = (
     {"workflows": ("overrides.single_run", "overrides.run_report", "overrides.run_notes",
                    "overrides.comparison_report", "overrides.budget", "overrides.device_report"),
      "compiled": ("overrides.compiled",)},
+    {"step": ("overrides.step",)},
     {"ab": ("overrides.ab",)},
     {"review": ("overrides.review",)},
     {"history": ("overrides.history",)},

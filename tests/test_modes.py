@@ -13,7 +13,8 @@ _VALUES = {"--compare": ["base/bin/python", "branch/bin/python"], "--load": ["ru
            "--write-budget": ["budget.json"], "--check-budget": ["budget.json"], "--history": ["a", "b"],
            "--cases": ["Tensor"], "--op": ["torch.add"], "-n": ["5"], "-m": ["5"], "--min-time": ["0.5"],
            "--json": ["out.json"], "--seeds": ["1", "2"], "--compile-backend": ["aot_eager"], "--cells": ["ratio"],
-           "--plot": ["sweep.png"]}
+           "--plot": ["sweep.png"], "--step": ["steps:mlp"], "--batch": ["8", "32"],
+           "--shape": ["64x64"], "--dtype": ["float64"], "--device": ["meta"], "--format": ["markdown"]}
 
 
 def _args(*flags: str):
@@ -42,7 +43,8 @@ def test_a_flag_without_its_mode_is_refused_and_passes_beside_it(rule):
                                    ("--compare", "--seeds", "--cases", "--min-time"), ("--load",),
                                    ("--write-budget", "--seeds", "--cases", "--op"), ("--check-budget",),
                                    ("--history", "--cases", "--seeds"), ("--compare", "--no-instructions"),
-                                   ("--compiled", "--cases", "--op", "--json", "--compile-backend", "--min-time")])
+                                   ("--compiled", "--cases", "--op", "--json", "--compile-backend", "--min-time"),
+                                   ("--step", "--batch", "-m", "--min-time", "--json")])
 def test_the_commands_people_run_pass(flags):
     assert modes.refusal(_args(*flags)) is None
 

@@ -37,15 +37,12 @@ import math
 import time
 from typing import Callable, ContextManager, Sequence
 
-from overrides.cases.ops import statement_namespace
 from overrides.clock import cuda, stats
+# The generated loops (and the constants they are made with) are loops.py's; named here too,
+# where the counting, the flamegraph and the tests have always imported them.
+from overrides.clock.loops import UNROLL, WARM_CALLS, clock_ns, compile_hot_loop, compile_loop  # noqa: F401
 from overrides.progress import counted
 
-UNROLL = 50  # statements per loop turn: a turn costs ~20 ns, so <0.5 ns per call is loop overhead
-# Untimed calls before the clock starts in every sample: the previous sample ran another target
-# (or, in A/B, another process), so caches and branch predictors hold its state. A few calls
-# refill them; 50 (the first version) cost SubTensor a third of its sample time for nothing.
-WARM_CALLS = 10
 TARGET_SAMPLE_NS = 1_000_000  # ~1 ms a sample: far above clock cost, far below the slow spells
 WARMUP_NS = 50_000_000  # 50 ms per target: the 3.11 interpreter specialises within a few calls
 # Calibration times the warm probe (UNROLL calls) and an empty probe in CALIBRATION_BURSTS
@@ -102,7 +99,19 @@ PROGRESS_EVERY_NS = 1_000_000_000  # progress callback cadence
 # tenant read it 10% high while the cases' figures were not.
 REFERENCE_EVERY = 2
 
-_clock = time.perf_counter_ns
+_clock = clock_ns  # loops.py's: the one clock
+
+
+@contextlib.contextmanager
+def paused_gc():
+    """The collector as time_targets' rounds have it: collected once, off, then back as it was."""
+    was_enabled = gc.isenabled()
+    gc.collect()
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable() if was_enabled else None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -173,61 +182,6 @@ class TimingRun:
     # The targets whose calibration a slow spell fooled, resized from their samples (see
     # RECALIBRATE_BELOW): the run calibrated during a slow spell, and says so.
     recalibrated: tuple[str, ...] = ()
-
-
-def _repeated(stmt: str, times: int, indent: str) -> str:
-    return "\n".join(indent + stmt for _ in range(times))
-
-
-def compile_loop(stmt: str, calls: int, unroll: int = UNROLL, warm_calls: int = WARM_CALLS,
-                 mode: str = "cpu", names: tuple[tuple[str, object], ...] = ()) -> Callable[[tuple], int]:
-    """A function `(operands) -> ns` running `stmt` exactly `calls` times, unrolled.
-
-    `warm_calls` more run before the clock starts, so the target's code and data are hot
-    after whatever ran before this sample. `mode`: "cpu", or on a CUDA device which of its
-    figures the loop times ("host", "synced", "gpu": overrides/clock/cuda.py); `names`: a
-    Target's own (Target.names).
-    """
-    turns, tail = divmod(calls, unroll)
-    if stmt:
-        unrolled = _repeated(stmt, unroll, "        ")
-        tail_code, warm_code = _repeated(stmt, tail, "    "), _repeated(stmt, warm_calls, "    ")
-    else:
-        # The empty loop: one `pass` per turn, not `unroll` of them, since each `pass` is a NOP
-        # the real loop does not run (~2 ns a call here, which would be wrongly subtracted).
-        unrolled, tail_code, warm_code = "        pass", "", ""
-    start, stop = cuda.loop_parts(mode)
-    source = (
-        "def _timed(_operands, _turns=%d, _clock=_clock, torch=torch, F=F%s):\n"
-        "    x, y = _operands\n"
-        "%s\n"
-        "%s"
-        "    for _ in range(_turns):\n%s\n"
-        "%s\n"
-        "%s"
-    ) % (turns, "".join(f", {name}={name}" for name, _ in names), warm_code, start, unrolled, tail_code, stop)
-    namespace = dict(statement_namespace(), _clock=_clock, **cuda.namespace(mode), **dict(names))
-    exec(compile(source, f"<timed loop: {stmt or 'empty'}>", "exec"), namespace)
-    return namespace["_timed"]
-
-
-def compile_hot_loop(stmt: str, name: str = "hot_loop",
-                     unroll: int = UNROLL) -> Callable[[tuple, int], None]:
-    """A function `(operands, turns)` running `stmt` `turns * unroll` times and nothing else:
-    no clock, no result kept. It is what a profiler should see (`pyspybench.py`); `name`
-    becomes the frame's name in the flamegraph.
-
-    The loop and its unrolled statements stand on ONE source line: py-spy names a Python frame
-    by its line, and with one statement per line the loop split into `unroll` towers of ~2%
-    each, none wide enough to label."""
-    source = (
-        "def %s(_operands, _turns, torch=torch, F=F):\n"
-        "    x, y = _operands\n"
-        "    for _ in range(_turns): %s\n"
-    ) % (name, "; ".join([stmt] * unroll))
-    namespace = statement_namespace()
-    exec(compile(source, f"<hot loop: {stmt}>", "exec"), namespace)
-    return namespace[name]
 
 
 def calls_for(per_call_ns: float, target_ns: int = TARGET_SAMPLE_NS) -> int:
@@ -419,7 +373,6 @@ def time_targets(
     slots = [_Slot(t) for t in targets]
     reference_slot = _Slot(reference) if reference is not None else None
     previous_threads = torch.get_num_threads()
-    gc_was_enabled = gc.isenabled()
     started = _clock()
     rounds = 0
     interrupted = False
@@ -435,60 +388,57 @@ def time_targets(
             reference_slot.prepare(dataclasses.replace(config, calls_per_sample=None))
             if reference_slot.error is not None:
                 reference_slot = None
-        gc.collect()
-        gc.disable()
-        live = [s for s in slots if s.error is None]
-        budget_ns = int(config.min_time_s * 1e9) * len(live)
-        cap_ns = int(config.cap_s() * 1e9) * len(live)
-        rounds_start = next_report = next_check = _clock()
-        checked = config.calls_per_sample is not None  # given calls: nothing to recalibrate
-        while live:
-            order = live if rounds % 2 == 0 else live[::-1]
-            for slot in order:
-                slot.sample()
-            if reference_slot is not None and rounds % REFERENCE_EVERY == 0:
-                reference_slot.sample()
-            rounds += 1
-            live = [s for s in live if s.error is None]
-            now = _clock()
-            if config.samples is not None:
-                done = rounds >= config.samples
-                fraction = rounds / config.samples
-                stopped = "samples given"
-            else:
-                elapsed = now - rounds_start
-                done = False
-                if elapsed >= budget_ns and rounds >= MIN_SAMPLES:
-                    if config.precision is None:
-                        done, stopped = True, "time"
-                    elif elapsed >= cap_ns:
-                        done, stopped = True, "time cap"
-                    elif now >= next_check:
-                        next_check = now + PRECISION_CHECK_EVERY_NS
-                        if all(s.precision() <= config.precision for s in live):
-                            done, stopped = True, "precision"
-                fraction = 1.0 if done else min(1.0, elapsed / max(cap_ns, 1))
-            if done or now >= next_report:
-                say(f"timing {counted(len(live), 'case')} round-robin: {fraction:4.0%} "
-                    f"(round {rounds})")
-                next_report = now + PROGRESS_EVERY_NS
-            if done:
-                break
-            if not checked and rounds >= RECALIBRATE_MIN_ROUNDS and fraction >= RECALIBRATE_AT:
-                checked = True
-                recalibrated = _recalibrate(live, say)
-                if recalibrated:
-                    if reference_slot is not None:
-                        reference_slot.drop_samples()
-                    rounds = 0
-                    rounds_start = next_report = _clock()
+        with paused_gc():
+            live = [s for s in slots if s.error is None]
+            budget_ns = int(config.min_time_s * 1e9) * len(live)
+            cap_ns = int(config.cap_s() * 1e9) * len(live)
+            rounds_start = next_report = next_check = _clock()
+            checked = config.calls_per_sample is not None  # given calls: nothing to recalibrate
+            while live:
+                order = live if rounds % 2 == 0 else live[::-1]
+                for slot in order:
+                    slot.sample()
+                if reference_slot is not None and rounds % REFERENCE_EVERY == 0:
+                    reference_slot.sample()
+                rounds += 1
+                live = [s for s in live if s.error is None]
+                now = _clock()
+                if config.samples is not None:
+                    done = rounds >= config.samples
+                    fraction = rounds / config.samples
+                    stopped = "samples given"
+                else:
+                    elapsed = now - rounds_start
+                    done = False
+                    if elapsed >= budget_ns and rounds >= MIN_SAMPLES:
+                        if config.precision is None:
+                            done, stopped = True, "time"
+                        elif elapsed >= cap_ns:
+                            done, stopped = True, "time cap"
+                        elif now >= next_check:
+                            next_check = now + PRECISION_CHECK_EVERY_NS
+                            if all(s.precision() <= config.precision for s in live):
+                                done, stopped = True, "precision"
+                    fraction = 1.0 if done else min(1.0, elapsed / max(cap_ns, 1))
+                if done or now >= next_report:
+                    say(f"timing {counted(len(live), 'case')} round-robin: {fraction:4.0%} "
+                        f"(round {rounds})")
+                    next_report = now + PROGRESS_EVERY_NS
+                if done:
+                    break
+                if not checked and rounds >= RECALIBRATE_MIN_ROUNDS and fraction >= RECALIBRATE_AT:
+                    checked = True
+                    recalibrated = _recalibrate(live, say)
+                    if recalibrated:
+                        if reference_slot is not None:
+                            reference_slot.drop_samples()
+                        rounds = 0
+                        rounds_start = next_report = _clock()
     except KeyboardInterrupt:
         interrupted = True
         stopped = "interrupted"
         say(f"interrupted after {counted(rounds, 'round')}; keeping what was measured")
     finally:
-        if gc_was_enabled:
-            gc.enable()
         torch.set_num_threads(previous_threads)
     wall_s = (_clock() - started) / 1e9
     return TimingRun(tuple(s.result() for s in slots), config, rounds, wall_s, interrupted, stopped,

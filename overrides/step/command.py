@@ -1,0 +1,60 @@
+"""`bench.py --step pkg.module:factory [--batch N ...]`: its flags, and the run: both steps
+built, timed in alternation (at each batch size), then op by op and the closure at the first.
+
+Everything runs in this process: a step's model, data and optimizer live where its factory
+built them. Nothing here imports torch at module level (cli.py reads these flags before torch). The flags that do not go with --step are refused in overrides/modes.py.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from overrides.files import write_json_atomic
+from overrides.progress import stderr_progress
+
+
+def add_arguments(parser) -> None:
+    from overrides.argtypes import positive_int
+
+    group = parser.add_argument_group("your training step")
+    group.add_argument("--step", metavar="pkg.module:factory",
+                       help="time one training step of yours against its plain twin, and op by op: the factory "
+                            "(found beside you) is called as factory(plain=False) and factory(plain=True) and "
+                            "returns a zero-argument function running one step (docs/step.md)")
+    group.add_argument("--batch", nargs="+", type=positive_int, metavar="N",
+                       help="--step: sweep the batch size (the factory's batch= keyword): its share at each, "
+                            "and from which batch it falls under 5%%")
+
+
+def run_step(args) -> int:
+    """The whole of `--step`: exit 0, or 1 where a step drifts (its figures mix steps)."""
+    from overrides import environment
+    from overrides.step import output
+    from overrides.step.closure import close
+    from overrides.step.factory import build_steps, find_factory
+    from overrides.step.hooks import capture_step
+    from overrides.step.optable import price_ops
+    from overrides.step.timing import DEFAULT_TIME_S, time_steps
+
+    say = stderr_progress(args.quiet)
+    batches = list(dict.fromkeys(args.batch)) if args.batch else [None]
+    find_factory(args.step, batches=args.batch is not None)  # refused before anything runs
+    timings, first = [], None
+    for batch in batches:
+        pair = build_steps(args.step, batch)
+        first = first or pair
+        timings.append(time_steps(pair, args.min_time or DEFAULT_TIME_S, args.threads, args.nrepreps, say))
+    say and say(f"{args.step}: one step under the hooks, then each op timed on its operands")
+    captured = capture_step(first.subclass, first.user_dir)
+    rows = price_ops(captured, threads=args.threads, progress=say)
+    closure = close(timings[0].overhead_ns, timings[0].overhead_ci_ns, rows, first.plain, first.subclass)
+    report = output.StepReport(args.step, first.description, tuple(timings), captured, rows, closure)
+    for line in output.warnings(report.timings):
+        print(line, file=sys.stderr)
+    print(output.render(report), flush=True)
+    if args.json:
+        write_json_atomic(args.json, output.payload(report, environment.collect(args.threads).to_dict()),
+                          what="--json")
+        print(f"results written to {args.json}", file=sys.stderr)
+    return 1 if any(t.drift for t in timings) else 0
+

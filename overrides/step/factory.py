@@ -1,0 +1,93 @@
+"""`--step pkg.module:factory`: your factory found beside you, asked for both steps.
+
+The factory builds the model, the data and the optimizer, and returns a zero-argument callable
+that runs ONE step (forward, backward, update). It is called as `factory(plain=False)` for the
+step with your subclass and `factory(plain=True)` for its plain twin: only you know how your
+model looks on plain tensors, so the tool never guesses it. A factory that also takes `batch=`
+can be swept (`--batch 8 32 128`). Anything else is refused in one line, before a step runs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import os
+from typing import Callable
+
+from overrides.cases.casenames import SPEC_FORM, split_user_spec
+from overrides.cases.usercases import import_module, lookup
+from overrides.errors import UsageError
+
+# How a factory is written, said wherever one is refused.
+FACTORY_FORM = ("def mlp(plain=False, batch=32): build the model (plain tensors where plain), the data and "
+                "the optimizer, and return a zero-argument function running one step")
+
+
+@dataclasses.dataclass(frozen=True)
+class StepPair:
+    """Both steps of one factory at one batch size, built once, ready to run."""
+
+    spec: str  # pkg.module:factory
+    batch: int | None  # what the factory was given (None: its own default)
+    plain: Callable[[], object]  # factory(plain=True): the same step on plain tensors
+    subclass: Callable[[], object]  # factory(plain=False): the step with your subclass
+    user_dir: str  # the folder of your module: a call site is the first frame in a file under it
+    description: str
+
+
+def _parameters(factory: Callable) -> tuple[set[str], bool]:
+    try:
+        parameters = inspect.signature(factory).parameters.values()
+    except (TypeError, ValueError):
+        return set(), False
+    named = {p.name for p in parameters if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
+    return named, any(p.kind is p.VAR_KEYWORD for p in parameters)
+
+
+def find_factory(spec: str, batches: bool = False) -> tuple[Callable, object]:
+    """(the factory, its module) for `spec`; a UsageError where it cannot be asked for both
+    steps (no `plain` keyword) or, with `batches`, has no `batch` keyword."""
+    module_name, attribute = split_user_spec(spec)
+    module = import_module(spec, module_name)
+    factory = lookup(spec, module, module_name, attribute)
+    if not callable(factory) or isinstance(factory, type):
+        raise UsageError(f"--step {spec}: {attribute} is not a function; name a factory as {SPEC_FORM}: "
+                         f"{FACTORY_FORM}")
+    named, any_keyword = _parameters(factory)
+    if "plain" not in named and not any_keyword:
+        raise UsageError(f"--step {spec}: {attribute}() takes no `plain` keyword, so its plain twin cannot be "
+                         f"asked for; write it as {FACTORY_FORM}")
+    if batches and "batch" not in named and not any_keyword:
+        raise UsageError(f"--step {spec} --batch: {attribute}() takes no `batch` keyword; give it one "
+                         f"({FACTORY_FORM}) or drop --batch")
+    return factory, module
+
+
+def _one_step(spec: str, factory: Callable, plain: bool, batch: int | None) -> Callable[[], object]:
+    keywords = {"plain": plain} if batch is None else {"plain": plain, "batch": batch}
+    said = ", ".join(f"{key}={value!r}" for key, value in keywords.items())
+    try:
+        step = factory(**keywords)
+    except Exception as exc:  # the user's code raised: said, not a traceback
+        raise UsageError(f"--step {spec}: {split_user_spec(spec)[1]}({said}) raised "
+                         f"{type(exc).__name__}: {exc}") from None
+    if not callable(step):
+        raise UsageError(f"--step {spec}: {split_user_spec(spec)[1]}({said}) returned a "
+                         f"{type(step).__name__}; return a zero-argument function running one step")
+    return step
+
+
+def build_steps(spec: str, batch: int | None = None) -> StepPair:
+    """Both steps of `spec` (at `batch` where given), each built once and run once here, so that
+    a step that raises is a UsageError before anything is timed."""
+    factory, module = find_factory(spec, batches=batch is not None)
+    plain = _one_step(spec, factory, True, batch)
+    subclass = _one_step(spec, factory, False, batch)
+    for step, which in ((plain, "plain=True"), (subclass, "plain=False")):
+        try:
+            step()
+        except Exception as exc:
+            raise UsageError(f"--step {spec}: the step of {which} raised {type(exc).__name__}: {exc}") from None
+    doc = (getattr(factory, "__doc__", None) or "").strip().splitlines()
+    return StepPair(spec, batch, plain, subclass, os.path.dirname(os.path.realpath(module.__file__)),
+                    doc[0] if doc else "")

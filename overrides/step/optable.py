@@ -1,0 +1,167 @@
+"""Op by op: each op your step sends through your subclass's hooks, timed on the step's own
+operands as your subclass and as plain tensors, times its calls a step, sorted by cost.
+
+Each replay (hooks.Replay) becomes two targets of the Timer core, `op(*your operands)` and
+`op(*plain operands)`, timed round-robin with every other op's, under the grad mode the step
+ran it in. An op whose output the step's backward runs through (grad on, a floating output with
+a grad_fn) is timed with that backward, seeded with ones: the nodes your hook adds to the graph
+(`as_subclass` on an output that requires grad: an `AliasBackward0`) cost in backward, and are
+your op's cost. Without it, steps:mlp's ops explained ~60% of its overhead and six alias nodes
+most of the rest (benchmarks/README.md). An op's overhead a call is the difference of the two headlines; its interval is the
+widest the two headlines' intervals allow (yours' low less plain's high, and the reverse), so
+it is never narrower than what each side knows. Ops that cannot be replayed (backward, a
+wrapper subclass's operands) are n/a, with the reason, and left out of the sum.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+from typing import Callable
+
+import torch
+
+from overrides.clock import stats
+from overrides.clock.timer import Target, TimerConfig, time_targets
+from overrides.step.hooks import Captured, Replay, short_op
+
+# Of timing per target: twenty ops, forty targets, about 25 s with warm-up. An op timed with its
+# backward through 256x256 weights (~100 us a call) read its overhead to within +-50 us at 0.3 s
+# on a loaded host, the cheap ones to within +-1 us.
+DEFAULT_OP_TIME_S = 0.5
+
+
+@dataclasses.dataclass(frozen=True)
+class OpRow:
+    """One op, on one set of operands, as the step called it."""
+
+    kind: str  # __torch_function__ or __torch_dispatch__
+    op: str
+    signature: str
+    calls: int  # a step
+    nested: bool  # reached inside another hook's call: its cost is in that call's row
+    sites: tuple[str, ...]  # where in your code, most calls first
+    subclass_ns: float = math.nan  # a call, on your operands
+    plain_ns: float = math.nan  # a call, on the same operands as plain tensors
+    overhead_ci_ns: tuple[float, float] = (math.nan, math.nan)
+    not_applicable: str = ""  # why it was not timed
+
+    @property
+    def overhead_ns(self) -> float:
+        return self.subclass_ns - self.plain_ns
+
+    @property
+    def cost_ns(self) -> float:
+        """What it costs a step beyond plain tensors: calls x overhead (nan where not timed)."""
+        return self.calls * self.overhead_ns if not self.not_applicable and not self.nested else math.nan
+
+
+def _call(func: Callable, args: tuple, kwargs: dict, grad: torch.Tensor | None) -> Callable[[], object]:
+    """The op on these operands; with `grad`, its backward too (from its output, seeded with it)."""
+    if grad is None:
+        return functools.partial(func, *args, **kwargs)
+
+    def forward_backward() -> None:
+        out = func(*args, **kwargs)
+        with torch._C.DisableTorchFunctionSubclass():  # the engine's nodes, not your hook, as in the step
+            torch.autograd.backward(out, grad)
+
+    return forward_backward
+
+
+def backward_seed(replay: Replay) -> torch.Tensor | None:
+    """A plain grad for the op's output where the step's backward runs through it (grad mode on,
+    one floating output with a grad_fn), else None: the op is timed forward alone."""
+    if not replay.grad_enabled:
+        return None
+    try:
+        out = replay.func(*replay.plain_args, **replay.plain_kwargs)
+    except Exception:  # the timing says how it fails
+        return None
+    if not isinstance(out, torch.Tensor) or out.grad_fn is None or not out.is_floating_point():
+        return None
+    return torch.ones(out.shape, dtype=out.dtype, device=out.device)
+
+
+def _targets(replay: Replay, index: int) -> tuple[Target, Target]:
+    context = None if replay.grad_enabled else torch.no_grad
+    named = f"{short_op(replay.op)} [{replay.signature}]"
+    grad = backward_seed(replay)
+    mine = Target(f"{index}:{named} yours", "x()", lambda: (_call(replay.func, replay.subclass_args,
+                                                            replay.subclass_kwargs, grad), None), context)
+    plain = Target(f"{index}:{named} plain", "x()", lambda: (_call(replay.func, replay.plain_args,
+                                                            replay.plain_kwargs, grad), None), context)
+    return mine, plain
+
+
+def _rows_unpriced(captured: Captured) -> dict[tuple[str, str, str], OpRow]:
+    rows: dict[tuple[str, str, str], OpRow] = {}
+    sites: dict[tuple[str, str, str], dict[str, int]] = {}
+    for call in captured.calls:
+        key = (call.kind, call.op, call.signature)
+        counted = sites.setdefault(key, {})
+        counted[call.site] = counted.get(call.site, 0) + 1
+        old = rows.get(key)
+        rows[key] = OpRow(call.kind, call.op, call.signature, (old.calls if old else 0) + 1,
+                          call.nested and (old.nested if old else True), ())
+    return {key: dataclasses.replace(row, sites=tuple(sorted(sites[key], key=lambda s: -sites[key][s])))
+            for key, row in rows.items()}
+
+
+def price_ops(captured: Captured, time_s: float = DEFAULT_OP_TIME_S, threads: int = 1,
+              progress: Callable[[str], None] | None = None) -> tuple[OpRow, ...]:
+    """Every op of `captured`, its calls a step and, where it can be replayed, its overhead a
+    call on the step's own operands; sorted by cost a step, the largest first (n/a last)."""
+    rows = _rows_unpriced(captured)
+    replays = {(r.kind, r.op, r.signature): r for r in captured.replays}
+    timed = [(key, replay) for key, replay in replays.items() if not replay.not_applicable and key in rows]
+    targets = [target for index, (_, replay) in enumerate(timed) for target in _targets(replay, index)]
+    results = {}
+    if targets:
+        run = time_targets(targets, TimerConfig(min_time_s=time_s, threads=threads), progress)
+        results = {t.name: t for t in run.targets}
+    priced = {}
+    for key, row in rows.items():
+        replay = replays.get(key)
+        if replay is None:  # nested: the outer call's row holds its cost
+            priced[key] = row
+            continue
+        if replay.not_applicable:
+            priced[key] = dataclasses.replace(row, not_applicable=replay.not_applicable)
+            continue
+        index = next(i for i, (k, _) in enumerate(timed) if k == key)
+        mine, plain = (results[target.name] for target in targets[2 * index:2 * index + 2])
+        if mine.error or plain.error:
+            priced[key] = dataclasses.replace(row, not_applicable=f"its replay raised: {mine.error or plain.error}")
+            continue
+        mine_low, mine_high = stats.quantile_ci95(mine.samples_ns)
+        plain_low, plain_high = stats.quantile_ci95(plain.samples_ns)
+        priced[key] = dataclasses.replace(row, subclass_ns=stats.headline(mine.samples_ns),
+                                          plain_ns=stats.headline(plain.samples_ns),
+                                          overhead_ci_ns=(mine_low - plain_high, mine_high - plain_low))
+    return tuple(sorted(priced.values(), key=lambda r: (math.isnan(r.cost_ns), -(0 if math.isnan(r.cost_ns)
+                                                                                  else r.cost_ns), -r.calls)))
+
+
+def table_sum_ns(rows: tuple[OpRow, ...]) -> float:
+    """What the priced ops cost a step beyond plain tensors, all together."""
+    return sum(r.cost_ns for r in rows if not math.isnan(r.cost_ns))
+
+
+def table_ci_ns(rows: tuple[OpRow, ...]) -> tuple[float, float]:
+    """The sum's interval: each priced row's calls x its interval's ends, added (no row's error
+    offsets another's, so it is never narrower than the rows say)."""
+    priced = [r for r in rows if not math.isnan(r.cost_ns)]
+    return (sum(r.calls * r.overhead_ci_ns[0] for r in priced), sum(r.calls * r.overhead_ci_ns[1] for r in priced))
+
+
+def by_site(rows: tuple[OpRow, ...], captured: Captured) -> list[tuple[str, int, str]]:
+    """(call site in your code, hook calls a step there, the ops called there), most calls first."""
+    calls: dict[str, dict[str, int]] = {}
+    for call in captured.calls:
+        ops = calls.setdefault(call.site, {})
+        short = short_op(call.op)
+        ops[short] = ops.get(short, 0) + 1
+    return sorted(((site, sum(ops.values()), ", ".join(f"{op} x{n}" if n > 1 else op for op, n in ops.items()))
+                   for site, ops in calls.items()), key=lambda item: -item[1])

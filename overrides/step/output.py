@@ -1,0 +1,168 @@
+"""`--step`'s output: the step table, the op table, the call sites, the closure and the batch
+sweep as text for people, and the `torch-function-overhead/step/1` JSON with every sample.
+
+The figures are worded with overrides/figures.py and laid out with overrides/tables.py, as
+every other table of this tool; the wording of a spread warning is run_notes.spread_reason's.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+from overrides.figures import json_figure, signed, whole
+from overrides.run_notes import spread_reason
+from overrides.step.closure import CLOSED_WITHIN, Closure
+from overrides.step.hooks import Captured
+from overrides.step.optable import OpRow, by_site
+from overrides.step.timing import NEGLIGIBLE_SHARE, StepTiming, falls_under
+from overrides.tables import align, ruled
+
+SCHEMA = "torch-function-overhead/step/1"
+
+
+@dataclasses.dataclass(frozen=True)
+class StepReport:
+    """One `--step` run: the timings (one per batch size), and op by op at the first of them."""
+
+    spec: str
+    description: str
+    timings: tuple[StepTiming, ...]
+    captured: Captured
+    rows: tuple[OpRow, ...]
+    closure: Closure
+
+
+def _pct(value: float) -> str:
+    return "-" if not math.isfinite(value) else f"{value * 100:+.1f}%"
+
+
+def _range(low: float, high: float, percent: bool = False) -> str:
+    shown = _pct if percent else signed
+    return f"{shown(low)}..{shown(high)}"
+
+
+def step_table(timing: StepTiming) -> list[str]:
+    plain_steps, steps = timing.steps_per_sample
+    return ruled([["step", "per step ns", "overhead ns", "95% CI ns", "share", "95% CI", "samples"],
+                  ["plain twin", whole(timing.plain_step_ns), "", "", "", "", f"{len(timing.plain_ns)}x{plain_steps}"],
+                  ["yours", whole(timing.subclass_step_ns), signed(timing.overhead_ns),
+                   _range(*timing.overhead_ci_ns), _pct(timing.share), _range(*timing.share_ci, percent=True),
+                   f"{len(timing.subclass_ns)}x{steps}"]])
+
+
+def op_table(rows: tuple[OpRow, ...], step_overhead_ns: float) -> list[str]:
+    body = [["op", "operands", "calls", "overhead ns/call", "95% CI ns", "ns/step", "of step overhead"]]
+    for row in rows:
+        if row.nested:
+            cost, share = "in its caller's", ""
+        elif row.not_applicable:
+            cost, share = "n/a", ""
+        else:
+            cost = signed(row.cost_ns)
+            share = _pct(row.cost_ns / step_overhead_ns) if step_overhead_ns > 0 else "-"
+        body.append([row.op, row.signature, str(row.calls), signed(row.overhead_ns) if not row.not_applicable else "n/a",
+                     _range(*row.overhead_ci_ns) if not row.not_applicable else "", cost, share])
+    return ruled(body)
+
+
+def site_table(rows: tuple[OpRow, ...], captured: Captured) -> list[str]:
+    lines = align([["call site (your code)", "hook calls", "ops"]]
+                  + [[site, str(calls), ops] for site, calls, ops in by_site(rows, captured)], right=(1,))
+    return [lines[0], "-" * len(lines[0]), *lines[1:]]
+
+
+def closure_lines(closure: Closure) -> list[str]:
+    lines = [f"the ops above: {signed(closure.table_ns)} ns a step ({_range(*closure.table_ci_ns)}), against the "
+             f"step's measured overhead of "
+             f"{signed(closure.step_overhead_ns)} ns ({_range(*closure.step_overhead_ci_ns)}): they explain "
+             f"{'-' if math.isnan(closure.explained) else f'{closure.explained:.0%}'}; unexplained "
+             f"{signed(closure.unexplained_ns)} ns"]
+    reasons: dict[str, dict[str, int]] = {}
+    for op, calls, why in closure.not_priced:
+        ops = reasons.setdefault(why, {})
+        ops[op] = ops.get(op, 0) + calls
+    for why, ops in reasons.items():
+        lines.append(f"  not priced: {', '.join(f'{op} x{n}' for op, n in ops.items())} a step ({why}): "
+                     "their overhead is in the unexplained part")
+    if closure.extra_nodes or closure.extra_ops:
+        named = [f"{name} {n:+d}" for name, n in closure.extra_nodes] + [f"{name} {n:+d}" for name, n in closure.extra_ops]
+        lines.append("  your step against its plain twin, a step (autograd nodes backward ran, outermost aten ops): "
+                     + ", ".join(named) + "; each op above is timed with its backward, so the nodes it adds are in its row")
+    if not closure.closed:
+        lines.append(f"  the table leaves more than {CLOSED_WITHIN:.0%} of the step's overhead unexplained: "
+                     "the part above (ops not priced, the nodes and ops named) is where it goes")
+    return lines
+
+
+def sweep_lines(timings: tuple[StepTiming, ...]) -> list[str]:
+    body = [["batch", "plain step ns", "overhead ns", "95% CI ns", "share", "95% CI"]]
+    for t in sorted(timings, key=lambda t: t.batch or 0):
+        body.append([str(t.batch), whole(t.plain_step_ns), signed(t.overhead_ns), _range(*t.overhead_ci_ns),
+                     _pct(t.share), _range(*t.share_ci, percent=True)])
+    tried = ", ".join(str(t.batch) for t in sorted(timings, key=lambda t: t.batch or 0))
+    under = falls_under(list(timings))
+    there = next((t for t in timings if t.batch == under), None)
+    sentence = (f"your subclass's share of the step falls under {NEGLIGIBLE_SHARE:.0%} from batch {under} on "
+                f"(there {_pct(there.share)}, 95% CI {_range(*there.share_ci, percent=True)}; batches tried: {tried})"
+                if there is not None else
+                f"your subclass's share of the step stays at {NEGLIGIBLE_SHARE:.0%} or more: not within the "
+                f"batches tried ({tried})")
+    return ruled(body) + [sentence]
+
+
+def warnings(timings: tuple[StepTiming, ...]) -> list[str]:
+    """Drift and spread, one line each, for stderr (the drift is said in the output too)."""
+    out = []
+    for timing in timings:
+        at = f" at batch {timing.batch}" if timing.batch is not None else ""
+        out += [f"warning: {timing.spec}{at}: {line}" for line in timing.drift]
+        out += [f"warning: {timing.spec}{at} [{which} step]: {spread_reason(samples)}"
+                for which, samples in timing.too_spread()]
+    return out
+
+
+def render(report: StepReport) -> str:
+    first = report.timings[0]
+    at = f", batch {first.batch}" if first.batch is not None else ""
+    lines = [f"your step: {report.spec}{' (' + report.description + ')' if report.description else ''}{at}, "
+             f"{first.threads} thread{'s' if first.threads > 1 else ''}"]
+    lines += [f"drift: {line}" for t in report.timings for line in t.drift]
+    lines += step_table(first)
+    lines += ["", "op by op: every call of your subclass's __torch_function__ / __torch_dispatch__ in one step, "
+              "timed on the step's own operands as yours and as plain tensors"]
+    lines += op_table(report.rows, first.overhead_ns) if report.rows else [
+        "  none: the step called no __torch_function__ or __torch_dispatch__ of a Tensor subclass"]
+    if report.rows:
+        lines += [""] + site_table(report.rows, report.captured)
+    lines += [""] + closure_lines(report.closure)
+    if len(report.timings) > 1:
+        lines += ["", "batch sweep:"] + sweep_lines(report.timings)
+    return "\n".join(lines)
+
+
+def _timing_dict(t: StepTiming) -> dict:
+    return {"batch": t.batch, "steps_per_sample": list(t.steps_per_sample), "threads": t.threads, "wall_s": json_figure(t.wall_s),
+            "plain_step_ns": json_figure(t.plain_step_ns), "subclass_step_ns": json_figure(t.subclass_step_ns),
+            "overhead_ns": json_figure(t.overhead_ns), "overhead_ci_ns": [json_figure(v) for v in t.overhead_ci_ns],
+            "share": json_figure(t.share, 4), "share_ci": [json_figure(v, 4) for v in t.share_ci],
+            "drift": list(t.drift), "plain_samples_ns": [json_figure(v) for v in t.plain_ns],
+            "subclass_samples_ns": [json_figure(v) for v in t.subclass_ns]}
+
+
+def payload(report: StepReport, environment: dict) -> dict:
+    c = report.closure
+    return {"schema": SCHEMA, "spec": report.spec, "description": report.description, "environment": environment,
+            "timings": [_timing_dict(t) for t in report.timings],
+            "falls_under_batch": falls_under(list(report.timings)) if len(report.timings) > 1 else None,
+            "ops": [{"kind": r.kind, "op": r.op, "operands": r.signature, "calls": r.calls, "nested": r.nested,
+                     "sites": list(r.sites), "subclass_ns": json_figure(r.subclass_ns),
+                     "plain_ns": json_figure(r.plain_ns), "overhead_ns": json_figure(r.overhead_ns),
+                     "overhead_ci_ns": [json_figure(v) for v in r.overhead_ci_ns], "cost_ns": json_figure(r.cost_ns),
+                     "not_applicable": r.not_applicable or None} for r in report.rows],
+            "calls": [dataclasses.asdict(call) for call in report.captured.calls],
+            "closure": {"step_overhead_ns": json_figure(c.step_overhead_ns), "table_ns": json_figure(c.table_ns),
+                        "table_ci_ns": [json_figure(v) for v in c.table_ci_ns],
+                        "unexplained_ns": json_figure(c.unexplained_ns), "explained": json_figure(c.explained, 4),
+                        "not_priced": [{"op": op, "calls": n, "why": why} for op, n, why in c.not_priced],
+                        "extra_autograd_nodes": dict(c.extra_nodes), "extra_aten_ops": dict(c.extra_ops)}}

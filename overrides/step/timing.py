@@ -1,0 +1,163 @@
+"""Both steps timed in one process, in alternation, and paired by position.
+
+Why this way:
+- One process, both steps built once: a step's cost depends on its model, data and optimizer
+  state, which a second process would build anew (another layout, another warm-up).
+- Alternation (plain, yours, yours, plain, ... the order reversed every other round, as the
+  Timer core's round-robin does): the machine's slow spells, seconds long, land on both alike.
+- Paired by position: a round's two samples ran side by side, so both steps' samples cover the
+  same stretch of the machine's time. Each step's figure is the project's headline (the low
+  quantile: the undisturbed cost, clock/stats.py), and the overhead is their difference, its
+  interval the widest the two headlines' 95% intervals allow (yours' low less plain's high, and
+  the reverse), as the op table's. The median of the paired ratios (the first version) read a
+  spin of 2.0 ms a step as 1.8 ms: a 0.2-ms plain sample is jittered by more than its headline,
+  and the ratio carried that jitter into the overhead.
+- Each step its own steps a sample, calibrated to SAMPLE_NS from its fastest warm step, so both
+  steps' samples last alike and reach their floor alike. ~1 ms, as the Timer core's: with ~3 ms
+  (the first version) a sample on a loaded 2-CPU machine was never undisturbed, and a known
+  380-us wait a step read 1.10-1.19x; with 1 ms, 1.06-1.08x (benchmarks/step_validation.py).
+- The Timer core's clock and its collector handling (clock.timer.clock_ns, paused_gc), its
+  thread setting. A step is milliseconds, so the clock's own cost (tens of ns a read) is left in, not removed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Callable
+
+import torch
+
+from overrides.clock import stats
+from overrides.clock.timer import clock_ns, paused_gc
+from overrides.step import drift
+from overrides.step.factory import StepPair
+
+SAMPLE_NS = 1_000_000  # a sample of ~1 ms, as the Timer core's: steps of 0.1-10 ms, a few a sample
+MAX_STEPS_PER_SAMPLE = 1_000
+CALIBRATION_STEPS = 5  # the fastest of these (each step, after the probe's warm-up) sizes a sample
+DEFAULT_TIME_S = 3.0  # of timing per step, both steps alternating: 6 s a batch size
+MIN_PAIRS = stats.MIN_TRUSTED_SAMPLES  # fewer and no interval means anything
+PROGRESS_EVERY_NS = 1_000_000_000
+
+
+@dataclasses.dataclass(frozen=True)
+class StepTiming:
+    """What one factory's two steps cost at one batch size, per step, sample by sample."""
+
+    spec: str
+    batch: int | None
+    steps_per_sample: tuple[int, int]  # plain, yours
+    plain_ns: tuple[float, ...]  # per step, sample by sample; pairs by position with subclass_ns
+    subclass_ns: tuple[float, ...]
+    drift: tuple[str, ...]  # one line per way a step drifted (drift.py); empty: neither did
+    threads: int
+    wall_s: float
+
+    @property
+    def plain_step_ns(self) -> float:
+        return stats.headline(self.plain_ns)
+
+    @property
+    def subclass_step_ns(self) -> float:
+        return stats.headline(self.subclass_ns)
+
+    @property
+    def overhead_ns(self) -> float:
+        return self.subclass_step_ns - self.plain_step_ns
+
+    @property
+    def overhead_ci_ns(self) -> tuple[float, float]:
+        mine_low, mine_high = stats.quantile_ci95(self.subclass_ns)
+        plain_low, plain_high = stats.quantile_ci95(self.plain_ns)
+        return mine_low - plain_high, mine_high - plain_low
+
+    @property
+    def share(self) -> float:
+        """The subclass's share: its overhead as a fraction of the plain step."""
+        return self.overhead_ns / self.plain_step_ns if self.plain_step_ns > 0 else math.nan
+
+    @property
+    def share_ci(self) -> tuple[float, float]:
+        low, high = self.overhead_ci_ns
+        return (low / self.plain_step_ns, high / self.plain_step_ns) if self.plain_step_ns > 0 else (math.nan, math.nan)
+
+    def too_spread(self) -> list[tuple[str, tuple[float, ...]]]:
+        """(which step, its samples) for each step whose samples are too spread to trust."""
+        return [(which, samples) for which, samples in (("plain", self.plain_ns), ("subclass", self.subclass_ns))
+                if stats.too_spread(samples)]
+
+
+def _sample(step: Callable, steps: int) -> float:
+    started = clock_ns()
+    for _ in range(steps):
+        step()
+    return (clock_ns() - started) / steps
+
+
+def steps_per_sample(step: Callable) -> int:
+    """Steps a sample so that one takes about SAMPLE_NS, from the fastest of a few steps."""
+    fastest = min(_sample(step, 1) for _ in range(CALIBRATION_STEPS))
+    return max(1, min(MAX_STEPS_PER_SAMPLE, round(SAMPLE_NS / max(fastest, 1.0))))
+
+
+def check_drift(pair: StepPair) -> list[str]:
+    """Each step run alone for drift.PROBE_STEPS (their warm-up too); one line per drift found."""
+    start = drift.snapshot(0)
+    after_plain, plain_drift = drift.probe(pair.plain, "plain", start)
+    _, subclass_drift = drift.probe(pair.subclass, "subclass", after_plain)
+    return plain_drift + subclass_drift
+
+
+def time_steps(pair: StepPair, time_s: float = DEFAULT_TIME_S, threads: int = 1,
+               pairs: int | None = None, progress: Callable[[str], None] | None = None) -> StepTiming:
+    """Time both steps of `pair` in alternation for `time_s` each (or `pairs` rounds), after
+    the drift probe; see the module docstring for the method."""
+    say = progress or (lambda message: None)
+    label = pair.spec + (f" at batch {pair.batch}" if pair.batch is not None else "")
+    previous_threads = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    started = clock_ns()
+    try:
+        say(f"{label}: warming up both steps and looking for drift ({drift.PROBE_STEPS} steps each)")
+        drifts = check_drift(pair)
+        for line in drifts:
+            say(line)
+        steps = (steps_per_sample(pair.plain), steps_per_sample(pair.subclass))
+        plain: list[float] = []
+        subclass: list[float] = []
+        budget_ns = int(2 * time_s * 1e9)
+        with paused_gc():
+            rounds_start = next_report = clock_ns()
+            while True:
+                order = ((pair.plain, plain, steps[0]), (pair.subclass, subclass, steps[1]))
+                for step, samples, count in (order if len(plain) % 2 == 0 else order[::-1]):
+                    samples.append(_sample(step, count))
+                now = clock_ns()
+                done = (len(plain) >= pairs if pairs is not None
+                        else now - rounds_start >= budget_ns and len(plain) >= MIN_PAIRS)
+                if done or now >= next_report:
+                    say(f"{label}: timing the plain step and yours in alternation, {steps[0]} and {steps[1]} steps a sample: "
+                        f"{len(plain)} pairs")
+                    next_report = now + PROGRESS_EVERY_NS
+                if done:
+                    break
+    finally:
+        torch.set_num_threads(previous_threads)
+    return StepTiming(pair.spec, pair.batch, steps, tuple(plain), tuple(subclass), tuple(drifts), threads,
+                      (clock_ns() - started) / 1e9)
+
+
+# The share under which a subclass no longer matters to a step (fastai's question, issue 48).
+NEGLIGIBLE_SHARE = 0.05
+
+
+def falls_under(timings: list[StepTiming], share: float = NEGLIGIBLE_SHARE) -> int | None:
+    """The smallest batch from which the subclass's share stays under `share` at every larger
+    batch tried; None where it never does."""
+    found = None
+    for timing in sorted(timings, key=lambda t: t.batch or 0, reverse=True):
+        if not timing.share < share:
+            break
+        found = timing.batch
+    return found
