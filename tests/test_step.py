@@ -225,3 +225,17 @@ def test_bench_py_says_a_drifting_step_and_exits_1(user_folder):
     assert "drift: the plain step drifts: live tensors grew" in out.stdout
     assert "drift: the subclass step drifts: live tensors grew" in out.stdout
     assert "warning: steptest:kept: the plain step drifts" in out.stderr
+
+
+def test_a_table_summing_to_more_than_the_step_is_not_called_unexplained():
+    from overrides.step.closure import Closure
+    from overrides.step.output import closure_lines
+
+    def said(table_ns: float) -> str:
+        return "\n".join(closure_lines(Closure(100_000.0, (90_000.0, 110_000.0), table_ns,
+                                               (table_ns * 0.5, table_ns * 1.5), (), (), ())))
+
+    over, under, closed = said(150_000.0), said(50_000.0), said(95_000.0)
+    assert "sums to more than the step's overhead" in over and "leaves more than" not in over
+    assert "leaves more than 20% of the step's overhead unexplained" in under and "sums to more" not in under
+    assert "sums to more" not in closed and "leaves more than" not in closed

@@ -89,7 +89,11 @@ def closure_lines(closure: Closure) -> list[str]:
         named = [f"{name} {n:+d}" for name, n in closure.extra_nodes] + [f"{name} {n:+d}" for name, n in closure.extra_ops]
         lines.append("  your step against its plain twin, a step (autograd nodes backward ran, outermost aten ops): "
                      + ", ".join(named) + "; each op above is timed with its backward, so the nodes it adds are in its row")
-    if not closure.closed:
+    if not closure.closed and closure.unexplained_ns < 0:  # the ops sum to more than the step pays
+        lines.append(f"  the table sums to more than the step's overhead, by over {CLOSED_WITHIN:.0%} of it: an op "
+                     "timed alone paid more than it does inside the step, or a row is noisy (read its interval); "
+                     "re-run on a quieter machine, or with a longer --min-time")
+    elif not closure.closed:
         lines.append(f"  the table leaves more than {CLOSED_WITHIN:.0%} of the step's overhead unexplained: "
                      "the part above (ops not priced, the nodes and ops named) is where it goes")
     return lines
