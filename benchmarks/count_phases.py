@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import statistics
 import subprocess
 import sys
@@ -35,14 +34,8 @@ TARGETS = [["Tensor", "torch.add"], ["SubTensor", "torch.add"], ["WithTorchFunct
            ["SubWithTorchFunction", "torch.add"]]
 PHASES = ("imports", "switch-on", "counting", "reading", "total")
 CHILD_TIMEOUT_S = 900
-
-
-def export(rev: str, folder: str) -> str:
-    shutil.rmtree(folder, ignore_errors=True)
-    os.makedirs(folder)
-    archive = subprocess.run(["git", "-C", ROOT, "archive", rev], capture_output=True, check=True).stdout
-    subprocess.run(["tar", "-x", "-C", folder], input=archive, check=True)
-    return folder
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from speed_vs_commit import export  # noqa: E402  (beside this script: the trees made alike)
 
 
 def child(tree: str) -> None:
