@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Callable
+from typing import Callable, Sequence
 
 import torch
 
@@ -109,12 +109,39 @@ def check_drift(pair: StepPair) -> list[str]:
     return plain_drift + subclass_drift
 
 
+def alternate(steps: Sequence[Callable], time_s: float = DEFAULT_TIME_S, pairs: int | None = None,
+              progress: Callable[[str], None] | None = None, label: str = "",
+              what: str = "the plain step and yours") -> tuple[tuple[int, ...], tuple[tuple[float, ...], ...]]:
+    """`steps` timed in alternation (the order reversed every other round), `time_s` each or
+    `pairs` rounds: (steps a sample of each, each one's samples, per step), paired by position.
+    The caller has warmed them up and set the threads; see the module docstring for the method."""
+    say = progress or (lambda message: None)
+    counts = tuple(steps_per_sample(step) for step in steps)
+    samples: list[list[float]] = [[] for _ in steps]
+    budget_ns = int(len(steps) * time_s * 1e9)
+    order = list(zip(steps, samples, counts))
+    with paused_gc():
+        rounds_start = next_report = clock_ns()
+        while True:
+            for step, out, count in (order if len(samples[0]) % 2 == 0 else order[::-1]):
+                out.append(_sample(step, count))
+            now = clock_ns()
+            done = (len(samples[0]) >= pairs if pairs is not None
+                    else now - rounds_start >= budget_ns and len(samples[0]) >= MIN_PAIRS)
+            if done or now >= next_report:
+                say(f"{label}: timing {what} in alternation, {' and '.join(map(str, counts))} steps a sample: "
+                    f"{len(samples[0])} rounds")
+                next_report = now + PROGRESS_EVERY_NS
+            if done:
+                return counts, tuple(tuple(s) for s in samples)
+
+
 def time_steps(pair: StepPair, time_s: float = DEFAULT_TIME_S, threads: int = 1,
                pairs: int | None = None, progress: Callable[[str], None] | None = None) -> StepTiming:
     """Time both steps of `pair` in alternation for `time_s` each (or `pairs` rounds), after
     the drift probe; see the module docstring for the method."""
     say = progress or (lambda message: None)
-    label = pair.spec + (f" at batch {pair.batch}" if pair.batch is not None else "")
+    label = step_label(pair)
     previous_threads = torch.get_num_threads()
     torch.set_num_threads(threads)
     started = clock_ns()
@@ -123,29 +150,15 @@ def time_steps(pair: StepPair, time_s: float = DEFAULT_TIME_S, threads: int = 1,
         drifts = check_drift(pair)
         for line in drifts:
             say(line)
-        steps = (steps_per_sample(pair.plain), steps_per_sample(pair.subclass))
-        plain: list[float] = []
-        subclass: list[float] = []
-        budget_ns = int(2 * time_s * 1e9)
-        with paused_gc():
-            rounds_start = next_report = clock_ns()
-            while True:
-                order = ((pair.plain, plain, steps[0]), (pair.subclass, subclass, steps[1]))
-                for step, samples, count in (order if len(plain) % 2 == 0 else order[::-1]):
-                    samples.append(_sample(step, count))
-                now = clock_ns()
-                done = (len(plain) >= pairs if pairs is not None
-                        else now - rounds_start >= budget_ns and len(plain) >= MIN_PAIRS)
-                if done or now >= next_report:
-                    say(f"{label}: timing the plain step and yours in alternation, {steps[0]} and {steps[1]} steps a sample: "
-                        f"{len(plain)} pairs")
-                    next_report = now + PROGRESS_EVERY_NS
-                if done:
-                    break
+        steps, (plain, subclass) = alternate((pair.plain, pair.subclass), time_s, pairs, say, label)
     finally:
         torch.set_num_threads(previous_threads)
-    return StepTiming(pair.spec, pair.batch, steps, tuple(plain), tuple(subclass), tuple(drifts), threads,
+    return StepTiming(pair.spec, pair.batch, steps, plain, subclass, tuple(drifts), threads,
                       (clock_ns() - started) / 1e9)
+
+
+def step_label(pair: StepPair) -> str:
+    return pair.spec + (f" at batch {pair.batch}" if pair.batch is not None else "")
 
 
 # The share under which a subclass no longer matters to a step (fastai's question, issue 48).
