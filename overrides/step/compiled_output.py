@@ -15,7 +15,7 @@ from overrides.compiled.dynamo import CompileRecord
 from overrides.compiled.measure import Estimate
 from overrides.compiled.report import CACHED_MARK
 from overrides.figures import json_figure, signed, whole
-from overrides.step.compiling import KINDS, EagerAndCompiled
+from overrides.step.compiling import KINDS, STEP_SAME_CODE_SPREAD, EagerAndCompiled
 from overrides.tables import ruled
 
 SKIPPED = ("op by op and the closure: not with --compiled (they time the eager ops of your step); "
@@ -95,7 +95,8 @@ def compiled_lines(result: EagerAndCompiled) -> list[str]:
     return ([f"eager against compiled: torch.compile(step, backend={result.backend!r}), each side compiled "
              "and warmed before timing; ns a step"] + four_table(result) + [verdict(result)]
             + ["compile s: each side's first call (tracing, the backend's compile, one step), never in a "
-               f"figure ({CACHED_MARK}: served from the compile cache); 95% CIs as --compiled's (docs/compiled.md)"]
+               f"figure ({CACHED_MARK}: served from the compile cache); 95% CIs as --compiled's, widened by "
+               f"{STEP_SAME_CODE_SPREAD:.1%} of each figure (docs/step.md)"]
             + did_lines(result) + [SKIPPED])
 
 
