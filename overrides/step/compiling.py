@@ -44,7 +44,8 @@ KINDS = ("eager plain", "eager yours", "compiled plain", "compiled yours")
 # their samples say: an A/A (steps:mlp_plain four ways, Inductor, benchmarks/step_compiled_aa.py)
 # read the second compiled copy 0.7-2.5% faster in 9 of 10 runs (the eager copy 0.3-1.4% in 9),
 # whichever copy was compiled again and whatever the order; --compiled's SAME_CODE_SPREAD (0.8%,
-# measured on single ops) held zero in 7 of 10. This share of each figure joins every interval here.
+# measured on single ops) held zero in 7 of 10. With this share of each figure joining every
+# interval here (and timing.LEAD_STEP), 10 of 10 eager and 9 of 10 compiled, at load ~6.
 STEP_SAME_CODE_SPREAD = 0.015
 # Steps of each compiled step after its compile's calls, before timing: the eager steps get the
 # drift probe's steps as their warm-up; these get a few (a compiled step is warm once its guards
