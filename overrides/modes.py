@@ -56,7 +56,7 @@ class Mode:
 # In the order they are checked: the first rule broken is the one said.
 MODES = (
     Mode("--step", ("--compare", "--load", "--instructions", "--write-budget", "--check-budget", "--history",
-                    "--cases", "--op", "-n", "--shape", "--dtype", "--device", "--format", "--compiled"),
+                    "--cases", "--op", "-n", "--shape", "--dtype", "--device", "--format"),
          "--step times your own step, built by your factory, as text (other modes take steps later)"),
     Mode("--instructions", ("--no-instructions",), "--instructions and --no-instructions contradict each other",
          "keep one"),
@@ -71,6 +71,8 @@ MODES = (
     Mode("--load", ("--cases", "--op", "-n", "-m", "--json"), "--load prints a saved file",
          "drop {flags}, or drop --load to measure"),
     Mode("--instructions", ("-n", "-m", "--min-time"), "--instructions counts a fixed loop"),
+    Mode("--compiled", ("--batch",), "--step --compiled times one batch size (each would compile anew)",
+         "drop {flags}, or --compiled"),
     Mode("--compiled", ("--compare", "--load", "--instructions", "--no-instructions", "--write-budget",
                         "--check-budget", "--history", "--cells", "--plot"),
          "--compiled times eager and compiled in this process, on the CPU, one table"),

@@ -44,7 +44,8 @@ def test_a_flag_without_its_mode_is_refused_and_passes_beside_it(rule):
                                    ("--write-budget", "--seeds", "--cases", "--op"), ("--check-budget",),
                                    ("--history", "--cases", "--seeds"), ("--compare", "--no-instructions"),
                                    ("--compiled", "--cases", "--op", "--json", "--compile-backend", "--min-time"),
-                                   ("--step", "--batch", "-m", "--min-time", "--json")])
+                                   ("--step", "--batch", "-m", "--min-time", "--json"),
+                                   ("--step", "--compiled", "--compile-backend", "-m", "--json")])
 def test_the_commands_people_run_pass(flags):
     assert modes.refusal(_args(*flags)) is None
 

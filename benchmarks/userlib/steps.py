@@ -69,3 +69,8 @@ def mlp_int8(plain=False, batch=32):
         opt.step()
 
     return step
+
+
+def mlp_plain(plain=False, batch=32):
+    """2-layer MLP on plain tensors on both sides (an A/A: its overhead is noise), SGD"""
+    return _mlp(lambda w: w, True, batch)

@@ -1,5 +1,6 @@
-"""`bench.py --step pkg.module:factory [--batch N ...]`: its flags, and the run: both steps
-built, timed in alternation (at each batch size), then op by op and the closure at the first.
+"""`bench.py --step pkg.module:factory [--batch N ...] [--compiled]`: its flags, and the run:
+both steps built, timed in alternation (at each batch size), then op by op and the closure at
+the first; with --compiled, eager and compiled timed together instead (compiling.py).
 
 Everything runs in this process: a step's model, data and optimizer live where its factory
 built them. Nothing here imports torch at module level (cli.py reads these flags before torch). The flags that do not go with --step are refused in overrides/modes.py.
@@ -37,6 +38,8 @@ def run_step(args) -> int:
     from overrides.step.timing import DEFAULT_TIME_S, time_steps
 
     say = stderr_progress(args.quiet)
+    if args.compiled:
+        return _run_compiled(args, say)
     batches = list(dict.fromkeys(args.batch)) if args.batch else [None]
     find_factory(args.step, batches=args.batch is not None)  # refused before anything runs
     timings, first = [], None
@@ -57,4 +60,29 @@ def run_step(args) -> int:
                           what="--json")
         print(f"results written to {args.json}", file=sys.stderr)
     return 1 if any(t.drift for t in timings) else 0
+
+
+def _run_compiled(args, say) -> int:
+    """`--step --compiled`: the four figures (overrides/step/compiling.py); exit 0 where a
+    compile fails (a finding, said in one line), 1 where an eager step drifts."""
+    from overrides import environment
+    from overrides.compiled.command import check
+    from overrides.step import output
+    from overrides.step.compiling import time_eager_and_compiled
+    from overrides.step.factory import build_steps
+    from overrides.step.timing import DEFAULT_TIME_S
+
+    backend = check(args)
+    eager = build_steps(args.step)
+    result = time_eager_and_compiled(eager, build_steps(args.step), backend, args.min_time or DEFAULT_TIME_S,
+                                     args.threads, args.nrepreps, say)
+    report = output.StepReport(args.step, eager.description, (result.eager,), None, (), None, result)
+    for line in output.warnings(report.timings):
+        print(line, file=sys.stderr)
+    print(output.render(report), flush=True)
+    if args.json:
+        write_json_atomic(args.json, output.payload(report, environment.collect(args.threads).to_dict()),
+                          what="--json")
+        print(f"results written to {args.json}", file=sys.stderr)
+    return 1 if result.eager.drift else 0
 

@@ -13,6 +13,8 @@ import math
 from overrides.figures import json_figure, signed, whole
 from overrides.run_notes import spread_reason
 from overrides.step.closure import CLOSED_WITHIN, Closure
+from overrides.step.compiled_output import compiled_dict, compiled_lines
+from overrides.step.compiling import EagerAndCompiled
 from overrides.step.hooks import Captured
 from overrides.step.optable import OpRow, by_site
 from overrides.step.timing import NEGLIGIBLE_SHARE, StepTiming, falls_under
@@ -28,9 +30,10 @@ class StepReport:
     spec: str
     description: str
     timings: tuple[StepTiming, ...]
-    captured: Captured
+    captured: Captured | None  # None with --compiled: op by op and the closure are eager-only
     rows: tuple[OpRow, ...]
-    closure: Closure
+    closure: Closure | None
+    compiled: EagerAndCompiled | None = None  # --compiled: the four figures
 
 
 def _pct(value: float) -> str:
@@ -132,6 +135,8 @@ def render(report: StepReport) -> str:
     lines = [f"your step: {report.spec}{' (' + report.description + ')' if report.description else ''}{at}, "
              f"{first.threads} thread{'s' if first.threads > 1 else ''}"]
     lines += [f"drift: {line}" for t in report.timings for line in t.drift]
+    if report.compiled is not None:
+        return "\n".join(lines + compiled_lines(report.compiled))
     lines += step_table(first)
     lines += ["", "op by op: every call of your subclass's __torch_function__ / __torch_dispatch__ in one step, "
               "timed on the step's own operands as yours and as plain tensors"]
@@ -156,6 +161,10 @@ def _timing_dict(t: StepTiming) -> dict:
 
 def payload(report: StepReport, environment: dict) -> dict:
     c = report.closure
+    if c is None:
+        return {"schema": SCHEMA, "spec": report.spec, "description": report.description, "environment": environment,
+                "timings": [_timing_dict(t) for t in report.timings], "ops": [], "calls": [], "closure": None,
+                "compiled": compiled_dict(report.compiled) if report.compiled else None}
     return {"schema": SCHEMA, "spec": report.spec, "description": report.description, "environment": environment,
             "timings": [_timing_dict(t) for t in report.timings],
             "falls_under_batch": falls_under(list(report.timings)) if len(report.timings) > 1 else None,

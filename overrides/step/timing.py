@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Callable
+from typing import Callable, Sequence
 
 import torch
 
@@ -39,6 +39,11 @@ CALIBRATION_STEPS = 5  # the fastest of these (each step, after the probe's warm
 DEFAULT_TIME_S = 3.0  # of timing per step, both steps alternating: 6 s a batch size
 MIN_PAIRS = stats.MIN_TRUSTED_SAMPLES  # fewer and no interval means anything
 PROGRESS_EVERY_NS = 1_000_000_000
+# Eager and compiled steps taking turns (--step --compiled): the first step after the other
+# kind ran is slower, and not alike on both sides: an A/A of the same plain step four ways read
+# its second copy 1-3% faster eager and 1-4% compiled, in every run, whatever the order; with one
+# untimed step before each sample, within about 1%. Two eager steps alone need none (A/A +-0.4%).
+LEAD_STEP = True
 
 
 @dataclasses.dataclass(frozen=True)
@@ -88,7 +93,9 @@ class StepTiming:
                 if stats.too_spread(samples)]
 
 
-def _sample(step: Callable, steps: int) -> float:
+def _sample(step: Callable, steps: int, lead: bool = False) -> float:
+    if lead:
+        step()  # untimed: refills what the step before it (another kind of step) evicted
     started = clock_ns()
     for _ in range(steps):
         step()
@@ -109,12 +116,62 @@ def check_drift(pair: StepPair) -> list[str]:
     return plain_drift + subclass_drift
 
 
+def balanced_orders(count: int) -> tuple[tuple[int, ...], ...]:
+    """The orders of `count` steps' rounds, in turn, so that no step is favoured by its place.
+
+    Two steps: plain, yours, then yours, plain (each runs twice in a row at a round's turn, both
+    alike). More: a Williams design (a Latin square in which each step follows each other step
+    equally often; its mirror added for an odd count), since reversing the order of four steps
+    every other round runs the outer two twice in a row at the turns and the inner two never:
+    the same plain step at both ends read a 4-5% "overhead" (an A/A, Inductor, steps:mlp_plain)."""
+    if count <= 2:
+        return tuple(range(count)), tuple(reversed(range(count)))
+    first, low, high = [0], 1, count - 1
+    while len(first) < count:
+        first.append(low)
+        low += 1
+        if len(first) < count:
+            first.append(high)
+            high -= 1
+    rows = [tuple((place + shift) % count for place in first) for shift in range(count)]
+    return tuple(rows + ([row[::-1] for row in rows] if count % 2 else []))
+
+
+def alternate(steps: Sequence[Callable], time_s: float = DEFAULT_TIME_S, pairs: int | None = None,
+              progress: Callable[[str], None] | None = None, label: str = "",
+              what: str = "the plain step and yours",
+              lead: bool = False) -> tuple[tuple[int, ...], tuple[tuple[float, ...], ...]]:
+    """`steps` timed in alternation (in the orders of balanced_orders, in turn), `time_s` each or
+    `pairs` rounds: (steps a sample of each, each one's samples, per step), paired by position.
+    The caller has warmed them up and set the threads; see the module docstring for the method.
+    With `lead`, each sample follows one untimed step of its own (LEAD_STEP says why)."""
+    say = progress or (lambda message: None)
+    counts = tuple(steps_per_sample(step) for step in steps)
+    samples: list[list[float]] = [[] for _ in steps]
+    budget_ns = int(len(steps) * time_s * 1e9)
+    orders = balanced_orders(len(steps))
+    with paused_gc():
+        rounds_start = next_report = clock_ns()
+        while True:
+            for index in orders[len(samples[0]) % len(orders)]:
+                samples[index].append(_sample(steps[index], counts[index], lead))
+            now = clock_ns()
+            done = (len(samples[0]) >= pairs if pairs is not None
+                    else now - rounds_start >= budget_ns and len(samples[0]) >= MIN_PAIRS)
+            if done or now >= next_report:
+                say(f"{label}: timing {what} in alternation, {' and '.join(map(str, counts))} steps a sample: "
+                    f"{len(samples[0])} rounds")
+                next_report = now + PROGRESS_EVERY_NS
+            if done:
+                return counts, tuple(tuple(s) for s in samples)
+
+
 def time_steps(pair: StepPair, time_s: float = DEFAULT_TIME_S, threads: int = 1,
                pairs: int | None = None, progress: Callable[[str], None] | None = None) -> StepTiming:
     """Time both steps of `pair` in alternation for `time_s` each (or `pairs` rounds), after
     the drift probe; see the module docstring for the method."""
     say = progress or (lambda message: None)
-    label = pair.spec + (f" at batch {pair.batch}" if pair.batch is not None else "")
+    label = step_label(pair)
     previous_threads = torch.get_num_threads()
     torch.set_num_threads(threads)
     started = clock_ns()
@@ -123,29 +180,15 @@ def time_steps(pair: StepPair, time_s: float = DEFAULT_TIME_S, threads: int = 1,
         drifts = check_drift(pair)
         for line in drifts:
             say(line)
-        steps = (steps_per_sample(pair.plain), steps_per_sample(pair.subclass))
-        plain: list[float] = []
-        subclass: list[float] = []
-        budget_ns = int(2 * time_s * 1e9)
-        with paused_gc():
-            rounds_start = next_report = clock_ns()
-            while True:
-                order = ((pair.plain, plain, steps[0]), (pair.subclass, subclass, steps[1]))
-                for step, samples, count in (order if len(plain) % 2 == 0 else order[::-1]):
-                    samples.append(_sample(step, count))
-                now = clock_ns()
-                done = (len(plain) >= pairs if pairs is not None
-                        else now - rounds_start >= budget_ns and len(plain) >= MIN_PAIRS)
-                if done or now >= next_report:
-                    say(f"{label}: timing the plain step and yours in alternation, {steps[0]} and {steps[1]} steps a sample: "
-                        f"{len(plain)} pairs")
-                    next_report = now + PROGRESS_EVERY_NS
-                if done:
-                    break
+        steps, (plain, subclass) = alternate((pair.plain, pair.subclass), time_s, pairs, say, label)
     finally:
         torch.set_num_threads(previous_threads)
-    return StepTiming(pair.spec, pair.batch, steps, tuple(plain), tuple(subclass), tuple(drifts), threads,
+    return StepTiming(pair.spec, pair.batch, steps, plain, subclass, tuple(drifts), threads,
                       (clock_ns() - started) / 1e9)
+
+
+def step_label(pair: StepPair) -> str:
+    return pair.spec + (f" at batch {pair.batch}" if pair.batch is not None else "")
 
 
 # The share under which a subclass no longer matters to a step (fastai's question, issue 48).

@@ -1,0 +1,170 @@
+"""`bench.py --step ... --compiled`: your step eager and under torch.compile, plain and yours.
+
+Real torch.compile on real steps: `steps:mlp_int8` (the int8 wrapper subclass, which compiles),
+`steps:mlp` (the metadata subclass, whose compiled step fails inside AOTAutograd), a step whose
+`__torch_function__` prints (a graph break at that line), and the same plain step on both sides
+(the A/A). Dynamo's records and the timing are the point, so these compile with `aot_eager` (a
+second or two a side); Inductor (~35 s a step here) runs in the one slow test.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from conftest import ROOT
+
+BACKEND = "aot_eager"
+MODULE = "compiledsteps"  # a name of its own: test_step.py's steptest has other steps
+PAIRS = 40  # rounds of the four steps: enough for an interval, a few seconds on a loaded machine
+
+STEPS_MODULE = '''
+import io
+import torch
+import torch.nn.functional as F
+
+SINK = io.StringIO()  # where Loud prints: the print is the graph break, not its text
+
+
+class Loud(torch.Tensor):
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        print("calling", func, file=SINK)  # the graph break
+        return super().__torch_function__(func, types, args, kwargs or {})
+
+
+def _step(cls, plain):
+    torch.manual_seed(0)
+    w = torch.randn(8, 8) * 0.1
+    if cls is not None and not plain:
+        w = w.as_subclass(cls)
+    w.requires_grad_()
+    x = torch.randn(4, 8)
+    opt = torch.optim.SGD([w], lr=0.01)
+
+    def step():
+        opt.zero_grad()
+        loss = F.linear(x, w).square().sum()
+        loss.backward()
+        opt.step()
+
+    return step
+
+
+def loud(plain=False):
+    return _step(Loud, plain)
+
+
+def same(plain=False):
+    """the same plain step on both sides: an A/A"""
+    return _step(None, plain)
+'''
+
+
+@pytest.fixture
+def user_folder(tmp_path, monkeypatch):
+    """benchmarks/userlib and this test's steps (compiledsteps.py), in a folder of the user's own."""
+    folder = tmp_path / "lib"
+    shutil.copytree(os.path.join(ROOT, "benchmarks", "userlib"), folder)
+    (folder / f"{MODULE}.py").write_text(STEPS_MODULE)
+    monkeypatch.chdir(folder)
+    # this folder's modules, not a folder's of an earlier test (the tool appends the user's folder to sys.path)
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    for name in (MODULE, "steps", "units", "units_fast", "scaled"):
+        monkeypatch.delitem(sys.modules, name, raising=False)
+    return folder
+
+
+def _bench_here(folder, *args, timeout=600):
+    return subprocess.run([sys.executable, os.path.join(ROOT, "bench.py"), *args], cwd=folder,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def _rows(stdout: str) -> dict[str, list[str]]:
+    """The four-figure table's `plain twin` and `yours` rows, split into cells."""
+    return {cells[0]: cells for cells in (line.split() for line in stdout.splitlines())
+            if cells[:2] == ["plain", "twin"] or (cells[:1] == ["yours"] and cells[1:2] != ["-"])}
+
+
+def _timed(spec: str):
+    from overrides.step.compiling import time_eager_and_compiled
+    from overrides.step.factory import build_steps
+
+    return time_eager_and_compiled(build_steps(spec), build_steps(spec), BACKEND, pairs=PAIRS)
+
+
+def test_a_step_that_compiles_gives_four_figures_what_compile_removed_and_what_stays(user_folder):
+    result = _timed("steps:mlp_int8")
+    kinds = ("eager plain", "eager yours", "compiled plain", "compiled yours")
+    assert all(len(result.samples(kind)) == PAIRS and result.step_ns(kind) > 0 for kind in kinds)
+    assert result.plain_compile.ok and result.subclass_compile.ok
+    assert result.plain_compile.compile_s > 0 and result.subclass_compile.compile_s > 0
+    # each side compiled after a reset: the other side's cache entries are no recompile of yours
+    assert result.plain_compile.recompiles == () and result.subclass_compile.recompiles == ()
+    eager, stays, removed = result.eager_overhead, result.stays, result.removed
+    assert eager.value_ns > 0  # the wrapper dequantizes on every op, eager
+    assert removed.value_ns == pytest.approx(eager.value_ns - stays.value_ns)
+    for estimate in (eager, stays, removed):
+        assert estimate.low_ns < estimate.value_ns < estimate.high_ns
+    assert not result.eager.drift and result.compiled_while_timing == 0
+
+
+def test_the_same_plain_step_on_both_sides_leaves_nothing_compiled_or_eager(user_folder):
+    result = _timed(f"{MODULE}:same")
+    assert result.step_ns("eager plain") > 0 and result.step_ns("compiled plain") > 0
+    # an A/A: what stays and the eager overhead are noise, a small share of a step
+    assert abs(result.stays.value_ns) < 0.15 * result.step_ns("compiled plain"), result.stays
+    assert abs(result.eager_overhead.value_ns) < 0.15 * result.step_ns("eager plain"), result.eager_overhead
+
+
+def test_a_print_in_your_torch_function_breaks_the_graph_at_its_line(user_folder):
+    from overrides.step.compiling import compile_pair
+    from overrides.step.factory import build_steps
+
+    printed_at = next(number for number, line in enumerate(STEPS_MODULE.splitlines(), 1) if "# the graph break" in line)
+    compiled = compile_pair(build_steps(f"{MODULE}:loud"), BACKEND)
+    assert compiled.plain is not None and compiled.plain_compile.ok
+    places = {b.place: b for b in compiled.subclass_compile.breaks}
+    assert f"{MODULE}.py:{printed_at} in __torch_function__" in places, places
+    assert "`print`" in places[f"{MODULE}.py:{printed_at} in __torch_function__"].explanation
+    assert not any("__torch_function__" in b.place for b in compiled.plain_compile.breaks)
+
+
+def test_bench_py_says_a_failing_compile_in_one_line_and_keeps_the_eager_figures(user_folder):
+    out = _bench_here(user_folder, "--step", "steps:mlp", "--compiled", "--compile-backend", BACKEND,
+                      "-m", "30", "--json", "run.json", "-q")
+    assert out.returncode == 0, out.stderr
+    assert "Traceback" not in out.stdout + out.stderr
+    rows = _rows(out.stdout)
+    assert rows["plain"][2].replace(",", "").isdigit() and rows["plain"][4].replace(",", "").isdigit()
+    assert rows["yours"][1].replace(",", "").isdigit() and rows["yours"][3] == "failed"
+    failed = [line for line in out.stdout.splitlines() if "failed" in line and "what compile did, yours" in line]
+    assert len(failed) == 1 and "TypeError: Multiple dispatch failed" in failed[0], out.stdout
+    assert "in the compiled graph" in failed[0] and "its eager figures stand" in failed[0]
+    assert "op by op and the closure: not with --compiled" in out.stdout
+    with open(user_folder / "run.json", encoding="utf-8") as src:
+        saved = json.load(src)["compiled"]
+    assert saved["backend"] == BACKEND and saved["compile"]["subclass"]["failure"]["error"] == "TypeError"
+    assert len(saved["figures"]["eager yours"]["samples_ns"]) == 30 and saved["figures"]["compiled yours"]["samples_ns"] == []
+    assert saved["eager_overhead"]["ns"] > 0 and saved["stays"] is None
+
+
+def test_step_compiled_with_batch_is_refused_in_one_line_with_exit_2(user_folder):
+    out = _bench_here(user_folder, "--step", "steps:mlp", "--compiled", "--batch", "8", "32")
+    assert out.returncode == 2 and len(out.stderr.strip().splitlines()) == 1, out.stderr
+    assert "--step --compiled times one batch size" in out.stderr and "drop --batch" in out.stderr
+
+
+@pytest.mark.slow
+def test_bench_py_step_compiled_with_inductor_times_all_four(user_folder):
+    out = _bench_here(user_folder, "--step", "steps:mlp_int8", "--compiled", "-m", "20", "-q", timeout=900)
+    assert out.returncode == 0, out.stderr
+    assert "backend='inductor'" in out.stdout and "compile removed" in out.stdout
+    rows = _rows(out.stdout)
+    assert all(rows["plain"][i].replace(",", "").isdigit() for i in (2, 4))
+    assert all(rows["yours"][i].replace(",", "").isdigit() for i in (1, 3))
