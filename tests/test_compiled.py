@@ -228,3 +228,15 @@ def test_bench_compiled_with_inductor_times_all_four_on_a_subclass_that_compiles
     assert "failed" not in row and "backend='inductor'" in out.stdout
     figures = [int(cell.replace(",", "")) for cell in row.split()[1:6] if cell.replace(",", "").lstrip("+-").isdigit()]
     assert len(figures) == 5 and all(figures[i] > 0 for i in (0, 1, 3, 4))
+
+
+def test_a_frame_of_the_standard_library_is_not_your_code(tmp_path):
+    import functools
+
+    from overrides.compiled.dynamo import _yours
+
+    assert not _yours(functools.__file__)
+    assert not _yours(torch.__file__)
+    mine = tmp_path / "mine.py"
+    mine.write_text("x = 1\n")
+    assert _yours(str(mine))

@@ -15,7 +15,7 @@ from collections import Counter
 
 import pytest
 
-from conftest import ROOT, run_tool
+from conftest import ROOT
 
 SPIN_NS = 200_000  # each __torch_function__ call of Spinning busy-waits this long
 

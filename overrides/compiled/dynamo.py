@@ -28,6 +28,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import logging
+import functools
 import os
 import re
 import time
@@ -189,9 +190,20 @@ def _torch_folder() -> str:
     return os.path.dirname(os.path.realpath(torch.__file__)) + os.sep
 
 
+@functools.lru_cache(maxsize=1)
+def _not_yours() -> tuple[str, ...]:
+    """Folders whose files are nobody's own code: torch's, and Python's standard library (a
+    failure inside `functools.py` was once named as the user's line)."""
+    import sysconfig
+
+    paths = sysconfig.get_paths()
+    return (_torch_folder(), *{os.path.realpath(paths[key]) + os.sep for key in ("stdlib", "platstdlib")})
+
+
 def _yours(filename: str) -> bool:
-    """A frame of your code: not torch's, not Python's own (`<frozen ...>`)."""
-    return not os.path.realpath(filename).startswith(_torch_folder()) and not filename.startswith("<frozen")
+    """A frame of your code: not torch's, not the standard library's, not Python's own
+    (`<frozen ...>`)."""
+    return not os.path.realpath(filename).startswith(_not_yours()) and not filename.startswith("<")
 
 
 def _short(filename: str) -> str:
