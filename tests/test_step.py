@@ -138,14 +138,15 @@ def test_each_op_of_a_spinning_subclass_costs_the_spin_more_a_call(user_folder):
     from overrides.step.optable import price_ops, table_sum_ns
 
     pair = build_steps("steptest:spinning")
-    # 0.15 s a target and a band of 0.75-1.75 spins: at 0.05 s one op read outside 0.9-1.5 in a
-    # full suite run on two workers beside another CPU-bound run; one spin more or less is still
-    # out of the band.
+    # Each op pays at least the spin (the claim), and not wildly more. The band's top is loose: the
+    # spin waits on the wall clock, and beside a CPU hog on each core and a second test worker
+    # most 1-ms samples were preempted, reading 1.3-2.5 spins (make test-busy); at 0.05 s a target
+    # one op read under 0.9 once beside another run.
     rows = price_ops(capture_step(pair.subclass, pair.user_dir), time_s=0.15)
     priced = [r for r in rows if not r.not_applicable]
     assert not [r.op for r in rows if r.not_applicable]
     assert {r.signature for r in rows if r.op == "torch.Tensor.backward"} == {"f32[] as a leaf"}
-    assert priced and all(0.75 * SPIN_NS <= r.overhead_ns <= 1.75 * SPIN_NS for r in priced), \
+    assert priced and all(0.75 * SPIN_NS <= r.overhead_ns <= 4 * SPIN_NS for r in priced), \
         [(r.op, r.overhead_ns) for r in priced]
     assert [r.cost_ns for r in priced] == sorted((r.cost_ns for r in priced), reverse=True)
     assert table_sum_ns(rows) == pytest.approx(sum(r.calls * r.overhead_ns for r in priced))
