@@ -187,7 +187,7 @@ def test_bench_compiled_keeps_eager_figures_where_compile_fails_and_names_a_brea
     assert out.returncode == 0, out.stderr
     assert "Traceback" not in out.stdout + out.stderr
     rows = {line.split()[0]: line for line in out.stdout.splitlines() if line.startswith(("units:pair", "chatty:pair"))}
-    units_cells = rows["units:pair"].split()
+    units_cells = [cell for cell in rows["units:pair"].split() if cell != "!"]  # "!": too spread, under load
     assert units_cells[1].replace(",", "").isdigit() and units_cells[2].replace(",", "").isdigit()  # eager kept
     assert "failed [1]" in rows["units:pair"]
     failed = [line for line in out.stdout.splitlines() if line.startswith("[1] ")]
@@ -226,7 +226,8 @@ def test_bench_compiled_with_inductor_times_all_four_on_a_subclass_that_compiles
     assert out.returncode == 0, out.stderr
     row = next(line for line in out.stdout.splitlines() if line.startswith("SubTensor"))
     assert "failed" not in row and "backend='inductor'" in out.stdout
-    figures = [int(cell.replace(",", "")) for cell in row.split()[1:6] if cell.replace(",", "").lstrip("+-").isdigit()]
+    cells = [cell for cell in row.split() if cell != "!"]  # "!": a figure too spread, under load
+    figures = [int(cell.replace(",", "")) for cell in cells[1:6] if cell.replace(",", "").lstrip("+-").isdigit()]
     assert len(figures) == 5 and all(figures[i] > 0 for i in (0, 1, 3, 4))
 
 

@@ -105,7 +105,11 @@ def test_a_step_that_compiles_gives_four_figures_what_compile_removed_and_what_s
     assert result.plain_compile.ok and result.subclass_compile.ok
     assert result.plain_compile.compile_s > 0 and result.subclass_compile.compile_s > 0
     # each side compiled after a reset: the other side's cache entries are no recompile of yours
-    assert result.plain_compile.recompiles == () and result.subclass_compile.recompiles == ()
+    # (the plain side, compiled alone, has none). torch 2.14 recompiles the int8 wrapper's own
+    # code for its second weight's shape ("tensor 'qdata' size mismatch ..."), 2.13 does not:
+    # whatever yours has is said with its reason.
+    assert result.plain_compile.recompiles == ()
+    assert all(isinstance(reason, str) and reason for reason in result.subclass_compile.recompiles)
     eager, stays, removed = result.eager_overhead, result.stays, result.removed
     assert eager.value_ns > 0  # the wrapper dequantizes on every op, eager
     assert removed.value_ns == pytest.approx(eager.value_ns - stays.value_ns)
