@@ -29,7 +29,6 @@ def add_arguments(parser) -> None:
 
 def run_step(args) -> int:
     """The whole of `--step`: exit 0, or 1 where a step drifts (its figures mix steps)."""
-    from overrides import environment
     from overrides.step import output
     from overrides.step.closure import close
     from overrides.step.factory import build_steps, find_factory
@@ -51,21 +50,13 @@ def run_step(args) -> int:
     captured = capture_step(first.subclass, first.user_dir)
     rows = price_ops(captured, threads=args.threads, progress=say)
     closure = close(timings[0].overhead_ns, timings[0].overhead_ci_ns, rows, first.plain, first.subclass)
-    report = output.StepReport(args.step, first.description, tuple(timings), captured, rows, closure)
-    for line in output.warnings(report.timings):
-        print(line, file=sys.stderr)
-    print(output.render(report), flush=True)
-    if args.json:
-        write_json_atomic(args.json, output.payload(report, environment.collect(args.threads).to_dict()),
-                          what="--json")
-        print(f"results written to {args.json}", file=sys.stderr)
+    _show(args, output.StepReport(args.step, first.description, tuple(timings), captured, rows, closure))
     return 1 if any(t.drift for t in timings) else 0
 
 
 def _run_compiled(args, say) -> int:
     """`--step --compiled`: the four figures (overrides/step/compiling.py); exit 0 where a
     compile fails (a finding, said in one line), 1 where an eager step drifts."""
-    from overrides import environment
     from overrides.compiled.command import check
     from overrides.step import output
     from overrides.step.compiling import time_eager_and_compiled
@@ -76,7 +67,15 @@ def _run_compiled(args, say) -> int:
     eager = build_steps(args.step)
     result = time_eager_and_compiled(eager, build_steps(args.step), backend, args.min_time or DEFAULT_TIME_S,
                                      args.threads, args.nrepreps, say)
-    report = output.StepReport(args.step, eager.description, (result.eager,), None, (), None, result)
+    _show(args, output.StepReport(args.step, eager.description, (result.eager,), None, (), None, result))
+    return 1 if result.eager.drift else 0
+
+
+def _show(args, report) -> None:
+    """A step's report: its warnings on stderr, its table on stdout, its JSON where asked."""
+    from overrides import environment
+    from overrides.step import output
+
     for line in output.warnings(report.timings):
         print(line, file=sys.stderr)
     print(output.render(report), flush=True)
@@ -84,5 +83,4 @@ def _run_compiled(args, say) -> int:
         write_json_atomic(args.json, output.payload(report, environment.collect(args.threads).to_dict()),
                           what="--json")
         print(f"results written to {args.json}", file=sys.stderr)
-    return 1 if result.eager.drift else 0
 
