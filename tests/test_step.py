@@ -198,6 +198,8 @@ def _bench_here(folder, *args, timeout=300):
     (("--step", "steptest:same", "--batch", "8"), "same() takes no `batch` keyword"),
     (("--batch", "8"), "--batch sweeps your step's batch size; add --step"),
     (("--step", "steptest:same", "--compare", "a", "b"), "--step times your own step"),
+    (("--step", "steptest:nosuch"), "step 'steptest:nosuch': module steptest has no attribute 'nosuch'; "
+                                    "name a factory taking plain= that returns one step"),
 ])
 def test_a_step_asked_wrong_is_refused_in_one_line_with_exit_2(user_folder, args, said):
     out = _bench_here(user_folder, *args)

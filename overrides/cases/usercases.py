@@ -54,7 +54,7 @@ def defines_torch_dispatch(cls: type) -> bool:
                if klass not in (torch.Tensor, torch._C.TensorBase))
 
 
-def import_module(spec: str, module_name: str):
+def import_module(spec: str, module_name: str, what: str = "case"):
     # `python bench.py` puts the checkout on sys.path, not the directory it is run from; a user
     # naming `mymodule:MyTensor` means the module beside them. Their directory goes at the END
     # of sys.path: run from a PyTorch checkout, a `torch/` folder there must not shadow the
@@ -67,23 +67,28 @@ def import_module(spec: str, module_name: str):
     except ModuleNotFoundError as exc:
         if exc.name and module_name.startswith(exc.name):
             raise UsageError(
-                f"case {spec!r}: no module named {exc.name!r}; the module must be importable "
+                f"{what} {spec!r}: no module named {exc.name!r}; the module must be importable "
                 "from the current directory or PYTHONPATH") from None
-        raise UsageError(f"case {spec!r}: importing {module_name} failed: {exc}") from None
+        raise UsageError(f"{what} {spec!r}: importing {module_name} failed: {exc}") from None
     except Exception as exc:  # the user's module raised while importing
         raise UsageError(
-            f"case {spec!r}: importing {module_name} raised {type(exc).__name__}: {exc}") from None
+            f"{what} {spec!r}: importing {module_name} raised {type(exc).__name__}: {exc}") from None
 
 
-def lookup(spec: str, module, module_name: str, attribute: str):
+# What a `pkg.module:factory` names, for a message: a case's (the default), or a step's.
+CASE_EXPECTED = "a Tensor subclass or a zero-argument factory"
+
+
+def lookup(spec: str, module, module_name: str, attribute: str, what: str = "case",
+           expected: str = CASE_EXPECTED):
     value = module
     for part in attribute.split("."):
         try:
             value = getattr(value, part)
         except AttributeError:
             raise UsageError(
-                f"case {spec!r}: module {module_name} has no attribute {attribute!r}; "
-                f"name a Tensor subclass or a zero-argument factory as {SPEC_FORM}") from None
+                f"{what} {spec!r}: module {module_name} has no attribute {attribute!r}; "
+                f"name {expected} as {SPEC_FORM}") from None
     return value
 
 

@@ -48,8 +48,9 @@ def find_factory(spec: str, batches: bool = False) -> tuple[Callable, object]:
     """(the factory, its module) for `spec`; a UsageError where it cannot be asked for both
     steps (no `plain` keyword) or, with `batches`, has no `batch` keyword."""
     module_name, attribute = split_user_spec(spec)
-    module = import_module(spec, module_name)
-    factory = lookup(spec, module, module_name, attribute)
+    module = import_module(spec, module_name, what="step")
+    factory = lookup(spec, module, module_name, attribute, what="step",
+                     expected="a factory taking plain= that returns one step")
     if not callable(factory) or isinstance(factory, type):
         raise UsageError(f"--step {spec}: {attribute} is not a function; name a factory as {SPEC_FORM}: "
                          f"{FACTORY_FORM}")
