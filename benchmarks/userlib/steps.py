@@ -1,11 +1,12 @@
 """Training steps as a subclass author would write them, for `bench.py --step`: a 2-layer MLP
 (batch 32, width 256), forward, backward and an SGD update, with its weights as `units.py`'s
 metadata subclass (`mlp`, `mlp_fast` with units_fast.py) or as `scaled.py`'s int8 wrapper
-subclass (`mlp_int8`), and each one's plain twin (`plain=True`: the same step on plain
-tensors)."""
+subclass (`mlp_int8`); a small CNN whose inputs are fastai-style `images.py` subclasses (`cnn`,
+on any device); and each one's plain twin (`plain=True`: the same step on plain tensors)."""
 import torch
 import torch.nn.functional as F
 
+import images
 import scaled
 import units
 import units_fast
@@ -74,3 +75,37 @@ def mlp_int8(plain=False, batch=32):
 def mlp_plain(plain=False, batch=32):
     """2-layer MLP on plain tensors on both sides (an A/A: its overhead is noise), SGD"""
     return _mlp(lambda w: w, True, batch)
+
+
+class SmallCNN(torch.nn.Module):
+    """Two convolutions and a linear layer: ~40 kernels a step, small enough to be host-bound."""
+
+    def __init__(self):
+        super().__init__()
+        self.c1 = torch.nn.Conv2d(3, 16, 3, padding=1)
+        self.c2 = torch.nn.Conv2d(16, 32, 3, padding=1, stride=2)
+        self.fc = torch.nn.Linear(32, CLASSES)
+
+    def forward(self, x):
+        x = F.relu(self.c1(x))
+        x = F.relu(self.c2(x))
+        return self.fc(F.adaptive_avg_pool2d(x, 1).flatten(1))
+
+
+def cnn(plain=False, batch=16, device="cpu"):
+    """small CNN (32x32 RGB), inputs as fastai-style TensorImage/TensorCategory (images.py), cross-entropy, SGD"""
+    torch.manual_seed(0)
+    model = SmallCNN().to(device)
+    opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+    x = torch.randn(batch, 3, 32, 32, device=device)
+    y = torch.randint(0, CLASSES, (batch,), device=device)
+    if not plain:
+        x, y = images.image(x, (32, 32)), images.category(y)
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+
+    return step
