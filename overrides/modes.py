@@ -56,7 +56,7 @@ class Mode:
 # In the order they are checked: the first rule broken is the one said.
 MODES = (
     Mode("--step", ("--compare", "--load", "--instructions", "--write-budget", "--check-budget", "--history",
-                    "--cases", "--op", "-n", "--shape", "--dtype", "--device", "--format"),
+                    "--cases", "--op", "-n", "--shape", "--dtype", "--format"),
          "--step times your own step, built by your factory, as text (other modes take steps later)"),
     Mode("--instructions", ("--no-instructions",), "--instructions and --no-instructions contradict each other",
          "keep one"),

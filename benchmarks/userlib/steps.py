@@ -109,3 +109,8 @@ def cnn(plain=False, batch=16, device="cpu"):
         opt.step()
 
     return step
+
+
+def cnn_plain(plain=False, batch=16, device="cpu"):
+    """small CNN on plain inputs on both sides (an A/A), cross-entropy, SGD"""
+    return cnn(True, batch, device)
