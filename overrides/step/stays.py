@@ -55,7 +55,9 @@ class Stays:
     plain_bytecodes: float
     subclass_bytecodes: float
     by_owner: tuple[tuple[str, float, float], ...]  # (owner, calls, bytecodes) added a step, largest first
-    functions: tuple[tuple[str, str, float], ...]  # (function, owner, calls added a step), most first
+    # (function, owner, calls added a step), most first: the SHOWN_FUNCTIONS adding most, and every
+    # one of yours that adds calls (what you can change)
+    functions: tuple[tuple[str, str, float], ...]
     bytecodes_counted: bool
     compiled_while_counting: int = 0  # frames compiled under the counter: then these are not a step's
 
@@ -132,7 +134,8 @@ def count_stays(plain: Callable[[], object], subclass: Callable[[], object], use
             added.append((name, owner, more_calls))
     owners = tuple(sorted(((owner, c, b) for owner, (c, b) in by_owner.items() if c or b),
                           key=lambda row: (-abs(row[2]), -abs(row[1]))))
-    functions = tuple(sorted(added, key=lambda row: (-row[2], row[0]))[:SHOWN_FUNCTIONS])
+    ranked = sorted(added, key=lambda row: (-row[2], row[0]))
+    functions = tuple(row for index, row in enumerate(ranked) if index < SHOWN_FUNCTIONS or row[1] == YOURS)
     return Stays(steps, sum(plain_calls.values()) / steps, sum(calls.values()) / steps,
                  sum(plain_bytecodes.values()) / steps, sum(bytecodes.values()) / steps,
                  owners, functions, counted and counted_again, compiled)
