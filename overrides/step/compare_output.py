@@ -172,7 +172,8 @@ def payload(report: StepCompareReport, environment: dict) -> dict:
             "ops": [{"kind": ch.row.kind, "op": ch.row.op, "operands": ch.row.signature,
                      "base": _row_dict(ch.base), "branch": _row_dict(ch.branch),
                      "change_ns": json_figure(ch.change_ns), "change_ci_ns": [json_figure(v) for v in ch.change_ci_ns],
-                     "step_change_ns": json_figure(ch.step_change_ns)} for ch in report.ops],
+                     "step_change_ns": json_figure(ch.step_change_ns),
+                     "step_change_ci_ns": [json_figure(v) for v in ch.step_change_ci_ns]} for ch in report.ops],
             "ops_change": {"ns": json_figure(total), "ci_ns": [json_figure(v) for v in ends]},
             "calls": {which: [dataclasses.asdict(call) for call in captured.calls]
                       for which, captured in zip(("base", "branch"), report.captured)},

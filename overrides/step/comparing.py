@@ -172,6 +172,22 @@ class OpChange:
                 return math.nan
         return costs[1] - costs[0]
 
+    @property
+    def step_change_ci_ns(self) -> tuple[float, float]:
+        """step_change_ns's interval: its calls x change_ci_ns where both versions call it as
+        often (one plain twin: its error cancels), else each version's calls x its overhead's
+        interval, the branch's less the base's."""
+        if math.isnan(self.step_change_ns):
+            return (math.nan, math.nan)
+        if self.base is not None and self.branch is not None and self.base.calls == self.branch.calls:
+            return (self.base.calls * self.change_ci_ns[0], self.base.calls * self.change_ci_ns[1])
+        low = high = 0.0
+        for row, sign in ((self.branch, 1), (self.base, -1)):
+            if row is not None:
+                ends = sorted((sign * row.calls * row.overhead_ci_ns[0], sign * row.calls * row.overhead_ci_ns[1]))
+                low, high = low + ends[0], high + ends[1]
+        return (low, high)
+
 
 def join_ops(base_rows: tuple[OpRow, ...], branch_rows: tuple[OpRow, ...]) -> tuple[OpChange, ...]:
     """Each op of either version beside the other's, the largest change a step first (either
@@ -185,17 +201,8 @@ def join_ops(base_rows: tuple[OpRow, ...], branch_rows: tuple[OpRow, ...]) -> tu
 
 
 def ops_change(changes: tuple[OpChange, ...]) -> tuple[float, tuple[float, float]]:
-    """What the priced ops' changes add up to a step, and its interval (each op's calls x its
-    overhead's interval, added, per version: the op table's sum, branch less base)."""
-    total = sum(c.step_change_ns for c in changes if not math.isnan(c.step_change_ns))
-    low = high = 0.0
-    for change in changes:
-        if math.isnan(change.step_change_ns):
-            continue
-        for row, sign in ((change.branch, 1), (change.base, -1)):
-            if row is None:
-                continue
-            ends = (row.calls * row.overhead_ci_ns[0], row.calls * row.overhead_ci_ns[1])
-            low += ends[0] if sign > 0 else -ends[1]
-            high += ends[1] if sign > 0 else -ends[0]
-    return total, (low, high)
+    """What the priced ops' changes add up to a step, and its interval (each op's, added: no
+    op's error offsets another's, as the op table's sum)."""
+    priced = [c for c in changes if not math.isnan(c.step_change_ns)]
+    return (sum(c.step_change_ns for c in priced), (sum(c.step_change_ci_ns[0] for c in priced),
+                                                    sum(c.step_change_ci_ns[1] for c in priced)))
