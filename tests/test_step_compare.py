@@ -199,3 +199,22 @@ def test_bench_py_compares_two_steps_op_by_op_and_writes_the_json(user_folder):
     assert all(0.75 * WAIT_NS <= op["change_ns"] <= 4 * WAIT_NS for op in priced), \
         [(op["op"], op["change_ns"]) for op in priced]
     assert all(op["base"]["calls"] == op["branch"]["calls"] for op in priced)
+
+
+def test_an_undecided_change_is_timed_again_and_a_clear_one_is_not():
+    from overrides.step.comparing import StepComparison
+
+    def compared(base, branch):
+        steady = tuple(100_000.0 + i for i in range(200))
+        return StepComparison("a:f", "b:f", None, (1, 1, 1), steady, base, branch, (), 1, 1.0)
+
+    floor = tuple(100_000.0 + 10 * i for i in range(200))  # p2 ~100,040, known to within a few hundred ns
+    clear = compared(floor, tuple(v + 20_000 for v in floor))
+    assert clear.decided_early and clear.change_ns == pytest.approx(20_000)
+    same = compared(floor, floor)
+    assert same.decided_early and same.change_ns == 0  # its 99% interval well within 0.75% of the step
+    spread = tuple(100_000.0 + 2_000 * i for i in range(200))  # p2 known only to within +-4,000 ns
+    undecided = compared(spread, spread)
+    assert not undecided.decided_early
+    low, high = undecided.change_ci_ns(0.99)
+    assert low < -undecided.threshold and high > undecided.threshold

@@ -18,6 +18,8 @@ Why this way:
 - The change's interval is the two headlines' intervals combined (stats.headline_difference,
   as `--step --compiled`'s), its 99% one for "no change" (verdicts.NO_CHANGE_CONFIDENCE), so
   the verdict means what `--compare`'s means.
+- Undecided after `time_s` a step, the three are timed again, up to MAX_STRETCHES, and pooled:
+  a clear change stops at once, an A/A gets the time its "no change" needs (as `--compare`).
 - One plain twin, the base's: the branch is a new version of your subclass, not of your model,
   so both overheads are against one baseline, and a third step fewer keeps the samples many.
 """
@@ -36,7 +38,15 @@ from overrides.step import drift
 from overrides.step.factory import StepPair
 from overrides.step.optable import OpRow
 from overrides.step.timing import DEFAULT_TIME_S, SAME_COUNT, StepTiming, alternate, step_label
-from overrides.verdicts import DEFAULT_THRESHOLD_NS, DEFAULT_THRESHOLD_PCT, NO_CHANGE_CONFIDENCE, judge, threshold_for
+from overrides.figures import signed, whole
+from overrides.verdicts import (DECIDED, DEFAULT_THRESHOLD_NS, DEFAULT_THRESHOLD_PCT, NO_CHANGE_CONFIDENCE, judge,
+                                threshold_for)
+
+# Stretches of `time_s` a step at most: more are timed while the change is undecided (its 99%
+# interval straddles the threshold), as `--compare` adds pairs until every case is decided. On a
+# loaded machine the headlines' intervals widen; an A/A at 3 s a step read "no change" 5/10 at
+# load ~4 (benchmarks/README.md, "Two versions of your step").
+MAX_STRETCHES = 3
 
 
 @dataclasses.dataclass(frozen=True)
@@ -86,6 +96,14 @@ class StepComparison:
     def verdict(self) -> str:
         return judge(self.change_ns, self.change_ci_ns(), self.threshold, self.change_ci_ns(NO_CHANGE_CONFIDENCE))
 
+    @property
+    def decided_early(self) -> bool:
+        """Decided as sure as an early stop of `--compare` must be: a regression or improvement
+        at 99%, as "no change" always is (checking after each stretch would otherwise find a
+        change by chance more often than the 95% interval says)."""
+        ci99 = self.change_ci_ns(NO_CHANGE_CONFIDENCE)
+        return judge(self.change_ns, ci99, self.threshold, ci99) in DECIDED
+
     def timing(self, which: str) -> StepTiming:
         """`base` or `branch` against the plain twin, as `--step` shows a step: its overhead and share."""
         samples, spec, count = ((self.base_ns, self.base, self.steps_per_sample[1]) if which == "base"
@@ -119,13 +137,22 @@ def compare_steps(base: StepPair, branch: StepPair, time_s: float = DEFAULT_TIME
         drifts = check_drift(base, branch)
         for line in drifts:
             say(line)
-        counts, (plain, mine, theirs) = alternate((base.plain, base.subclass, branch.subclass), time_s, pairs,
-                                                  say, label, what="the plain twin, the base and the branch",
-                                                  same_count=SAME_COUNT)
+        steps, counts, samples = (base.plain, base.subclass, branch.subclass), None, ((), (), ())
+        for stretch in range(1 if pairs is not None else MAX_STRETCHES):
+            counts, more = alternate(steps, time_s, pairs, say, label, what="the plain twin, the base and the branch",
+                                     same_count=SAME_COUNT, counts=counts)
+            samples = tuple(old + new for old, new in zip(samples, more))
+            result = StepComparison(base.spec, branch.spec, base.batch, counts, *samples, tuple(drifts), threads,
+                                    (clock_ns() - started) / 1e9, threshold_ns, threshold_pct)
+            if result.decided_early:
+                break
+            if stretch + 1 < MAX_STRETCHES:
+                say(f"{label}: the change is not decided yet ({signed(result.change_ns)} ns a step, 99% CI "
+                    f"{signed(result.change_ci_ns(NO_CHANGE_CONFIDENCE)[0])}..{signed(result.change_ci_ns(NO_CHANGE_CONFIDENCE)[1])}, "
+                    f"threshold {whole(result.threshold)}): timing {time_s:g} s a step more")
     finally:
         torch.set_num_threads(previous_threads)
-    return StepComparison(base.spec, branch.spec, base.batch, counts, plain, mine, theirs, tuple(drifts), threads,
-                          (clock_ns() - started) / 1e9, threshold_ns, threshold_pct)
+    return result
 
 
 @dataclasses.dataclass(frozen=True)

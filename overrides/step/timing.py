@@ -174,15 +174,17 @@ def _no_step_twice(rows: list[tuple[int, ...]]) -> tuple[tuple[int, ...], ...]:
 def alternate(steps: Sequence[Callable], time_s: float = DEFAULT_TIME_S, pairs: int | None = None,
               progress: Callable[[str], None] | None = None, label: str = "",
               what: str = "the plain step and yours",
-              lead: bool = False, same_count: bool = False) -> tuple[tuple[int, ...], tuple[tuple[float, ...], ...]]:
+              lead: bool = False, same_count: bool = False,
+              counts: tuple[int, ...] | None = None) -> tuple[tuple[int, ...], tuple[tuple[float, ...], ...]]:
     """`steps` timed in alternation (in the orders of balanced_orders, in turn), `time_s` each or
     `pairs` rounds: (steps a sample of each, each one's samples, per step), paired by position.
     The caller has warmed them up and set the threads; see the module docstring for the method.
     With `lead`, each sample follows one untimed step of its own (LEAD_STEP says why); with
     `same_count`, every step takes the fewest steps a sample any of them was calibrated to
-    (SAME_COUNT says why)."""
+    (SAME_COUNT says why); `counts` given: these steps a sample, not calibrated (more rounds
+    to pool with earlier ones)."""
     say = progress or (lambda message: None)
-    counts = tuple(steps_per_sample(step) for step in steps)
+    counts = counts or tuple(steps_per_sample(step) for step in steps)
     if same_count:
         counts = (min(counts),) * len(counts)
     samples: list[list[float]] = [[] for _ in steps]
