@@ -45,7 +45,8 @@ from overrides.verdicts import (DECIDED, DEFAULT_THRESHOLD_NS, DEFAULT_THRESHOLD
 # Stretches of `time_s` a step at most: more are timed while the change is undecided (its 99%
 # interval straddles the threshold), as `--compare` adds pairs until every case is decided. On a
 # loaded machine the headlines' intervals widen; an A/A at 3 s a step read "no change" 5/10 at
-# load ~4 (benchmarks/README.md, "Two versions of your step").
+# load ~4 in one stretch, 10/10 with three at load 4.3-5.7 (benchmarks/README.md, "Two versions
+# of your step", which also gives the 5/10 and one false +1% of a run at load 5.0-6.5).
 MAX_STRETCHES = 3
 
 

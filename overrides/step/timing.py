@@ -47,7 +47,7 @@ LEAD_STEP = True
 # Two versions of your step compared (--compare A B --step): the first step of a sample, after
 # another step ran, is slower than the ones after it, so a step sampled 2 at a time reads faster
 # a step than one sampled alone. With each its own count, a version that waits 20 us a call more
-# (1 step a sample against the base's 2) read its change 1.08-1.11x the known wait, 1.05x with
+# (1 step a sample against the base's 2) read its change 1.08-1.11x its calls x 20 us, 1.05x with
 # the same count for all (benchmarks/README.md, "Two versions of your step").
 SAME_COUNT = True
 
