@@ -187,7 +187,8 @@ def _cases_and_ops(args, what: str) -> tuple[tuple, tuple]:
 
 def run(argv: list[str]) -> int:
     args = build_parser().parse_args(argv)
-    args.cases = casenames.with_shapes(args.cases, args.shape, args.dtype, args.device)
+    if not args.step:  # a step's --device is its factory's (step/command.py), no case's
+        args.cases = casenames.with_shapes(args.cases, args.shape, args.dtype, args.device)
     if args.list or args.list_ops:
         print("\n".join(text() for wanted, text in ((args.list, list_cases), (args.list_ops, list_ops)) if wanted))
         return 0

@@ -66,12 +66,12 @@ MODES = (
     Mode("--step FACTORY", ("--compare",), "--step FACTORY times one factory, and --compare names two",
          "to compare two versions of your step, write --compare BASE BRANCH --step (--step without a factory)"),
     Mode("--step", ("--load", "--instructions", "--write-budget", "--check-budget", "--history",
-                    "--cases", "--op", "-n", "--shape", "--dtype", "--device", "--format"),
+                    "--cases", "--op", "-n", "--shape", "--dtype", "--format"),
          "--step times your own step, built by your factory, as text (other modes take steps later)"),
     Mode("--compare --step", ("--batch", "--compiled", "--instructions", "--no-instructions", "--seeds", "--pairs",
-                               "-m"),
-         "--compare BASE BRANCH --step times two versions of your step in this process, eager, at one batch size, "
-         "by the clock, for --min-time each", "drop {flags}"),
+                               "-m", "--device"),
+         "--compare BASE BRANCH --step times two versions of your step in this process, eager, on the CPU, at one "
+         "batch size, by the clock, for --min-time each", "drop {flags}"),
     Mode("--instructions", ("--no-instructions",), "--instructions and --no-instructions contradict each other",
          "keep one"),
     Mode("--write-budget", ("--check-budget",), "--write-budget and --check-budget: one at a time", "keep one"),

@@ -80,6 +80,23 @@ def no_plain():
 
 def sized(plain=False, batch=4):
     return _step(None, plain)
+
+
+def many(plain=False):
+    """a sound step of twelve weights: the drift probe's own hooks leave two objects on each"""
+    ws = [torch.randn(8, 8, requires_grad=True) for _ in range(12)]
+    x = torch.randn(4, 8)
+    opt = torch.optim.SGD(ws, lr=0.01)
+
+    def step():
+        opt.zero_grad()
+        h = x
+        for w in ws:
+            h = F.linear(h, w)
+        h.square().sum().backward()
+        opt.step()
+
+    return step
 ''' % SPIN_NS
 
 
@@ -123,7 +140,7 @@ def test_the_op_table_finds_exactly_the_ops_the_step_calls(user_folder):
         "torch.Tensor.backward": 1, "torch.Tensor.add_": 2})
     assert {c.cls for c in captured.calls} == {"UnitTensor"}
     assert {(c.site, c.signature) for c in captured.calls if c.op == "torch.Tensor.backward"} == {
-        ("steps.py:39 (step)", "f32[] as a leaf")}
+        (f"steps.py:{_line_of('loss.backward()')} (step)", "f32[] as a leaf")}
     assert capture_step(pair.plain, pair.user_dir).calls == ()
     wrapper = build_steps("steps:mlp_int8")
     captured = capture_step(wrapper.subclass, wrapper.user_dir)
@@ -162,6 +179,7 @@ def test_a_drifting_step_is_said(user_folder):
     assert accumulating and all("grads" in line and "zero_grad" in line for line in accumulating), accumulating
     assert check_drift(build_steps("steps:mlp")) == []
     assert check_drift(build_steps("steptest:spinning")) == []
+    assert check_drift(build_steps("steptest:many")) == []
 
 
 def _timing(batch, share):
@@ -183,6 +201,12 @@ def test_the_batch_sweep_says_from_which_batch_the_share_falls_under_5_percent()
     never = [_timing(8, 0.3), _timing(32, 0.2)]
     assert falls_under(never) is None
     assert "not within the batches tried (8, 32)" in sweep_lines(tuple(never))[-1]
+
+
+def _line_of(code: str) -> int:
+    """The line of steps.py's MLP step (its first) holding `code`."""
+    with open(os.path.join(ROOT, "benchmarks", "userlib", "steps.py"), encoding="utf-8") as src:
+        return next(number for number, line in enumerate(src, 1) if code in line)
 
 
 def _bench_here(folder, *args, timeout=300):
@@ -211,7 +235,7 @@ def test_bench_py_step_prints_the_step_the_ops_the_closure_and_the_sweep(user_fo
     out = _bench_here(user_folder, "--step", "steps:mlp", "--batch", "8", "32", "-m", "30",
                       "--json", "step.json")
     assert out.returncode == 0, out.stderr
-    for said in ("plain twin", "torch.nn.functional.linear", "steps.py:37 (step)", "AliasBackward0 +",
+    for said in ("plain twin", "torch.nn.functional.linear", f"steps.py:{_line_of('hidden = F.linear(x, w1).relu()')} (step)", "AliasBackward0 +",
                  "f32[] as a leaf", "batch sweep:", "8, 32)"):
         assert said in out.stdout, (said, out.stdout)
     with open(user_folder / "step.json", encoding="utf-8") as src:

@@ -198,7 +198,10 @@ def check_dtype(name: str) -> str:
     return name
 
 
-def check_device(name: str) -> str:
+NO_CUDA_HINT = "--device meta times dispatch with no kernel on any machine"
+
+
+def check_device(name: str, no_cuda_hint: str = NO_CUDA_HINT) -> str:
     """`name` if this tool can time on it here; a UsageError naming why not otherwise: CUDA
     where this machine has no NVIDIA device, before any work (overrides/clock/cuda.py times it
     where there is one)."""
@@ -210,8 +213,7 @@ def check_device(name: str) -> str:
         import glob
 
         if not glob.glob("/dev/nvidia[0-9]*"):
-            raise UsageError(f"device {name!r}: this machine has no CUDA device (no /dev/nvidia*); "
-                             "--device meta times dispatch with no kernel on any machine")
+            raise UsageError(f"device {name!r}: this machine has no CUDA device (no /dev/nvidia*); {no_cuda_hint}")
     return name
 
 

@@ -1,7 +1,8 @@
 """`bench.py --step pkg.module:factory [--batch N ...] [--compiled]`: its flags, and the run:
-both steps built, timed in alternation (at each batch size), then op by op and the closure at
-the first; with --compiled, eager and compiled timed together instead (compiling.py); and
-`--compare BASE BRANCH --step`, two versions of your step (comparing.py).
+both steps built, timed in alternation (at each batch size; on a CUDA device three ways:
+device.py), then op by op and the closure at the first; with --compiled, eager and compiled
+timed together instead (compiling.py); and `--compare BASE BRANCH --step`, two versions of
+your step (comparing.py).
 
 Everything runs in this process: a step's model, data and optimizer live where its factory
 built them. Nothing here imports torch at module level (cli.py reads these flags before torch). The flags that do not go with --step are refused in overrides/modes.py.
@@ -56,18 +57,43 @@ def run_step(args) -> int:
     if args.compiled:
         return _run_compiled(args, say)
     batches = list(dict.fromkeys(args.batch)) if args.batch else [None]
-    find_factory(args.step, batches=args.batch is not None)  # refused before anything runs
-    timings, first = [], None
+    device = _device(args)
+    find_factory(args.step, batches=args.batch is not None, device=device)  # refused before anything runs
+    timings, on_device, first = [], [], None
     for batch in batches:
-        pair = build_steps(args.step, batch)
+        pair = build_steps(args.step, batch, device)
         first = first or pair
-        timings.append(time_steps(pair, args.min_time or DEFAULT_TIME_S, args.threads, args.nrepreps, say))
+        if device is not None and device.startswith("cuda"):
+            from overrides.step.device import time_on_device
+
+            on_device.append(time_on_device(pair, device, args.min_time or DEFAULT_TIME_S, args.threads,
+                                            args.nrepreps, say))
+            timings.append(on_device[-1].synced)  # the step's cost: what a training loop pays
+        else:
+            timings.append(time_steps(pair, args.min_time or DEFAULT_TIME_S, args.threads, args.nrepreps, say))
     say and say(f"{args.step}: one step under the hooks, then each op timed on its operands")
     captured = capture_step(first.subclass, first.user_dir)
     rows = price_ops(captured, threads=args.threads, progress=say)
-    closure = close(timings[0].overhead_ns, timings[0].overhead_ci_ns, rows, first.plain, first.subclass)
-    _show(args, output.StepReport(args.step, first.description, tuple(timings), captured, rows, closure))
+    # The op table is the host's time; on a GPU it is closed against the host's overhead.
+    against = on_device[0].host if on_device else timings[0]
+    closure = close(against.overhead_ns, against.overhead_ci_ns, rows, first.plain, first.subclass)
+    _show(args, output.StepReport(args.step, first.description, tuple(timings), captured, rows, closure,
+                                  on_device=tuple(on_device)))
     return 1 if any(t.drift for t in timings) else 0
+
+
+def _device(args) -> str | None:
+    """--device checked as for cases (cuda where this machine has none: one line, exit 2)."""
+    if not args.device:
+        return None
+    from overrides.cases.casenames import check_device
+    from overrides.errors import UsageError
+
+    if args.device.partition(":")[0] == "meta":  # steps:cnn: 8.4 ms a step on meta, 3.8 ms on the CPU
+        raise UsageError(f"--step --device {args.device}: a step on meta tensors runs torch's Python meta "
+                         "kernels, slower than the CPU's real ones, so it times them, not your step; use "
+                         "--device cpu or cuda")
+    return check_device(args.device, no_cuda_hint="time the step on the CPU (drop --device) or on a machine with a GPU")
 
 
 def _run_compiled(args, say) -> int:

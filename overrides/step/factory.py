@@ -4,7 +4,9 @@ The factory builds the model, the data and the optimizer, and returns a zero-arg
 that runs ONE step (forward, backward, update). It is called as `factory(plain=False)` for the
 step with your subclass and `factory(plain=True)` for its plain twin: only you know how your
 model looks on plain tensors, so the tool never guesses it. A factory that also takes `batch=`
-can be swept (`--batch 8 32 128`). Anything else is refused in one line, before a step runs.
+can be swept (`--batch 8 32 128`); one that takes `device=` is built where `--device` says
+(its model, data and optimizer on a CUDA device: overrides/step/device.py times it there).
+Anything else is refused in one line, before a step runs.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ class StepPair:
 
     spec: str  # pkg.module:factory
     batch: int | None  # what the factory was given (None: its own default)
+    device: str | None  # likewise: where the factory was asked to build both steps (None: its own)
     plain: Callable[[], object]  # factory(plain=True): the same step on plain tensors
     subclass: Callable[[], object]  # factory(plain=False): the step with your subclass
     user_dir: str  # the folder of your module: a call site is the first frame in a file under it
@@ -44,9 +47,10 @@ def _parameters(factory: Callable) -> tuple[set[str], bool]:
     return named, any(p.kind is p.VAR_KEYWORD for p in parameters)
 
 
-def find_factory(spec: str, batches: bool = False) -> tuple[Callable, object]:
+def find_factory(spec: str, batches: bool = False, device: str | None = None) -> tuple[Callable, object]:
     """(the factory, its module) for `spec`; a UsageError where it cannot be asked for both
-    steps (no `plain` keyword) or, with `batches`, has no `batch` keyword."""
+    steps (no `plain` keyword), with `batches` has no `batch` keyword, or with `device` no
+    `device` keyword."""
     module_name, attribute = split_user_spec(spec)
     module = import_module(spec, module_name, what="step")
     factory = lookup(spec, module, module_name, attribute, what="step",
@@ -61,11 +65,17 @@ def find_factory(spec: str, batches: bool = False) -> tuple[Callable, object]:
     if batches and "batch" not in named and not any_keyword:
         raise UsageError(f"--step {spec} --batch: {attribute}() takes no `batch` keyword; give it one "
                          f"({FACTORY_FORM}) or drop --batch")
+    if device is not None and "device" not in named and not any_keyword:
+        raise UsageError(f"--step {spec} --device {device}: {attribute}() takes no `device` keyword; give it one "
+                         f"(def {attribute}(plain=False, batch=32, device=\"cpu\"): build the model, data and "
+                         f"optimizer there) or drop --device")
     return factory, module
 
 
-def _one_step(spec: str, factory: Callable, plain: bool, batch: int | None) -> Callable[[], object]:
-    keywords = {"plain": plain} if batch is None else {"plain": plain, "batch": batch}
+def _one_step(spec: str, factory: Callable, plain: bool, batch: int | None,
+              device: str | None) -> Callable[[], object]:
+    keywords = {"plain": plain, "batch": batch, "device": device}
+    keywords = {key: value for key, value in keywords.items() if value is not None}
     said = ", ".join(f"{key}={value!r}" for key, value in keywords.items())
     try:
         step = factory(**keywords)
@@ -78,17 +88,17 @@ def _one_step(spec: str, factory: Callable, plain: bool, batch: int | None) -> C
     return step
 
 
-def build_steps(spec: str, batch: int | None = None) -> StepPair:
-    """Both steps of `spec` (at `batch` where given), each built once and run once here, so that
-    a step that raises is a UsageError before anything is timed."""
-    factory, module = find_factory(spec, batches=batch is not None)
-    plain = _one_step(spec, factory, True, batch)
-    subclass = _one_step(spec, factory, False, batch)
+def build_steps(spec: str, batch: int | None = None, device: str | None = None) -> StepPair:
+    """Both steps of `spec` (at `batch`, on `device`, where given), each built once and run once
+    here, so that a step that raises is a UsageError before anything is timed."""
+    factory, module = find_factory(spec, batches=batch is not None, device=device)
+    plain = _one_step(spec, factory, True, batch, device)
+    subclass = _one_step(spec, factory, False, batch, device)
     for step, which in ((plain, "plain=True"), (subclass, "plain=False")):
         try:
             step()
         except Exception as exc:
             raise UsageError(f"--step {spec}: the step of {which} raised {type(exc).__name__}: {exc}") from None
     doc = (getattr(factory, "__doc__", None) or "").strip().splitlines()
-    return StepPair(spec, batch, plain, subclass, os.path.dirname(os.path.realpath(module.__file__)),
+    return StepPair(spec, batch, device, plain, subclass, os.path.dirname(os.path.realpath(module.__file__)),
                     doc[0] if doc else "")

@@ -85,13 +85,28 @@ def backward_seed(replay: Replay) -> torch.Tensor | None:
     return torch.ones(out.shape, dtype=out.dtype, device=out.device)
 
 
+def on_cuda(values) -> torch.Tensor | None:
+    """The first CUDA tensor among `values` (nested lists and tuples too), else None. Given to
+    the Timer core beside the op (as its unused `y`), it times the op as it times a CUDA op:
+    the host's cost a call, the queue emptied outside the clock (overrides/clock/cuda.py)."""
+    for value in values:
+        if isinstance(value, torch.Tensor) and value.is_cuda:
+            return value
+        if isinstance(value, (list, tuple)):
+            found = on_cuda(value)
+            if found is not None:
+                return found
+    return None
+
+
 def _target(replay: Replay, name: str, plain: bool) -> Target:
     """The op on your operands or (`plain`) on their plain twins, as a Timer core target."""
     context = None if replay.grad_enabled else torch.no_grad
     grad = backward_seed(replay)
+    device = on_cuda((*replay.plain_args, *replay.plain_kwargs.values()))
     args, kwargs = (replay.plain_args, replay.plain_kwargs) if plain else (replay.subclass_args, replay.subclass_kwargs)
     return Target(f"{name} {'plain' if plain else 'yours'}", "x()",
-                  lambda: (_call(replay.func, args, kwargs, grad), None), context)
+                  lambda: (_call(replay.func, args, kwargs, grad), device), context)
 
 
 def _rows_unpriced(captured: Captured) -> dict[tuple[str, str, str], OpRow]:
@@ -136,7 +151,9 @@ def price_versions(captures: Sequence[Captured], time_s: float = DEFAULT_OP_TIME
             targets[key, version] = _target(replays[version][key], f"{named} v{version}", plain=False)
     results = {}
     if targets:
-        run = time_targets(list(targets.values()), TimerConfig(min_time_s=time_s, threads=threads), progress)
+        # On CUDA the host's cost alone: the closure sets it against the step's host overhead.
+        run = time_targets(list(targets.values()), TimerConfig(min_time_s=time_s, threads=threads,
+                                                               device_figures=False), progress)
         results = {t.name: t for t in run.targets}
     return tuple(_priced(ops, found, version, {k: results[t.name] for k, t in targets.items()})
                  for version, (ops, found) in enumerate(zip(rows, replays)))

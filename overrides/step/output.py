@@ -15,12 +15,16 @@ from overrides.run_notes import spread_reason
 from overrides.step.closure import CLOSED_WITHIN, Closure
 from overrides.step.compiled_output import compiled_dict, compiled_lines
 from overrides.step.compiling import EagerAndCompiled
+from overrides.step.device import DeviceStepTiming
 from overrides.step.hooks import Captured
 from overrides.step.optable import OpRow, by_site
 from overrides.step.timing import NEGLIGIBLE_SHARE, StepTiming, falls_under
 from overrides.tables import align, ruled
 
 SCHEMA = "torch-function-overhead/step/1"
+# GPU work your subclass adds a step, as a share of the plain step's, above which it is said (the
+# low end of its interval): a hook that runs tensor ops queues kernels; one that only wraps, none.
+GPU_WORK_SHARE = 0.02
 
 
 @dataclasses.dataclass(frozen=True)
@@ -34,6 +38,8 @@ class StepReport:
     rows: tuple[OpRow, ...]
     closure: Closure | None
     compiled: EagerAndCompiled | None = None  # --compiled: the four figures
+    # On a CUDA device: each batch's host, synced and GPU figures (timings holds the synced).
+    on_device: tuple[DeviceStepTiming, ...] = ()
 
 
 def _pct(value: float) -> str:
@@ -118,6 +124,47 @@ def sweep_lines(timings: tuple[StepTiming, ...]) -> list[str]:
     return ruled(body) + [sentence]
 
 
+def _us(ns: float) -> str:
+    return f"{ns / 1e3:,.1f}"
+
+
+def device_lines(on_device: tuple[DeviceStepTiming, ...]) -> list[str]:
+    """The three figures a step on the GPU, per batch, and what they say: host- or GPU-bound,
+    the GPU's idle share, and from which batch the GPU hides your subclass."""
+    first = on_device[0]
+    body = [["batch", "host plain us", "host yours", "+host", "gpu plain", "gpu yours", "synced plain",
+             "synced yours", "+synced", "share", "GPU idle (yours)", "bound (yours)"]]
+    for d in sorted(on_device, key=lambda d: d.batch or 0):
+        body.append([str(d.batch) if d.batch is not None else "-", _us(d.host.plain_step_ns), _us(d.host.subclass_step_ns),
+                     ("+" if d.host.overhead_ns >= 0 else "") + _us(d.host.overhead_ns), _us(d.gpu.plain_step_ns),
+                     _us(d.gpu.subclass_step_ns), _us(d.synced.plain_step_ns), _us(d.synced.subclass_step_ns),
+                     ("+" if d.synced.overhead_ns >= 0 else "") + _us(d.synced.overhead_ns), _pct(d.synced.share),
+                     f"{d.gpu_idle('subclass'):.0%}", d.bound("subclass")])
+    lines = [f"on {first.device} ({first.device_name}), a step, each figure the median of its samples: host = the Python thread's time to queue it, gpu = "
+             "the GPU's own work, synced = what a training loop pays (the figure above)"]
+    lines += ruled(body)
+    for d in on_device:
+        low, high = d.gpu.overhead_ci_ns
+        if low > GPU_WORK_SHARE * d.gpu.plain_step_ns:
+            lines.append(f"  at batch {d.batch}: your subclass adds GPU work, {signed(d.gpu.overhead_ns)} ns a step "
+                         f"({_range(low, high)}): its hooks queue kernels of their own")
+    if len(on_device) > 1:
+        under = falls_under([d.synced for d in on_device])
+        tried = ", ".join(str(d.batch) for d in sorted(on_device, key=lambda d: d.batch or 0))
+        lines.append(f"the GPU hides your subclass (under {NEGLIGIBLE_SHARE:.0%} of the synced step) from batch {under} on; "
+                     f"batches tried: {tried}" if under is not None else
+                     f"the GPU hides your subclass at no batch tried ({tried}): it adds {NEGLIGIBLE_SHARE:.0%} or more "
+                     "of the synced step at each")
+    elif first.bound("subclass") == "host":
+        lines.append(f"the step is host-bound: the GPU idles {first.gpu_idle('subclass'):.0%} of it, so what your "
+                     f"subclass adds to the host ({signed(first.host.overhead_ns)} ns) the step pays; --batch finds "
+                     "from which batch the GPU hides it")
+    else:
+        lines.append("the step is GPU-bound: the GPU's work hides the host's, your subclass's cost with it, as far as "
+                     "the synced figure shows")
+    return lines
+
+
 def warnings(timings: tuple[StepTiming, ...]) -> list[str]:
     """Drift and spread, one line each, for stderr (the drift is said in the output too)."""
     out = []
@@ -138,6 +185,8 @@ def render(report: StepReport) -> str:
     if report.compiled is not None:
         return "\n".join(lines + compiled_lines(report.compiled))
     lines += step_table(first)
+    if report.on_device:
+        lines += [""] + device_lines(report.on_device)
     lines += ["", "op by op: every call of your subclass's __torch_function__ / __torch_dispatch__ in one step, "
               "timed on the step's own operands as yours and as plain tensors"]
     lines += op_table(report.rows, first.overhead_ns) if report.rows else [
@@ -159,7 +208,19 @@ def _timing_dict(t: StepTiming) -> dict:
             "subclass_samples_ns": [json_figure(v) for v in t.subclass_ns]}
 
 
+def _device_dict(d: DeviceStepTiming) -> dict:
+    return {"device": d.device, "device_name": d.device_name, "batch": d.batch,
+            "gpu_idle": {which: json_figure(d.gpu_idle(which), 4) for which in ("plain", "subclass")},
+            "bound": {which: d.bound(which) for which in ("plain", "subclass")},
+            **{mode: _timing_dict(getattr(d, mode)) for mode in ("host", "synced", "gpu")}}
+
+
 def payload(report: StepReport, environment: dict) -> dict:
+    """The `step/1` JSON; `on_device` (host, synced and gpu per batch) is empty off a GPU."""
+    return {**_payload(report, environment), "on_device": [_device_dict(d) for d in report.on_device]}
+
+
+def _payload(report: StepReport, environment: dict) -> dict:
     c = report.closure
     if c is None:
         return {"schema": SCHEMA, "spec": report.spec, "description": report.description, "environment": environment,
