@@ -209,9 +209,9 @@ def run(argv: list[str]) -> int:
     history.refuse_stray_flags(args)
     if args.step:
         require_torch("--step")
-        from overrides.step.command import run_step
+        from overrides.step.command import run_step, run_step_compare
 
-        return run_step(args)
+        return run_step_compare(args) if args.compare else run_step(args)
     if args.compiled:
         from overrides.compiled import command as compiled
 

@@ -146,9 +146,16 @@ def changed_functions_notes(comparisons) -> list[str]:
     return notes
 
 
+def verdict_rule(threshold_ns: float, threshold_pct: float) -> str:
+    """The threshold and what each verdict rests on, in one sentence (also under `--compare
+    BASE BRANCH --step`'s change: one rule, one wording)."""
+    return (f"threshold: max({threshold_ns} ns, {threshold_pct}% of base); regression/improvement only when the "
+            "95% CI excludes 0 and the delta passes the threshold; no change only when the 99% CI lies within the "
+            "threshold (as sure as a regression); otherwise inconclusive.")
+
+
 def comparison_notes(comparisons, settings: ComparisonSettings) -> list[str]:
     paired = bool(comparisons) and all(c.paired for c in comparisons)
-    threshold = f"threshold: max({settings.threshold_ns} ns, {settings.threshold_pct}% of base)"
     if paired:
         how = (f"paired A/B: base and branch sampled alternately in {settings.pairs} fresh "
                f"worker pairs{_stopped(settings)}; delta and 95% CI from the pair-to-pair spread "
@@ -161,9 +168,7 @@ def comparison_notes(comparisons, settings: ComparisonSettings) -> list[str]:
     if paired:
         how += (" base ns and branch ns are each side's own figure over all its samples; delta ns "
                 "(and delta %) is the paired estimate, so it need not equal their difference.")
-    notes = changed_functions_notes(comparisons) + [how, threshold + "; regression/improvement only when the 95% CI excludes 0 and the "
-             "delta passes the threshold; no change only when the 99% CI lies within the threshold "
-             "(as sure as a regression); otherwise inconclusive."]
+    notes = changed_functions_notes(comparisons) + [how, verdict_rule(settings.threshold_ns, settings.threshold_pct)]
     if paired and settings.placement:
         notes.append(_placement_note(settings.placement))
     if any(c.verdict == DISAGREE for c in comparisons):

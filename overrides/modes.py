@@ -13,7 +13,11 @@ from __future__ import annotations
 import dataclasses
 from typing import Callable
 
-# A flag as the user writes it -> whether the parsed arguments hold it.
+# `--step` given without a factory (`--compare BASE BRANCH --step`): the two of --compare are steps.
+STEP_FROM_COMPARE = "<the two factories of --compare>"
+
+# A flag as the user writes it -> whether the parsed arguments hold it. `--step FACTORY`, `--step
+# without a factory` and `--compare --step` tell the two forms of --step apart.
 _GIVEN: dict[str, Callable] = {
     "--compare": lambda a: bool(a.compare),
     "--load": lambda a: bool(a.load),
@@ -34,6 +38,10 @@ _GIVEN: dict[str, Callable] = {
     "--cells": lambda a: a.cells is not None,
     "--plot": lambda a: bool(a.plot),
     "--step": lambda a: bool(a.step),
+    "--step FACTORY": lambda a: bool(a.step) and a.step != STEP_FROM_COMPARE,
+    "--step without a factory": lambda a: a.step == STEP_FROM_COMPARE,
+    "--compare --step": lambda a: bool(a.compare) and a.step == STEP_FROM_COMPARE,
+    "--pairs": lambda a: a.pairs is not None,
     "--batch": lambda a: bool(a.batch),
     "--shape": lambda a: bool(a.shape),
     "--dtype": lambda a: bool(a.dtype),
@@ -55,9 +63,15 @@ class Mode:
 
 # In the order they are checked: the first rule broken is the one said.
 MODES = (
-    Mode("--step", ("--compare", "--load", "--instructions", "--write-budget", "--check-budget", "--history",
+    Mode("--step FACTORY", ("--compare",), "--step FACTORY times one factory, and --compare names two",
+         "to compare two versions of your step, write --compare BASE BRANCH --step (--step without a factory)"),
+    Mode("--step", ("--load", "--instructions", "--write-budget", "--check-budget", "--history",
                     "--cases", "--op", "-n", "--shape", "--dtype", "--format"),
          "--step times your own step, built by your factory, as text (other modes take steps later)"),
+    Mode("--compare --step", ("--batch", "--compiled", "--instructions", "--no-instructions", "--seeds", "--pairs",
+                               "-m", "--device"),
+         "--compare BASE BRANCH --step times two versions of your step in this process, eager, on the CPU, at one "
+         "batch size, by the clock, for --min-time each", "drop {flags}"),
     Mode("--instructions", ("--no-instructions",), "--instructions and --no-instructions contradict each other",
          "keep one"),
     Mode("--write-budget", ("--check-budget",), "--write-budget and --check-budget: one at a time", "keep one"),
@@ -86,6 +100,7 @@ class NeedsMode:
     flag: str
     modes: tuple[str, ...]
     does: str  # what it does there
+    fix: str = ""  # said after; default: add one of `modes` or drop the flag
 
 
 NEEDS_MODE = (
@@ -94,6 +109,8 @@ NEEDS_MODE = (
     NeedsMode("--seeds", ("--instructions", "--compare", "--write-budget", "--check-budget", "--history"),
               "chooses layouts for counting"),
     NeedsMode("--compile-backend", ("--compiled",), "chooses torch.compile's backend"),
+    NeedsMode("--step without a factory", ("--compare",), "compares the two step factories of --compare",
+              "name one (--step pkg.module:factory), or add --compare BASE BRANCH"),
 )
 
 
@@ -112,5 +129,6 @@ def refusal(args) -> str | None:
             return f"{mode.because}; {(mode.fix or 'drop {flags}').format(flags=flags)}"
     for rule in NEEDS_MODE:
         if given(rule.flag, args) and not any(given(mode, args) for mode in rule.modes):
-            return (f"{rule.flag} {rule.does}; add {' or '.join(rule.modes[:2])} or drop {rule.flag}")
+            fix = rule.fix or f"add {' or '.join(rule.modes[:2])} or drop {rule.flag}"
+            return f"{rule.flag} {rule.does}; {fix}"
     return None

@@ -12,15 +12,20 @@ from overrides.cli import build_parser
 _VALUES = {"--compare": ["base/bin/python", "branch/bin/python"], "--load": ["run.json"],
            "--write-budget": ["budget.json"], "--check-budget": ["budget.json"], "--history": ["a", "b"],
            "--cases": ["Tensor"], "--op": ["torch.add"], "-n": ["5"], "-m": ["5"], "--min-time": ["0.5"],
-           "--json": ["out.json"], "--seeds": ["1", "2"], "--compile-backend": ["aot_eager"], "--cells": ["ratio"],
+           "--json": ["out.json"], "--threshold-pct": ["1.5"], "--pairs": ["3"], "--seeds": ["1", "2"], "--compile-backend": ["aot_eager"], "--cells": ["ratio"],
            "--plot": ["sweep.png"], "--step": ["steps:mlp"], "--batch": ["8", "32"],
            "--shape": ["64x64"], "--dtype": ["float64"], "--device": ["meta"], "--format": ["markdown"]}
+
+
+# The two forms of --step, told apart in modes.py, as a user writes them.
+_FORMS = {"--step FACTORY": ["--step", "steps:mlp"], "--step without a factory": ["--step"],
+          "--compare --step": ["--compare", "steps:mlp", "steps:mlp_fast", "--step"]}
 
 
 def _args(*flags: str):
     argv = []
     for flag in flags:
-        argv += [flag] + _VALUES.get(flag, [])
+        argv += _FORMS.get(flag) or [flag] + _VALUES.get(flag, [])
     return build_parser().parse_args(argv)
 
 
@@ -45,7 +50,8 @@ def test_a_flag_without_its_mode_is_refused_and_passes_beside_it(rule):
                                    ("--history", "--cases", "--seeds"), ("--compare", "--no-instructions"),
                                    ("--compiled", "--cases", "--op", "--json", "--compile-backend", "--min-time"),
                                    ("--step", "--batch", "-m", "--min-time", "--json"),
-                                   ("--step", "--compiled", "--compile-backend", "-m", "--json")])
+                                   ("--step", "--compiled", "--compile-backend", "-m", "--json"),
+                                   ("--compare --step", "--min-time", "--json", "--threshold-pct")])
 def test_the_commands_people_run_pass(flags):
     assert modes.refusal(_args(*flags)) is None
 

@@ -221,7 +221,7 @@ def _bench_here(folder, *args, timeout=300):
     (("--step", "steptest:no_plain"), "no_plain() takes no `plain` keyword"),
     (("--step", "steptest:same", "--batch", "8"), "same() takes no `batch` keyword"),
     (("--batch", "8"), "--batch sweeps your step's batch size; add --step"),
-    (("--step", "steptest:same", "--compare", "a", "b"), "--step times your own step"),
+    (("--step", "steptest:same", "--compare", "a", "b"), "--step FACTORY times one factory, and --compare names two"),
     (("--step", "steptest:nosuch"), "step 'steptest:nosuch': module steptest has no attribute 'nosuch'; "
                                     "name a factory taking plain= that returns one step"),
 ])

@@ -1,8 +1,8 @@
 """Training steps as a subclass author would write them, for `bench.py --step`: a 2-layer MLP
 (batch 32, width 256), forward, backward and an SGD update, with its weights as `units.py`'s
-metadata subclass (`mlp`, `mlp_fast` with units_fast.py) or as `scaled.py`'s int8 wrapper
-subclass (`mlp_int8`); a small CNN whose inputs are fastai-style `images.py` subclasses (`cnn`,
-on any device); and each one's plain twin (`plain=True`: the same step on plain tensors)."""
+metadata subclass (`mlp`, `mlp_fast` with units_fast.py, `mlp_wait` with units_wait.py: 20 us
+more a call) or as `scaled.py`'s int8 wrapper subclass (`mlp_int8`); a small CNN whose inputs
+are fastai-style `images.py` subclasses (`cnn`); each one's plain twin (`plain=True`)."""
 import torch
 import torch.nn.functional as F
 
@@ -51,6 +51,13 @@ def mlp(plain=False, batch=32):
 def mlp_fast(plain=False, batch=32):
     """2-layer MLP, weights as the optimised UnitTensor (units_fast.py), SGD"""
     return _mlp(lambda w: units_fast.UnitTensor(w, "m"), plain, batch)
+
+
+def mlp_wait(plain=False, batch=32):
+    """2-layer MLP, weights as units_wait.py's UnitTensor (units.py waiting 20 us a call), SGD"""
+    import units_wait  # here, not above: the steps' line numbers stay those docs/step.md shows
+
+    return _mlp(lambda w: units_wait.UnitTensor(w, "m"), plain, batch)
 
 
 def mlp_int8(plain=False, batch=32):

@@ -79,32 +79,40 @@ def quantile_ci95(values: Sequence[float], q: float = HEADLINE_QUANTILE) -> tupl
     machine's speed drifts over seconds (benchmarks/drift_probe.py) and memory layout differs
     from build to build, both moving the figure further (see docs/timing.md, "How sure is a number").
     """
+    return quantile_ci(values, q, 0.95)
+
+
+def quantile_ci(values: Sequence[float], q: float = HEADLINE_QUANTILE,
+                confidence: float = 0.95) -> tuple[float, float]:
+    """quantile_ci95 at `confidence` (0.95 or 0.99: the 99% one is what "no change" needs)."""
     n = len(values)
     if n < MIN_TRUSTED_SAMPLES:
         return (math.nan, math.nan)
     ordered = sorted(values)
-    half_width = Z95 * math.sqrt(n * q * (1 - q))
+    half_width = _TABLES[confidence][1] * math.sqrt(n * q * (1 - q))
     low = max(0, math.floor(n * q - half_width))
     high = min(n - 1, math.ceil(n * q + half_width))
     return (ordered[low], ordered[high])
 
 
 def headline_difference(plus: Sequence[Sequence[float]], minus: Sequence[Sequence[float]] = (),
-                        relative: float = 0.0) -> tuple[float, tuple[float, float]]:
+                        relative: float = 0.0, confidence: float = 0.95) -> tuple[float, tuple[float, float]]:
     """The headlines of `plus` summed less those of `minus` (an overhead: a case less its
     baseline; what compile removed: two overheads), and its 95% interval: each headline's own
     (quantile_ci95) combined in quadrature, as for independent estimates, the low side of an
     added headline with the high side of a subtracted one; `relative` of each headline joins
     both sides, for what differs between two targets beyond their samples (the caller's constant
-    says what). NaN where any has too few samples."""
+    says what). NaN where any has too few samples. At `confidence` 0.99, each headline's 99%
+    interval (quantile_ci) and the 99% share of `relative`, as the normal quantiles scale."""
     value = sum(headline(s) for s in plus) - sum(headline(s) for s in minus)
     below = above = 0.0
+    scale = _TABLES[confidence][1] / Z95
     for samples, sign in [(s, 1) for s in plus] + [(s, -1) for s in minus]:
-        low, high = quantile_ci95(samples)
+        low, high = quantile_ci(samples, HEADLINE_QUANTILE, confidence)
         head = headline(samples)
         down, up = (head - low, high - head) if sign > 0 else (high - head, head - low)
-        below += down ** 2 + (relative * head) ** 2
-        above += up ** 2 + (relative * head) ** 2
+        below += down ** 2 + (scale * relative * head) ** 2
+        above += up ** 2 + (scale * relative * head) ** 2
     return value, (value - math.sqrt(below), value + math.sqrt(above))
 
 

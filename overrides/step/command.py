@@ -1,7 +1,8 @@
 """`bench.py --step pkg.module:factory [--batch N ...] [--compiled]`: its flags, and the run:
 both steps built, timed in alternation (at each batch size; on a CUDA device three ways:
 device.py), then op by op and the closure at the first; with --compiled, eager and compiled
-timed together instead (compiling.py).
+timed together instead (compiling.py); and `--compare BASE BRANCH --step`, two versions of
+your step (comparing.py).
 
 Everything runs in this process: a step's model, data and optimizer live where its factory
 built them. Nothing here imports torch at module level (cli.py reads these flags before torch). The flags that do not go with --step are refused in overrides/modes.py.
@@ -9,20 +10,35 @@ built them. Nothing here imports torch at module level (cli.py reads these flags
 
 from __future__ import annotations
 
+import argparse
 import sys
 
+from overrides.errors import UsageError
 from overrides.files import write_json_atomic
+from overrides.modes import STEP_FROM_COMPARE
 from overrides.progress import stderr_progress
+
+
+class _StepFactory(argparse.Action):
+    """`--step FACTORY`, or `--step` alone (the two of --compare are steps: modes.STEP_FROM_COMPARE);
+    `--step A B` is refused with the form that compares two."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        if len(values) > 1:
+            parser.error(f"--step {' '.join(values)}: --step takes one factory; to compare two versions of your "
+                         f"step, write --compare {values[0]} {values[1]} --step")
+        setattr(namespace, self.dest, values[0] if values else STEP_FROM_COMPARE)
 
 
 def add_arguments(parser) -> None:
     from overrides.argtypes import positive_int
 
     group = parser.add_argument_group("your training step")
-    group.add_argument("--step", metavar="pkg.module:factory",
+    group.add_argument("--step", nargs="*", action=_StepFactory, metavar="pkg.module:factory",
                        help="time one training step of yours against its plain twin, and op by op: the factory "
                             "(found beside you) is called as factory(plain=False) and factory(plain=True) and "
-                            "returns a zero-argument function running one step (docs/step.md)")
+                            "returns a zero-argument function running one step (docs/step.md); without a "
+                            "factory, beside --compare BASE BRANCH: two versions of your step compared")
     group.add_argument("--batch", nargs="+", type=positive_int, metavar="N",
                        help="--step: sweep the batch size (the factory's batch= keyword): its share at each, "
                             "and from which batch it falls under 5%%")
@@ -110,3 +126,39 @@ def _show(args, report) -> None:
                           what="--json")
         print(f"results written to {args.json}", file=sys.stderr)
 
+
+
+def run_step_compare(args) -> int:
+    """`--compare BASE BRANCH --step`: two versions of your step timed together and op by op
+    (overrides/step/comparing.py); exit 0, or 1 where the branch regressed or a step drifts."""
+    from overrides import environment
+    from overrides.cases.casenames import SPEC_FORM, is_user_spec
+    from overrides.step import compare_output
+    from overrides.step.comparing import compare_steps, join_ops
+    from overrides.step.factory import build_steps
+    from overrides.step.hooks import capture_step
+    from overrides.step.optable import price_versions
+    from overrides.step.timing import DEFAULT_TIME_S
+    from overrides.verdicts import REGRESSION
+
+    not_steps = [name for name in args.compare if not is_user_spec(name)]
+    if not_steps:
+        raise UsageError(f"--compare {' '.join(args.compare)} --step: {not_steps[0]!r} is not a step factory; "
+                         f"name two ({SPEC_FORM}), each called with plain= (docs/step.md)")
+    say = stderr_progress(args.quiet)
+    base, branch = (build_steps(spec) for spec in args.compare)
+    result = compare_steps(base, branch, args.min_time or DEFAULT_TIME_S, args.threads, None, say,
+                           args.threshold_ns, args.threshold_pct)
+    say and say(f"{base.spec}, {branch.spec}: one step each under the hooks, then each op timed on its operands")
+    captured = (capture_step(base.subclass, base.user_dir), capture_step(branch.subclass, branch.user_dir))
+    base_rows, branch_rows = price_versions(captured, threads=args.threads, progress=say)
+    report = compare_output.StepCompareReport(result, (base.description, branch.description),
+                                              join_ops(base_rows, branch_rows), captured)
+    for line in compare_output.warnings(report):
+        print(line, file=sys.stderr)
+    print(compare_output.render(report), flush=True)
+    if args.json:
+        write_json_atomic(args.json, compare_output.payload(report, environment.collect(args.threads).to_dict()),
+                          what="--json")
+        print(f"results written to {args.json}", file=sys.stderr)
+    return 1 if result.drift or result.verdict == REGRESSION else 0

@@ -18,7 +18,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
-from typing import Callable
+from typing import Callable, Sequence
 
 import torch
 
@@ -46,6 +46,7 @@ class OpRow:
     plain_ns: float = math.nan  # a call, on the same operands as plain tensors
     overhead_ci_ns: tuple[float, float] = (math.nan, math.nan)
     not_applicable: str = ""  # why it was not timed
+    subclass_ci_ns: tuple[float, float] = (math.nan, math.nan)  # subclass_ns's 95% interval
 
     @property
     def overhead_ns(self) -> float:
@@ -98,16 +99,14 @@ def on_cuda(values) -> torch.Tensor | None:
     return None
 
 
-def _targets(replay: Replay, index: int) -> tuple[Target, Target]:
+def _target(replay: Replay, name: str, plain: bool) -> Target:
+    """The op on your operands or (`plain`) on their plain twins, as a Timer core target."""
     context = None if replay.grad_enabled else torch.no_grad
-    named = f"{short_op(replay.op)} [{replay.signature}]"
     grad = backward_seed(replay)
     device = on_cuda((*replay.plain_args, *replay.plain_kwargs.values()))
-    mine = Target(f"{index}:{named} yours", "x()", lambda: (_call(replay.func, replay.subclass_args,
-                                                            replay.subclass_kwargs, grad), device), context)
-    plain = Target(f"{index}:{named} plain", "x()", lambda: (_call(replay.func, replay.plain_args,
-                                                            replay.plain_kwargs, grad), device), context)
-    return mine, plain
+    args, kwargs = (replay.plain_args, replay.plain_kwargs) if plain else (replay.subclass_args, replay.subclass_kwargs)
+    return Target(f"{name} {'plain' if plain else 'yours'}", "x()",
+                  lambda: (_call(replay.func, args, kwargs, grad), device), context)
 
 
 def _rows_unpriced(captured: Captured) -> dict[tuple[str, str, str], OpRow]:
@@ -128,15 +127,40 @@ def price_ops(captured: Captured, time_s: float = DEFAULT_OP_TIME_S, threads: in
               progress: Callable[[str], None] | None = None) -> tuple[OpRow, ...]:
     """Every op of `captured`, its calls a step and, where it can be replayed, its overhead a
     call on the step's own operands; sorted by cost a step, the largest first (n/a last)."""
-    rows = _rows_unpriced(captured)
-    replays = {(r.kind, r.op, r.signature): r for r in captured.replays}
-    timed = [(key, replay) for key, replay in replays.items() if not replay.not_applicable and key in rows]
-    targets = [target for index, (_, replay) in enumerate(timed) for target in _targets(replay, index)]
+    return price_versions((captured,), time_s, threads, progress)[0]
+
+
+def price_versions(captures: Sequence[Captured], time_s: float = DEFAULT_OP_TIME_S, threads: int = 1,
+                   progress: Callable[[str], None] | None = None) -> tuple[tuple[OpRow, ...], ...]:
+    """price_ops for each of several versions of a step (`--compare A B --step`), in one
+    round-robin of the Timer core: an op called on the same operands (dtype and shape) by
+    several versions is timed on plain tensors once, beside each version's, so what the versions
+    differ by a call is what their own targets differ by, timed side by side."""
+    rows = [_rows_unpriced(captured) for captured in captures]
+    replays = [{(r.kind, r.op, r.signature): r for r in captured.replays} for captured in captures]
+    timed: dict[tuple[str, str, str], list[int]] = {}  # op -> the versions that time it
+    for version, (found, ops) in enumerate(zip(replays, rows)):
+        for key, replay in found.items():
+            if not replay.not_applicable and key in ops:
+                timed.setdefault(key, []).append(version)
+    targets: dict[tuple, Target] = {}  # (op, version or None for plain) -> its target
+    for index, (key, versions) in enumerate(timed.items()):
+        named = f"{index}:{short_op(key[1])} [{key[2]}]"
+        targets[key, None] = _target(replays[versions[0]][key], named, plain=True)
+        for version in versions:
+            targets[key, version] = _target(replays[version][key], f"{named} v{version}", plain=False)
     results = {}
     if targets:
         # On CUDA the host's cost alone: the closure sets it against the step's host overhead.
-        run = time_targets(targets, TimerConfig(min_time_s=time_s, threads=threads, device_figures=False), progress)
+        run = time_targets(list(targets.values()), TimerConfig(min_time_s=time_s, threads=threads,
+                                                               device_figures=False), progress)
         results = {t.name: t for t in run.targets}
+    return tuple(_priced(ops, found, version, {k: results[t.name] for k, t in targets.items()})
+                 for version, (ops, found) in enumerate(zip(rows, replays)))
+
+
+def _priced(rows: dict, replays: dict, version: int, results: dict) -> tuple[OpRow, ...]:
+    """One version's rows with their timings (`results`: (op, version or None) -> the Timer's)."""
     priced = {}
     for key, row in rows.items():
         replay = replays.get(key)
@@ -146,8 +170,7 @@ def price_ops(captured: Captured, time_s: float = DEFAULT_OP_TIME_S, threads: in
         if replay.not_applicable:
             priced[key] = dataclasses.replace(row, not_applicable=replay.not_applicable)
             continue
-        index = next(i for i, (k, _) in enumerate(timed) if k == key)
-        mine, plain = (results[target.name] for target in targets[2 * index:2 * index + 2])
+        mine, plain = results[key, version], results[key, None]
         if mine.error or plain.error:
             priced[key] = dataclasses.replace(row, not_applicable=f"its replay raised: {mine.error or plain.error}")
             continue
@@ -155,7 +178,8 @@ def price_ops(captured: Captured, time_s: float = DEFAULT_OP_TIME_S, threads: in
         plain_low, plain_high = stats.quantile_ci95(plain.samples_ns)
         priced[key] = dataclasses.replace(row, subclass_ns=stats.headline(mine.samples_ns),
                                           plain_ns=stats.headline(plain.samples_ns),
-                                          overhead_ci_ns=(mine_low - plain_high, mine_high - plain_low))
+                                          overhead_ci_ns=(mine_low - plain_high, mine_high - plain_low),
+                                          subclass_ci_ns=(mine_low, mine_high))
     return tuple(sorted(priced.values(), key=lambda r: (math.isnan(r.cost_ns), -(0 if math.isnan(r.cost_ns)
                                                                                   else r.cost_ns), -r.calls)))
 

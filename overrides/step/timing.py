@@ -44,6 +44,12 @@ PROGRESS_EVERY_NS = 1_000_000_000
 # its second copy 1-3% faster eager and 1-4% compiled, in every run, whatever the order; with one
 # untimed step before each sample, within about 1%. Two eager steps alone need none (A/A +-0.4%).
 LEAD_STEP = True
+# Two versions of your step compared (--compare A B --step): the first step of a sample, after
+# another step ran, is slower than the ones after it, so a step sampled 2 at a time reads faster
+# a step than one sampled alone. With each its own count, a version that waits 20 us a call more
+# (1 step a sample against the base's 2) read its change 1.08-1.11x its calls x 20 us, 1.05x with
+# the same count for all (benchmarks/README.md, "Two versions of your step").
+SAME_COUNT = True
 
 
 @dataclasses.dataclass(frozen=True)
@@ -127,7 +133,8 @@ def balanced_orders(count: int) -> tuple[tuple[int, ...], ...]:
 
     Two steps: plain, yours, then yours, plain (each runs twice in a row at a round's turn, both
     alike). More: a Williams design (a Latin square in which each step follows each other step
-    equally often; its mirror added for an odd count), since reversing the order of four steps
+    equally often; its mirror added for an odd count, the rounds in an order that never runs a
+    step twice in a row: _no_step_twice), since reversing the order of four steps
     every other round runs the outer two twice in a row at the turns and the inner two never:
     the same plain step at both ends read a 4-5% "overhead" (an A/A, Inductor, steps:mlp_plain)."""
     if count <= 2:
@@ -140,19 +147,52 @@ def balanced_orders(count: int) -> tuple[tuple[int, ...], ...]:
             first.append(high)
             high -= 1
     rows = [tuple((place + shift) % count for place in first) for shift in range(count)]
-    return tuple(rows + ([row[::-1] for row in rows] if count % 2 else []))
+    if count % 2 == 0:
+        return tuple(rows)
+    return _no_step_twice(rows + [row[::-1] for row in rows])
+
+
+def _no_step_twice(rows: list[tuple[int, ...]]) -> tuple[tuple[int, ...], ...]:
+    """`rows` in an order (the first kept) in which no round ends with the step the next round
+    starts with, the last round leading back to the first, and no such turn comes twice where
+    the rounds allow it. A step run twice in a row is warmer the second time, and the low
+    quantile takes its floor from those samples: with the mirrors in Williams' own order, three
+    steps ran the first two twice in a row once a cycle and the third never, and an A/A of two
+    copies of one step read the third slower (benchmarks/README.md, "Two versions of your step")."""
+    turns_allowed = -(-len(rows) // (len(rows[0]) * (len(rows[0]) - 1)))  # ceil: each turn alike
+
+    def extend(order: list, left: list, turns: dict):
+        if not left:
+            closing = (order[-1][-1], order[0][0])
+            return order if closing[0] != closing[1] and turns.get(closing, 0) < turns_allowed else None
+        for row in left:
+            turn = (order[-1][-1], row[0])
+            if turn[0] == turn[1] or turns.get(turn, 0) >= turns_allowed:
+                continue
+            found = extend(order + [row], [r for r in left if r is not row], {**turns, turn: turns.get(turn, 0) + 1})
+            if found:
+                return found
+        return None
+
+    return tuple(extend([rows[0]], rows[1:], {}) or rows)
 
 
 def alternate(steps: Sequence[Callable], time_s: float = DEFAULT_TIME_S, pairs: int | None = None,
               progress: Callable[[str], None] | None = None, label: str = "",
               what: str = "the plain step and yours",
-              lead: bool = False) -> tuple[tuple[int, ...], tuple[tuple[float, ...], ...]]:
+              lead: bool = False, same_count: bool = False,
+              counts: tuple[int, ...] | None = None) -> tuple[tuple[int, ...], tuple[tuple[float, ...], ...]]:
     """`steps` timed in alternation (in the orders of balanced_orders, in turn), `time_s` each or
     `pairs` rounds: (steps a sample of each, each one's samples, per step), paired by position.
     The caller has warmed them up and set the threads; see the module docstring for the method.
-    With `lead`, each sample follows one untimed step of its own (LEAD_STEP says why)."""
+    With `lead`, each sample follows one untimed step of its own (LEAD_STEP says why); with
+    `same_count`, every step takes the fewest steps a sample any of them was calibrated to
+    (SAME_COUNT says why); `counts` given: these steps a sample, not calibrated (more rounds
+    to pool with earlier ones)."""
     say = progress or (lambda message: None)
-    counts = tuple(steps_per_sample(step) for step in steps)
+    counts = counts or tuple(steps_per_sample(step) for step in steps)
+    if same_count:
+        counts = (min(counts),) * len(counts)
     samples: list[list[float]] = [[] for _ in steps]
     budget_ns = int(len(steps) * time_s * 1e9)
     orders = balanced_orders(len(steps))

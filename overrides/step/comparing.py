@@ -1,0 +1,236 @@
+"""Two versions of your step (`bench.py --compare BASE BRANCH --step`): did my change help there?
+
+Both factories are built in this process, and three steps are timed in one alternation
+(timing.alternate, its balanced order): the base's plain twin, the base's step with your
+subclass and the branch's. The change is the branch's step less the base's, a step, paired by
+position, and judged by the project's one rule (verdicts.judge, the thresholds of `--compare`);
+each version's overhead and share is against the base's plain twin, as `--step` shows it.
+Then each version's ops are priced in one round-robin (optable.price_versions) and joined op
+by op: which ops the change helped, and by how much a call.
+
+Why this way:
+- One process and one alternation, not two runs: two runs of one step differ by more than a
+  small change (the machine's slow spells, seconds long), and the same stretch of time must
+  land on both versions alike.
+- The same steps a sample for all three (timing.SAME_COUNT): a step's first step in a sample
+  runs after another step and is slower, and with a count of its own each version would carry
+  a different share of it.
+- The change's interval is the two headlines' intervals combined (stats.headline_difference,
+  as `--step --compiled`'s), its 99% one for "no change" (verdicts.NO_CHANGE_CONFIDENCE), so
+  the verdict means what `--compare`'s means.
+- Undecided after `time_s` a step, the three are timed again, up to MAX_STRETCHES, and pooled:
+  a clear change stops at once, an A/A gets the time its "no change" needs (as `--compare`).
+- One plain twin, the base's: the branch is a new version of your subclass, not of your model,
+  so both overheads are against one baseline, and a third step fewer keeps the samples many.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Callable
+
+import torch
+
+from overrides.clock import stats
+from overrides.clock.timer import clock_ns
+from overrides.step import drift
+from overrides.step.factory import StepPair
+from overrides.step.optable import OpRow
+from overrides.step.timing import DEFAULT_TIME_S, SAME_COUNT, StepTiming, alternate, step_label
+from overrides.figures import signed, whole
+from overrides.verdicts import (DECIDED, DEFAULT_THRESHOLD_NS, DEFAULT_THRESHOLD_PCT, NO_CHANGE_CONFIDENCE, judge,
+                                threshold_for)
+
+# Stretches of `time_s` a step at most: more are timed while the change is undecided (its 99%
+# interval straddles the threshold), as `--compare` adds pairs until every case is decided. On a
+# loaded machine the headlines' intervals widen; an A/A at 3 s a step read "no change" 5/10 at
+# load ~4 in one stretch, 10/10 with three at load 4.3-5.7 (benchmarks/README.md, "Two versions
+# of your step", which also gives the 5/10 and one false +1% of a run at load 5.0-6.5).
+MAX_STRETCHES = 3
+
+
+@dataclasses.dataclass(frozen=True)
+class StepComparison:
+    """Two versions of a step timed in one alternation with the base's plain twin, sample by
+    sample (paired by position), and the thresholds they are judged by."""
+
+    base: str  # pkg.module:factory
+    branch: str
+    batch: int | None
+    steps_per_sample: tuple[int, int, int]  # plain twin, base, branch
+    plain_ns: tuple[float, ...]  # per step, sample by sample
+    base_ns: tuple[float, ...]
+    branch_ns: tuple[float, ...]
+    drift: tuple[str, ...]  # one line per way a step drifted (drift.py); empty: none did
+    threads: int
+    wall_s: float
+    threshold_ns: float = DEFAULT_THRESHOLD_NS
+    threshold_pct: float = DEFAULT_THRESHOLD_PCT
+
+    @property
+    def base_step_ns(self) -> float:
+        return stats.headline(self.base_ns)
+
+    @property
+    def branch_step_ns(self) -> float:
+        return stats.headline(self.branch_ns)
+
+    @property
+    def change_ns(self) -> float:
+        """The branch's step less the base's, ns a step."""
+        return self.branch_step_ns - self.base_step_ns
+
+    def change_ci_ns(self, confidence: float = 0.95) -> tuple[float, float]:
+        return stats.headline_difference([self.branch_ns], [self.base_ns], confidence=confidence)[1]
+
+    @property
+    def change_share(self) -> float:
+        """The change as a fraction of the base's step."""
+        return self.change_ns / self.base_step_ns if self.base_step_ns > 0 else math.nan
+
+    @property
+    def threshold(self) -> float:
+        return threshold_for(self.base_step_ns, self.threshold_ns, self.threshold_pct)
+
+    @property
+    def verdict(self) -> str:
+        return judge(self.change_ns, self.change_ci_ns(), self.threshold, self.change_ci_ns(NO_CHANGE_CONFIDENCE))
+
+    @property
+    def decided_early(self) -> bool:
+        """Decided as sure as an early stop of `--compare` must be: a regression or improvement
+        at 99%, as "no change" always is (checking after each stretch would otherwise find a
+        change by chance more often than the 95% interval says)."""
+        ci99 = self.change_ci_ns(NO_CHANGE_CONFIDENCE)
+        return judge(self.change_ns, ci99, self.threshold, ci99) in DECIDED
+
+    def timing(self, which: str) -> StepTiming:
+        """`base` or `branch` against the plain twin, as `--step` shows a step: its overhead and share."""
+        samples, spec, count = ((self.base_ns, self.base, self.steps_per_sample[1]) if which == "base"
+                                else (self.branch_ns, self.branch, self.steps_per_sample[2]))
+        return StepTiming(spec, self.batch, (self.steps_per_sample[0], count), self.plain_ns, samples,
+                          self.drift, self.threads, self.wall_s)
+
+
+def check_drift(base: StepPair, branch: StepPair) -> list[str]:
+    """The base's two steps and the branch's step, each run alone for drift.PROBE_STEPS (their
+    warm-up too); one line per drift found."""
+    after, plain_drift = drift.probe(base.plain, "plain", drift.snapshot(0))
+    after, base_drift = drift.probe(base.subclass, "base", after)
+    _, branch_drift = drift.probe(branch.subclass, "branch", after)
+    return plain_drift + base_drift + branch_drift
+
+
+def compare_steps(base: StepPair, branch: StepPair, time_s: float = DEFAULT_TIME_S, threads: int = 1,
+                  pairs: int | None = None, progress: Callable[[str], None] | None = None,
+                  threshold_ns: float = DEFAULT_THRESHOLD_NS,
+                  threshold_pct: float = DEFAULT_THRESHOLD_PCT) -> StepComparison:
+    """The base's plain twin, the base's step and the branch's, timed in alternation for
+    `time_s` each (or `pairs` rounds), after the drift probe; see the module docstring."""
+    say = progress or (lambda message: None)
+    label = f"{step_label(base)} against {branch.spec}"
+    previous_threads = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    started = clock_ns()
+    try:
+        say(f"{label}: warming up the three steps and looking for drift ({drift.PROBE_STEPS} steps each)")
+        drifts = check_drift(base, branch)
+        for line in drifts:
+            say(line)
+        steps, counts, samples = (base.plain, base.subclass, branch.subclass), None, ((), (), ())
+        for stretch in range(1 if pairs is not None else MAX_STRETCHES):
+            counts, more = alternate(steps, time_s, pairs, say, label, what="the plain twin, the base and the branch",
+                                     same_count=SAME_COUNT, counts=counts)
+            samples = tuple(old + new for old, new in zip(samples, more))
+            result = StepComparison(base.spec, branch.spec, base.batch, counts, *samples, tuple(drifts), threads,
+                                    (clock_ns() - started) / 1e9, threshold_ns, threshold_pct)
+            if result.decided_early:
+                break
+            if stretch + 1 < MAX_STRETCHES:
+                say(f"{label}: the change is not decided yet ({signed(result.change_ns)} ns a step, 99% CI "
+                    f"{signed(result.change_ci_ns(NO_CHANGE_CONFIDENCE)[0])}..{signed(result.change_ci_ns(NO_CHANGE_CONFIDENCE)[1])}, "
+                    f"threshold {whole(result.threshold)}): timing {time_s:g} s a step more")
+    finally:
+        torch.set_num_threads(previous_threads)
+    return result
+
+
+@dataclasses.dataclass(frozen=True)
+class OpChange:
+    """One op (kind, op, operands) as each version's step calls it; None where a version does not."""
+
+    base: OpRow | None
+    branch: OpRow | None
+
+    @property
+    def row(self) -> OpRow:
+        return self.base or self.branch
+
+    @staticmethod
+    def _timed(row: OpRow | None) -> bool:
+        return row is not None and not row.not_applicable and not row.nested
+
+    @property
+    def change_ns(self) -> float:
+        """What a call costs more in the branch (both timed beside one plain twin of the op)."""
+        if not (self._timed(self.base) and self._timed(self.branch)):
+            return math.nan
+        return self.branch.subclass_ns - self.base.subclass_ns
+
+    @property
+    def change_ci_ns(self) -> tuple[float, float]:
+        """The widest the two headlines' 95% intervals allow, as the op table's overhead."""
+        if math.isnan(self.change_ns):
+            return (math.nan, math.nan)
+        (base_low, base_high), (low, high) = self.base.subclass_ci_ns, self.branch.subclass_ci_ns
+        return (low - base_high, high - base_low)
+
+    @property
+    def step_change_ns(self) -> float:
+        """What the op costs more a step beyond plain tensors in the branch: its calls x overhead
+        there less here (an op one version does not call: the other's whole cost)."""
+        costs = []
+        for row in (self.base, self.branch):
+            if row is None:
+                costs.append(0.0)
+            elif self._timed(row):
+                costs.append(row.cost_ns)
+            else:
+                return math.nan
+        return costs[1] - costs[0]
+
+    @property
+    def step_change_ci_ns(self) -> tuple[float, float]:
+        """step_change_ns's interval: its calls x change_ci_ns where both versions call it as
+        often (one plain twin: its error cancels), else each version's calls x its overhead's
+        interval, the branch's less the base's."""
+        if math.isnan(self.step_change_ns):
+            return (math.nan, math.nan)
+        if self.base is not None and self.branch is not None and self.base.calls == self.branch.calls:
+            return (self.base.calls * self.change_ci_ns[0], self.base.calls * self.change_ci_ns[1])
+        low = high = 0.0
+        for row, sign in ((self.branch, 1), (self.base, -1)):
+            if row is not None:
+                ends = sorted((sign * row.calls * row.overhead_ci_ns[0], sign * row.calls * row.overhead_ci_ns[1]))
+                low, high = low + ends[0], high + ends[1]
+        return (low, high)
+
+
+def join_ops(base_rows: tuple[OpRow, ...], branch_rows: tuple[OpRow, ...]) -> tuple[OpChange, ...]:
+    """Each op of either version beside the other's, the largest change a step first (either
+    way), those not priced last."""
+    key = lambda row: (row.kind, row.op, row.signature)  # noqa: E731
+    theirs = {key(row): row for row in branch_rows}
+    joined = [OpChange(row, theirs.pop(key(row), None)) for row in base_rows]
+    joined += [OpChange(None, row) for row in theirs.values()]
+    return tuple(sorted(joined, key=lambda c: (math.isnan(c.step_change_ns),
+                                               -abs(0 if math.isnan(c.step_change_ns) else c.step_change_ns))))
+
+
+def ops_change(changes: tuple[OpChange, ...]) -> tuple[float, tuple[float, float]]:
+    """What the priced ops' changes add up to a step, and its interval (each op's, added: no
+    op's error offsets another's, as the op table's sum)."""
+    priced = [c for c in changes if not math.isnan(c.step_change_ns)]
+    return (sum(c.step_change_ns for c in priced), (sum(c.step_change_ci_ns[0] for c in priced),
+                                                    sum(c.step_change_ci_ns[1] for c in priced)))

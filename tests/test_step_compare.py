@@ -1,0 +1,220 @@
+"""`bench.py --compare BASE BRANCH --step`: two versions of your step, the change a step judged,
+and both versions' ops side by side.
+
+Real torch and real steps: the known truth is a version whose `__torch_function__` busy-waits a
+known time a call (benchmarks/userlib's steps:mlp_wait, 20 us, and a small step here waiting
+WAIT_NS), so its change is its calls a step times the wait, and each op's change a call is the
+wait; two builds of one step are the A/A."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from conftest import ROOT
+
+WAIT_NS = 50_000  # each __torch_function__ call of Waiting busy-waits this long
+
+STEPS_MODULE = '''
+import time
+import torch
+import torch.nn.functional as F
+
+WAIT_NS = %d
+
+
+class Quiet(torch.Tensor):
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        return super().__torch_function__(func, types, args, kwargs or {})
+
+
+class Waiting(torch.Tensor):
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        end = time.perf_counter_ns() + WAIT_NS
+        while time.perf_counter_ns() < end:
+            pass
+        return super().__torch_function__(func, types, args, kwargs or {})
+
+
+def _step(cls, plain):
+    torch.manual_seed(0)
+    w = torch.randn(8, 8) * 0.1
+    if not plain:
+        w = w.as_subclass(cls)
+    w.requires_grad_()
+    x = torch.randn(4, 8)
+    opt = torch.optim.SGD([w], lr=0.01)
+
+    def step():
+        opt.zero_grad()
+        F.linear(x, w).square().sum().backward()
+        opt.step()
+
+    return step
+
+
+def quiet(plain=False):
+    """a small step, its weight a bare subclass"""
+    return _step(Quiet, plain)
+
+
+def waiting(plain=False):
+    """the same step waiting WAIT_NS a call"""
+    return _step(Waiting, plain)
+''' % WAIT_NS
+
+
+@pytest.fixture
+def user_folder(tmp_path, monkeypatch):
+    """benchmarks/userlib and this test's steps (comparetest.py), in a folder of the user's own."""
+    folder = tmp_path / "lib"
+    shutil.copytree(os.path.join(ROOT, "benchmarks", "userlib"), folder)
+    (folder / "comparetest.py").write_text(STEPS_MODULE)
+    monkeypatch.chdir(folder)
+    monkeypatch.syspath_prepend(str(folder))
+    return folder
+
+
+def _calls(spec: str) -> int:
+    from overrides.step.factory import build_steps
+    from overrides.step.hooks import capture_step
+
+    pair = build_steps(spec)
+    return len([c for c in capture_step(pair.subclass, pair.user_dir).calls if not c.nested])
+
+
+def test_the_known_wait_reads_its_calls_times_the_wait_and_is_a_regression(user_folder):
+    from overrides.step.comparing import compare_steps
+    from overrides.step.factory import build_steps
+    from overrides.verdicts import REGRESSION
+
+    known = _calls("steps:mlp_wait") * 20_000
+    result = compare_steps(build_steps("steps:mlp"), build_steps("steps:mlp_wait"), time_s=0.5)
+    assert not result.drift
+    # 20 us a call is large against the ~300-us step; the wait is wall time, which a busy machine
+    # lengthens (a spin preempted past its end), never shortens: a loose top, a firm bottom
+    assert 0.7 * known <= result.change_ns <= 1.5 * known, (result.change_ns, known)
+    assert result.verdict == REGRESSION
+    low, high = result.change_ci_ns()
+    assert low <= result.change_ns <= high
+    assert result.steps_per_sample[0] == result.steps_per_sample[1] == result.steps_per_sample[2]
+    assert result.timing("branch").overhead_ns > result.timing("base").overhead_ns > 0
+
+
+def test_an_a_a_of_two_builds_of_one_step_is_not_called_a_change(user_folder):
+    from overrides.step.comparing import compare_steps
+    from overrides.step.factory import build_steps
+    from overrides.verdicts import MOVED
+
+    result = compare_steps(build_steps("steps:mlp"), build_steps("steps:mlp"), time_s=0.5)
+    assert result.verdict not in MOVED, (result.change_ns, result.change_ci_ns(), result.threshold)
+    assert abs(result.change_share) < 0.05, result.change_share
+
+
+def test_three_steps_take_turns_without_a_step_running_twice_in_a_row():
+    from overrides.step.timing import balanced_orders
+
+    for count in (3, 4, 5):
+        orders = balanced_orders(count)
+        sequence = [step for order in orders for step in order]
+        turns = list(zip(sequence, sequence[1:] + sequence[:1]))  # the last round leads to the first
+        assert all(a != b for a, b in turns), (count, orders)
+        assert all(sorted(order) == list(range(count)) for order in orders)
+        # each step follows each other step equally often, over a whole cycle
+        follows = {(a, b): turns.count((a, b)) for a in range(count) for b in range(count) if a != b}
+        assert max(follows.values()) - min(follows.values()) <= (0 if count == 3 else 1), follows
+
+
+def test_ops_of_two_versions_are_joined_and_their_change_summed():
+    from overrides.step.comparing import join_ops, ops_change
+    from overrides.step.optable import OpRow
+
+    def row(op, calls, mine, ci=(0.0, 0.0), **more):
+        return OpRow("__torch_function__", op, "f32[4]", calls, False, (), mine, 100.0,
+                     (mine - 100.0 + ci[0], mine - 100.0 + ci[1]), subclass_ci_ns=(mine + ci[0], mine + ci[1]), **more)
+
+    base = (row("add", 2, 300.0, (-10, 10)), row("mul", 1, 200.0), row("gone", 1, 150.0))
+    branch = (row("add", 1, 150.0, (-5, 5)), row("mul", 1, 700.0), row("new", 3, 110.0),
+              row("wrapped", 1, math.nan, not_applicable="a wrapper subclass"))
+    joined = {c.row.op: c for c in join_ops(base, branch)}
+    assert joined["add"].change_ns == -150.0 and joined["add"].change_ci_ns == (-165.0, -135.0)
+    assert joined["add"].step_change_ns == 50.0 - 400.0
+    assert joined["mul"].step_change_ns == 500.0
+    assert joined["gone"].step_change_ns == -50.0 and math.isnan(joined["gone"].change_ns)
+    assert joined["new"].step_change_ns == 30.0
+    assert math.isnan(joined["wrapped"].step_change_ns)
+    assert [c.row.op for c in join_ops(base, branch)] == ["mul", "add", "gone", "new", "wrapped"]
+    total, (low, high) = ops_change(join_ops(base, branch))
+    assert total == -350.0 + 500.0 - 50.0 + 30.0 and low < total < high
+
+
+def _bench_here(folder, *args, timeout=400):
+    return subprocess.run([sys.executable, os.path.join(ROOT, "bench.py"), *args], cwd=folder,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.mark.parametrize("args, said", [
+    (("--step", "steps:mlp", "steps:mlp_fast"), "to compare two versions of your step, write --compare steps:mlp "
+                                                "steps:mlp_fast --step"),
+    (("--step", "steps:mlp", "--compare", "steps:mlp", "steps:mlp_fast"), "write --compare BASE BRANCH --step"),
+    (("--step",), "--step without a factory compares the two step factories of --compare; name one"),
+    (("--compare", "steps:mlp", "steps:mlp_fast", "--step", "--batch", "8"), "drop --batch"),
+    (("--compare", "steps:mlp", "steps:mlp_fast", "--step", "--compiled"), "drop --compiled"),
+    (("--compare", sys.executable, "steps:mlp", "--step"), "is not a step factory; name two"),
+    (("--compare", "steps:mlp", "units:pair", "--step"), "pair() takes no `plain` keyword"),
+])
+def test_two_steps_asked_wrong_are_refused_in_one_line_with_exit_2(user_folder, args, said):
+    out = _bench_here(user_folder, *args)
+    assert out.returncode == 2 and said in out.stderr and len(out.stderr.strip().splitlines()) == 1, out.stderr
+
+
+@pytest.mark.slow
+def test_bench_py_compares_two_steps_op_by_op_and_writes_the_json(user_folder):
+    out = _bench_here(user_folder, "--compare", "comparetest:quiet", "comparetest:waiting", "--step",
+                      "--min-time", "0.3", "--json", "compare.json")
+    assert out.returncode == 1, out.stderr  # a regression, as --compare says one
+    for said in ("plain twin (base's)", "base: comparetest:quiet", "branch: comparetest:waiting",
+                 "change a step, branch less base: +", ": regression", "threshold: max(20.0 ns, 0.75% of base)",
+                 "change ns/call", "torch.nn.functional.linear", "the ops' changes: +"):
+        assert said in out.stdout, (said, out.stdout)
+    with open(user_folder / "compare.json", encoding="utf-8") as src:
+        saved = json.load(src)
+    assert saved["schema"] == "torch-function-overhead/step-compare/1"
+    calls = len(saved["calls"]["branch"])
+    assert calls == len(saved["calls"]["base"]) and calls >= 5
+    assert 0.7 * calls * WAIT_NS <= saved["change"]["ns"] <= 2.5 * calls * WAIT_NS, (saved["change"], calls)
+    assert saved["change"]["verdict"] == "regression"
+    assert len(saved["plain"]["samples_ns"]) == len(saved["base"]["samples_ns"]) == len(saved["branch"]["samples_ns"])
+    priced = [op for op in saved["ops"] if op["change_ns"] is not None]
+    assert {op["op"] for op in priced} >= {"torch.nn.functional.linear", "torch.Tensor.square", "torch.Tensor.sum"}
+    # each op waits once a call more: its change a call is the wait (a busy machine lengthens it)
+    assert all(0.75 * WAIT_NS <= op["change_ns"] <= 4 * WAIT_NS for op in priced), \
+        [(op["op"], op["change_ns"]) for op in priced]
+    assert all(op["base"]["calls"] == op["branch"]["calls"] for op in priced)
+
+
+def test_an_undecided_change_is_timed_again_and_a_clear_one_is_not():
+    from overrides.step.comparing import StepComparison
+
+    def compared(base, branch):
+        steady = tuple(100_000.0 + i for i in range(200))
+        return StepComparison("a:f", "b:f", None, (1, 1, 1), steady, base, branch, (), 1, 1.0)
+
+    floor = tuple(100_000.0 + 10 * i for i in range(200))  # p2 ~100,040, known to within a few hundred ns
+    clear = compared(floor, tuple(v + 20_000 for v in floor))
+    assert clear.decided_early and clear.change_ns == pytest.approx(20_000)
+    same = compared(floor, floor)
+    assert same.decided_early and same.change_ns == 0  # its 99% interval well within 0.75% of the step
+    spread = tuple(100_000.0 + 2_000 * i for i in range(200))  # p2 known only to within +-4,000 ns
+    undecided = compared(spread, spread)
+    assert not undecided.decided_early
+    low, high = undecided.change_ci_ns(0.99)
+    assert low < -undecided.threshold and high > undecided.threshold
