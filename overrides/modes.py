@@ -51,13 +51,17 @@ class Mode:
     refuses: tuple[str, ...]
     because: str
     fix: str = ""
+    beside: str = ""  # where given, the rule holds only when this flag is given too
 
 
 # In the order they are checked: the first rule broken is the one said.
 MODES = (
-    Mode("--step", ("--compare", "--load", "--instructions", "--write-budget", "--check-budget", "--history",
+    Mode("--step", ("--compare", "--load", "--write-budget", "--check-budget", "--history",
                     "--cases", "--op", "-n", "--shape", "--dtype", "--format"),
          "--step times your own step, built by your factory, as text (other modes take steps later)"),
+    Mode("--instructions", ("--batch", "--device"),
+         "--step --instructions counts one step with Callgrind, at the factory's own batch size, on the CPU", "",
+         "--step"),
     Mode("--instructions", ("--no-instructions",), "--instructions and --no-instructions contradict each other",
          "keep one"),
     Mode("--write-budget", ("--check-budget",), "--write-budget and --check-budget: one at a time", "keep one"),
@@ -104,7 +108,7 @@ def given(flag: str, args) -> bool:
 def refusal(args) -> str | None:
     """The first rule above that `args` breaks, in one line with its fix; None when none is."""
     for mode in MODES:
-        if not given(mode.flag, args):
+        if not given(mode.flag, args) or (mode.beside and not given(mode.beside, args)):
             continue
         clash = [flag for flag in mode.refuses if given(flag, args)]
         if clash:
