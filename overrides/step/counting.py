@@ -30,14 +30,17 @@ from overrides.counts import callgrind
 from overrides.counts.records import CountRun
 
 PLAIN, YOURS = "plain", "yours"  # a step target's second half: which of the factory's steps
-# Steps between the switch-on and the dump. steps:cnn is ~0.4 s a step under Callgrind here, so
-# 2 sides x 5 repeats x 5 steps is ~20 s; exact counts need no more (a step's count is the same
-# every step once warm, and more steps only divide out).
-STEPS_PER_REPEAT = 5
-# Uninstrumented steps of each side first: bytecode specialisation, the optimizer's lazy state
-# (SGD's momentum buffers), the allocator's caches and torch's dispatch caches settle in them
-# (the timing's warm-up is 30 steps for the same reasons, and its drift probe).
-WARM_STEPS = 30
+# Steps between the switch-on and the dump. Under valgrind a step of steps:cnn took ~4.4 s,
+# instrumented or not (most of it valgrind translating oneDNN's generated kernels), so its run
+# is mostly steps: 2 sides x 5 repeats x 5 steps and 30 warm steps a side took 537 s. Every
+# repeat of a seed counts the same in every run (steps:mlp's five repeats, identical between two
+# runs), so more steps only divide out what fewer already count exactly.
+STEPS_PER_REPEAT = 3
+# Uninstrumented steps of each side first: bytecode specialisation, the optimizer's lazy state,
+# the allocator's and torch's dispatch caches settle in them. A step runs each of its lines
+# once, so 10 steps are 10 runs of every specialising bytecode; a late re-specialisation (its
+# back-off) lands in some repeats, and the minimum of repeats 2..n leaves it out.
+WARM_STEPS = 10
 SEED = 0  # torch's generator before each factory call: both runs and seeds build the same data
 
 
