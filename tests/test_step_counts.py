@@ -182,3 +182,10 @@ def test_step_instructions_is_a_mode_of_its_own():
     assert modes.refusal(build_parser().parse_args(["--step", "steps:mlp", "--instructions"])) is None
     assert modes.refusal(build_parser().parse_args(["--step", "steps:mlp", "--instructions", "--seeds", "1",
                                                     "2"])) is None
+
+
+def test_step_instructions_starts_no_valgrind_for_the_seed_cases_ahead():
+    from overrides.cli import instruction_head_start
+
+    assert instruction_head_start(["--step", "steps:mlp", "--instructions"]) is None
+    assert instruction_head_start(["--instructions"]) is not None  # the cases' own head start stays
