@@ -126,7 +126,7 @@ def instruction_head_start(argv: list[str]) -> tuple[list[tuple[str, str]], list
     except (SystemExit, UsageError):
         return None
     elsewhere = (args.compare or args.load or args.list or args.list_ops or args.history or args.nreps
-                 or args.nrepreps or args.min_time or args.no_instructions)
+                 or args.nrepreps or args.min_time or args.no_instructions or args.step)
     if (not args.instructions or elsewhere or casenames.ALL in (args.cases or []) + (args.op or [])
             or any(casenames.is_user_spec(name) for name in names)
             or importlib.util.find_spec("torch") is None):

@@ -31,6 +31,7 @@ import sys
 ROLES = {
     "time": ("overrides.ab.worker", "serve"),  # a side's timing worker, driven over stdin
     "count": ("overrides.counts.callgrind", "serve"),  # a counting process, under valgrind
+    "count-step": ("overrides.step.counting", "serve"),  # a training step counted, under valgrind
     "pycalls": ("overrides.counts.pyhook", "serve"),  # Python calls per call of each case
     "applicable": ("overrides.ab.countfirst", "serve"),  # which (case, op)s a side can run
     "prime": ("overrides.builds.samepath", "serve_prime"),  # import what workers import, list it
@@ -39,6 +40,8 @@ ROLES = {
 # Roles answered here, with the standard library alone: they run in interpreters that may not
 # see this checkout (an interpreter the user named, asked who it is).
 _OWN_ROLES = ("interpreter", "prefix", "site-packages", "purelib")
+# Roles run under valgrind: their imports are set up by statfinder before any other import.
+COUNTING_ROLES = ("count", "count-step")
 SCRIPT = os.path.join("overrides", "entry.py")  # relative to the checkout, as a process sees it
 
 
@@ -153,7 +156,7 @@ def main(argv: list) -> None:
     if sys.path and sys.path[0] and os.path.abspath(sys.path[0]) == here:
         del sys.path[0]  # `python FILE` put this folder first: nothing is found in it
     role, args = argv[1], argv[2:]
-    if role == "count":
+    if role in COUNTING_ROLES:
         _enter_counting(os.path.dirname(here))
     channel = Channel()
     if role in _OWN_ROLES:

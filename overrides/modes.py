@@ -59,19 +59,23 @@ class Mode:
     refuses: tuple[str, ...]
     because: str
     fix: str = ""
+    beside: str = ""  # where given, the rule holds only when this flag is given too
 
 
 # In the order they are checked: the first rule broken is the one said.
 MODES = (
     Mode("--step FACTORY", ("--compare",), "--step FACTORY times one factory, and --compare names two",
          "to compare two versions of your step, write --compare BASE BRANCH --step (--step without a factory)"),
-    Mode("--step", ("--load", "--instructions", "--write-budget", "--check-budget", "--history",
+    Mode("--step", ("--load", "--write-budget", "--check-budget", "--history",
                     "--cases", "--op", "-n", "--shape", "--dtype", "--format"),
          "--step times your own step, built by your factory, as text (other modes take steps later)"),
     Mode("--compare --step", ("--batch", "--compiled", "--instructions", "--no-instructions", "--seeds", "--pairs",
                                "-m", "--device"),
          "--compare BASE BRANCH --step times two versions of your step in this process, eager, on the CPU, at one "
          "batch size, by the clock, for --min-time each", "drop {flags}"),
+    Mode("--instructions", ("--batch", "--device"),
+         "--step --instructions counts one step with Callgrind, at the factory's own batch size, on the CPU", "",
+         "--step"),
     Mode("--instructions", ("--no-instructions",), "--instructions and --no-instructions contradict each other",
          "keep one"),
     Mode("--write-budget", ("--check-budget",), "--write-budget and --check-budget: one at a time", "keep one"),
@@ -121,7 +125,7 @@ def given(flag: str, args) -> bool:
 def refusal(args) -> str | None:
     """The first rule above that `args` breaks, in one line with its fix; None when none is."""
     for mode in MODES:
-        if not given(mode.flag, args):
+        if not given(mode.flag, args) or (mode.beside and not given(mode.beside, args)):
             continue
         clash = [flag for flag in mode.refuses if given(flag, args)]
         if clash:

@@ -32,7 +32,7 @@ def _args(*flags: str):
 @pytest.mark.parametrize("mode", modes.MODES, ids=lambda m: f"{m.flag} {'/'.join(m.refuses)}")
 def test_each_mode_refuses_each_flag_it_declares(mode):
     for flag in mode.refuses:
-        said = modes.refusal(_args(mode.flag, flag))
+        said = modes.refusal(_args(mode.flag, flag, *([mode.beside] if mode.beside else [])))
         assert said is not None and flag in said and "\n" not in said, (mode.flag, flag, said)
 
 
@@ -50,6 +50,7 @@ def test_a_flag_without_its_mode_is_refused_and_passes_beside_it(rule):
                                    ("--history", "--cases", "--seeds"), ("--compare", "--no-instructions"),
                                    ("--compiled", "--cases", "--op", "--json", "--compile-backend", "--min-time"),
                                    ("--step", "--batch", "-m", "--min-time", "--json"),
+                                   ("--step", "--instructions", "--seeds", "--json"),
                                    ("--step", "--compiled", "--compile-backend", "-m", "--json"),
                                    ("--compare --step", "--min-time", "--json", "--threshold-pct")])
 def test_the_commands_people_run_pass(flags):

@@ -151,9 +151,9 @@ def serve(channel, spec_json: str) -> None:
 # ---------------------------------------------------------------------------------------------
 # Running it
 
-def _spec(targets: Sequence[tuple[str, str]], repeats: int, calls: int) -> str:
+def _spec(targets: Sequence[tuple[str, str]], repeats: int, calls: int, warmup_calls: int = WARMUP_CALLS) -> str:
     return json.dumps({"targets": [list(t) for t in targets], "calls": calls, "repeats": repeats,
-                       "warmup_calls": WARMUP_CALLS})
+                       "warmup_calls": warmup_calls})
 
 
 # Workers started ahead by head_start(), taken by count_once() when the key matches exactly. The
@@ -183,15 +183,19 @@ def _drop_head_starts() -> None:
 def count_once(python: str, targets: Sequence[tuple[str, str]], seed: int, *, pad: int = 0,
                repeats: int = DEFAULT_REPEATS, calls: int = CALLS_PER_REPEAT,
                say: Callable[[str], None] | None = None, tree: bool = False,
-               import_path: str | None = None, source: str | None = None, side_env: tuple = ()) -> CountRun:
+               import_path: str | None = None, source: str | None = None, side_env: tuple = (),
+               role: str = "count", warmup_calls: int = WARMUP_CALLS) -> CountRun:
     """Count every (case, op) in one valgrind process under hash seed `seed` (with `tree`, the
-    last repeat's call paths too); `side_env` as `valgrind.process_environment`'s."""
+    last repeat's call paths too); `side_env` as `valgrind.process_environment`'s. `role` is the
+    worker (`count-step`: a target is (a step's spec, "plain" or "yours"), a call one step;
+    `warmup_calls` then warm steps), speaking this worker's protocol."""
     valgrind_path, control = find_valgrind()
     say = say or (lambda message: None)
     user_dir = os.getcwd() if any(":" in case for case, _ in targets) else None
-    spec = _spec(targets, repeats, calls)
-    ahead = _HEAD_STARTS.pop((python, seed, pad, user_dir, spec, tree, import_path, side_env), None)
-    launch = ahead or valgrind.launch(python, seed, pad, user_dir, spec, tree, import_path, source, side_env)
+    spec = _spec(targets, repeats, calls, warmup_calls)
+    ahead = _HEAD_STARTS.pop((python, seed, pad, user_dir, spec, tree, import_path, side_env, role), None)
+    launch = ahead or valgrind.launch(python, seed, pad, user_dir, spec, tree, import_path, source, side_env,
+                                      role)
     process, out_dir, started = launch.process, launch.out_dir, launch.started
     try:
         ready = valgrind.read_message(process, "ready", f"seed {seed} ({python})", "importing torch")
@@ -281,12 +285,14 @@ def count_builds(pythons: Sequence[str], targets: Sequence[tuple[str, str]],
                  repeats: int = DEFAULT_REPEATS, say: Callable[[str], None] | None = None,
                  tree: bool = False, import_paths: Sequence[str | None] | None = None,
                  sources: Sequence[str | None] | None = None,
-                 side_envs: Sequence[tuple] | None = None) -> list[list[CountRun]]:
+                 side_envs: Sequence[tuple] | None = None, role: str = "count",
+                 calls: int = CALLS_PER_REPEAT, warmup_calls: int = WARMUP_CALLS) -> list[list[CountRun]]:
     """Every build under every seed (the same seeds, so layouts are matched build to build),
     count_jobs() valgrind processes at once; one list of runs per build, in seed order.
     `import_paths`: per build, a folder to import torch from first (a view or a kept copy);
     `sources`: per build, the folder a view stands for (names its bytecode cache, samepath);
-    `side_envs`: per build, (name, value) pairs of its own (two versions of your code)."""
+    `side_envs`: per build, (name, value) pairs of its own (two versions of your code); `role`,
+    `calls` and `warmup_calls` as count_once's."""
     find_valgrind()
     check_room(len(targets), repeats, tree, min(count_jobs(), len(pythons) * len(seeds)))
     paths = list(import_paths) if import_paths is not None else [None] * len(pythons)
@@ -301,7 +307,8 @@ def count_builds(pythons: Sequence[str], targets: Sequence[tuple[str, str]],
         for attempt in range(COUNT_RETRIES + 1):
             try:
                 return count_once(python, targets, seed, pad=pad, repeats=repeats, say=say, tree=tree,
-                                  import_path=path, source=origin, side_env=extra)
+                                  import_path=path, source=origin, side_env=extra, role=role, calls=calls,
+                                  warmup_calls=warmup_calls)
             except CountingDied as exc:
                 if children.stopping():  # Ctrl-C or SIGTERM killed it: no fault to retry
                     raise KeyboardInterrupt from None

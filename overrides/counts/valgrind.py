@@ -128,7 +128,7 @@ def fixed_cwd() -> str:
 class Launch:
     """A valgrind worker started with its spec, importing torch."""
 
-    key: tuple  # (python, seed, pad, user_dir, spec, tree, import_path, side_env): what the counts depend on
+    key: tuple  # (python, seed, pad, user_dir, spec, tree, import_path, side_env, role): what the counts depend on
     process: subprocess.Popen
     out_dir: str
     started: float
@@ -150,9 +150,10 @@ def main_thread_dumps(out_dir: str, pid: int) -> list[str]:
 
 def launch(python: str, seed: int, pad: int, user_dir: str | None, spec: str,
            tree: bool = False, import_path: str | None = None, source: str | None = None,
-           side_env: tuple = ()) -> Launch:
+           side_env: tuple = (), role: str = "count") -> Launch:
     """Start a valgrind worker for `spec` under hash seed `seed`, importing torch; `tree` keeps
-    call paths (CONTEXT_DEPTH); `side_env` as `process_environment`'s."""
+    call paths (CONTEXT_DEPTH); `side_env` as `process_environment`'s; `role` the entry.py role
+    it runs (`count`: cases; `count-step`: a training step, overrides/step/counting.py)."""
     valgrind, _ = find_valgrind()
     where = samepath.place(python, import_path, user_dir, source=source)
     samepath.prime(where, os.pathsep.join(_own_python_path()))
@@ -166,11 +167,11 @@ def launch(python: str, seed: int, pad: int, user_dir: str | None, spec: str,
                "--compress-strings=no", "--compress-pos=no", "--separate-threads=yes", "-q", *contexts,
                _vgdb_prefix(out_dir),
                f"--callgrind-out-file={out_dir}/callgrind.out.%p",
-               *entry.command(where.python, "count", spec, tool=where.tool)]
+               *entry.command(where.python, role, spec, tool=where.tool)]
     process = children.start(where.wrap(command), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, text=True, cwd=fixed_cwd(),
                              env=process_environment(seed, pad, where, side_env))
-    return Launch((python, seed, pad, user_dir, spec, tree, import_path, side_env), process, out_dir,
+    return Launch((python, seed, pad, user_dir, spec, tree, import_path, side_env, role), process, out_dir,
                    time.monotonic(), where)
 
 

@@ -54,6 +54,8 @@ def run_step(args) -> int:
     from overrides.step.timing import DEFAULT_TIME_S, time_steps
 
     say = stderr_progress(args.quiet)
+    if args.instructions:
+        return _run_counts(args, say)
     if args.compiled:
         return _run_compiled(args, say)
     batches = list(dict.fromkeys(args.batch)) if args.batch else [None]
@@ -80,6 +82,13 @@ def run_step(args) -> int:
     _show(args, output.StepReport(args.step, first.description, tuple(timings), captured, rows, closure,
                                   on_device=tuple(on_device)))
     return 1 if any(t.drift for t in timings) else 0
+
+
+def _run_counts(args, say) -> int:
+    """`--step --instructions`: instructions and your functions a step (count_report.py)."""
+    from overrides.step.count_report import run_counts
+
+    return run_counts(args, say)
 
 
 def _device(args) -> str | None:

@@ -1,0 +1,76 @@
+"""`bench.py --step SPEC --instructions`: the run (counting.py) and what it prints and writes.
+
+Two tables: instructions a step of the plain twin and of yours per hash seed counted, and their
+difference; then the user's Python functions a step on both sides. Kept apart from the timing's
+report (output.py): nothing here is timed, so none of its figures has an interval; the spread
+over seeds is the layout's.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+
+from overrides.files import write_json_atomic
+from overrides.step.counting import StepCounts, count_step
+from overrides.tables import ruled
+
+SCHEMA = "torch-function-overhead/step-counts/1"
+DEFAULT_SEEDS = (1,)  # as `--instructions` for cases: one layout unless --seeds asks for more
+
+
+def _count(value: float) -> str:
+    return "n/a" if math.isnan(value) else f"{value:,.0f}"
+
+
+def _signed(value: float) -> str:
+    return "n/a" if math.isnan(value) else f"{value:+,.0f}"
+
+
+def _calls(value: float) -> str:
+    return f"{value:g}"
+
+
+def render(counts: StepCounts) -> str:
+    rows = [["seed", "plain twin instr/step", "yours instr/step", "yours - plain", "share"]]
+    for seed, plain, yours in counts.per_seed():
+        share = (yours - plain) / plain * 100 if plain and not math.isnan(plain) else math.nan
+        rows.append([str(seed), _count(plain), _count(yours), _signed(yours - plain),
+                     "n/a" if math.isnan(share) else f"{share:+.1f}%"])
+    lines = ruled(rows)
+    repeats = [case.spread_pct for run in counts.runs for case in run.cases if case.repeats]
+    lines.append(f"Callgrind, {counts.steps_per_repeat} steps a repeat after {counts.warm_steps} warm steps, "
+                 f"the minimum of repeats 2..n (spread up to {max(repeats, default=0):.3f}%); "
+                 f"{counts.wall_s:.0f} s")
+    for died in counts.died:
+        lines.append(f"not counted: {died}")
+    lines.append("")
+    functions = [["your function", "plain calls/step", "yours calls/step"]]
+    functions += [[f.function, _calls(f.plain), _calls(f.yours)] for f in counts.functions]
+    lines += ruled(functions) if counts.functions else ["your functions: none of your files' functions ran"]
+    return "\n".join(lines)
+
+
+def payload(counts: StepCounts) -> dict:
+    from overrides.counts.records import to_dict
+
+    return {"schema": SCHEMA, "step": counts.spec, "steps_per_repeat": counts.steps_per_repeat,
+            "warm_steps": counts.warm_steps, "wall_s": round(counts.wall_s, 1),
+            "per_seed": [{"seed": seed, "plain": plain, "yours": yours} for seed, plain, yours in counts.per_seed()],
+            "functions": [{"function": f.function, "plain": f.plain, "yours": f.yours} for f in counts.functions],
+            "instructions": to_dict(counts.runs)}
+
+
+def run_counts(args, say) -> int:
+    """The whole of `--step SPEC --instructions`: exit 0, or 1 where a seed's process died."""
+    from overrides.step.factory import find_factory
+
+    find_factory(args.step)  # refused before valgrind starts
+    seeds = tuple(dict.fromkeys(args.seeds or DEFAULT_SEEDS))
+    say and say(f"{args.step}: counting both steps under Callgrind, seeds {', '.join(map(str, seeds))}")
+    counts = count_step(args.step, seeds, say)
+    print(render(counts), flush=True)
+    if args.json:
+        write_json_atomic(args.json, payload(counts), what="--json")
+        print(f"results written to {args.json}", file=sys.stderr)
+    return 1 if counts.died else 0
