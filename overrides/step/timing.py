@@ -49,6 +49,9 @@ LEAD_STEP = True
 # a step than one sampled alone. With each its own count, a version that waits 20 us a call more
 # (1 step a sample against the base's 2) read its change 1.08-1.11x its calls x 20 us, 1.05x with
 # the same count for all (benchmarks/README.md, "Two versions of your step").
+# So also the plain twin and yours of one factory (--step): a known 383-us wait a step read
+# 1.06-1.08x with each its own count (the plain twin 2 steps a sample, the waiting step 1) and
+# 1.03x with the same, the A/A +1.7 against -0.3 us (benchmarks/step_validation.py 5, each way).
 SAME_COUNT = True
 
 
@@ -226,7 +229,8 @@ def time_steps(pair: StepPair, time_s: float = DEFAULT_TIME_S, threads: int = 1,
         drifts = check_drift(pair)
         for line in drifts:
             say(line)
-        steps, (plain, subclass) = alternate((pair.plain, pair.subclass), time_s, pairs, say, label)
+        steps, (plain, subclass) = alternate((pair.plain, pair.subclass), time_s, pairs, say, label,
+                                             same_count=SAME_COUNT)
     finally:
         torch.set_num_threads(previous_threads)
     return StepTiming(pair.spec, pair.batch, steps, plain, subclass, tuple(drifts), threads,
