@@ -107,3 +107,65 @@ def test_a_recording_of_the_step_finds_your_hook_and_its_plain_twin_none(user_fo
         'font-weight="bold">UnitTensor.__torch_function__<' in svg  # labelled, whatever its width
     assert hook in svg.rsplit("<text", 1)[1]  # the footer names it
     assert "never entered a subclass's hook" in open(made["plain"].svg_path, encoding="utf-8").read()
+
+
+# -- scripts/report.sh BASE BRANCH --step SPEC ---------------------------------------------------
+
+def report_sh(folder: str, *args: str, timeout: float = 900) -> subprocess.CompletedProcess:
+    return subprocess.run(["bash", os.path.join(ROOT, "scripts", "report.sh"), *args], cwd=folder,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.mark.parametrize("args, said", [
+    (["--step", "steps:nope"], "module steps has no attribute 'nope'"),
+    (["--step", "steps:mlp", "--cases", "Tensor"], "drop --cases"),
+    (["--step", "steps:mlp", "-o", "report.txt"], "the report is a ZIP; name it FILE.zip"),
+])
+def test_a_step_report_that_cannot_run_is_refused_before_measuring(user_folder, args, said):
+    done = report_sh(user_folder, sys.executable, sys.executable, *args, timeout=120)
+    assert done.returncode == 2, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("report.sh: error: ") and said in lines[0], done.stderr
+    assert not os.path.exists(os.path.join(user_folder, "report.zip"))
+
+
+def test_two_independent_runs_widen_the_difference_s_interval():
+    from overrides.review.step_report import difference_ci
+
+    low, high = difference_ci((100.0, 97.0, 103.0), (110.0, 106.0, 114.0), process_cv=0)
+    assert low == pytest.approx(10 - 5.0) and high == pytest.approx(10 + 5.0)  # 3-4-5: wider than either
+    # a whole process's own spread joins each side: an A/A that read 3% apart between two
+    # processes (steps:mlp: +111,529 and +114,712 ns, each +-2-3%) holds zero
+    low, high = difference_ci((111_529, 109_206, 114_410), (114_712, 113_280, 117_310))
+    assert low < 0 < high and high - low > 2 * 6_667
+
+
+@pytest.mark.slow
+def test_a_step_report_of_two_builds_holds_both_steps_their_flamegraphs_and_says_how_sure(user_folder):
+    import zipfile
+
+    from overrides.flame.flamepng import png_is_flat, png_size
+
+    done = report_sh(user_folder, sys.executable, sys.executable, "--step", "steps:mlp", "--seconds", "2",
+                     "-o", "step.zip")
+    assert done.returncode in (0, 1), done.stderr
+    assert "branch - base:" in done.stdout and "two independent runs" in done.stdout
+    with zipfile.ZipFile(os.path.join(user_folder, "step.zip")) as bundle:
+        names = set(bundle.namelist())
+        for role in ("base", "branch", "plain"):
+            assert {f"{role}-step.svg", f"{role}-step.png"} <= names, names
+        assert {"report.md", "base.txt", "branch.txt", "base-step.json", "branch-step.json", "comparison.json",
+                "diff-step.png", "diff-plain.png"} <= names, names
+        report = bundle.read("report.md").decode()
+        bundle.extractall(os.path.join(user_folder, "unpacked"))
+        branch_svg = bundle.read("branch-step.svg").decode()
+        plain_svg = bundle.read("plain-step.svg").decode()
+    for line in ("# Your step, base against branch: `steps:mlp`", "How sure:", "NOT paired with each other",
+                 "![branch-step](branch-step.png)", "![diff-plain](diff-plain.png)", "yours ns/step"):
+        assert line in report, report
+    assert "UnitTensor.__torch_function__" in branch_svg and "UnitTensor.__torch_function__" not in plain_svg
+    # what the subclass adds lists its hook among the functions that grew
+    assert "`UnitTensor.__torch_function__ (units.py)`" in report.split("What your subclass adds", 1)[1]
+    for png in ("base-step.png", "diff-step.png", "diff-plain.png"):
+        path = os.path.join(user_folder, "unpacked", png)
+        assert png_size(path)[0] == 1600 and not png_is_flat(path)

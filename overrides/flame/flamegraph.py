@@ -166,17 +166,21 @@ def record_cases(python: str, targets: Sequence[Target], *, op: str | None = Non
 
 def record_step(python: str, spec: str, svg_path: str, folded_path: str, *, plain: bool = False,
                 seconds: float = DEFAULT_SECONDS, rate_hz: int = PYSPY_RATE_HZ, pyspy: str | None = None,
-                title: str | None = None, import_path: str | None = None) -> Recording:
+                title: str | None = None, import_path: str | None = None, recordings: int = 1) -> Recording:
     """Your training step (`pyspybench.py --step SPEC`, its plain twin with `plain`) recorded
     under `python` from the current folder, where its factory is found: raw stacks into
-    `folded_path`, and our SVG with your subclass's hooks labelled (`flamegraph_svg(hooks=True)`).
-    Failures as `record_cases`'s."""
+    `folded_path` (with `recordings` > 1, that many processes at once, into `recording_paths`,
+    as `record_cases` does), and our SVG of them together with your subclass's hooks labelled
+    (`flamegraph_svg(hooks=True)`). Failures as `record_cases`'s."""
     name = step_name(spec, plain)
-    stacks = _record_folded(python, [name], [folded_path], op=None, seconds=seconds, rate_hz=rate_hz,
-                            pyspy=pyspy or find_pyspy(python), import_path=import_path,
-                            selection=["--step", spec] + (["--plain"] if plain else []))[0]
+    paths = recording_paths(folded_path, recordings)
+    pyspy = pyspy or find_pyspy(python)
+    recorded = children.parallel(lambda path: _record_folded(
+        python, [name], [path], op=None, seconds=seconds, rate_hz=rate_hz, pyspy=pyspy, import_path=import_path,
+        selection=["--step", spec] + (["--plain"] if plain else []))[0], paths, recordings)
+    stacks = merged(recorded)
     write_text_atomic(svg_path, flamegraph_svg(stacks, title or f"{name} · a training step", rate_hz, hooks=True))
-    return Recording(name, svg_path, folded_path, hot_loop_total(stacks), seconds)
+    return Recording(name, svg_path, folded_path, hot_loop_total(stacks), seconds, paths)
 
 
 def record_together_or_alone(python: str, targets: Sequence[Target], *,
