@@ -80,6 +80,23 @@ def no_plain():
 
 def sized(plain=False, batch=4):
     return _step(None, plain)
+
+
+def many(plain=False):
+    """a sound step of twelve weights: the drift probe's own hooks leave two objects on each"""
+    ws = [torch.randn(8, 8, requires_grad=True) for _ in range(12)]
+    x = torch.randn(4, 8)
+    opt = torch.optim.SGD(ws, lr=0.01)
+
+    def step():
+        opt.zero_grad()
+        h = x
+        for w in ws:
+            h = F.linear(h, w)
+        h.square().sum().backward()
+        opt.step()
+
+    return step
 ''' % SPIN_NS
 
 
@@ -162,6 +179,7 @@ def test_a_drifting_step_is_said(user_folder):
     assert accumulating and all("grads" in line and "zero_grad" in line for line in accumulating), accumulating
     assert check_drift(build_steps("steps:mlp")) == []
     assert check_drift(build_steps("steptest:spinning")) == []
+    assert check_drift(build_steps("steptest:many")) == []
 
 
 def _timing(batch, share):

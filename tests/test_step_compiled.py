@@ -116,6 +116,15 @@ def test_a_step_that_compiles_gives_four_figures_what_compile_removed_and_what_s
     for estimate in (eager, stays, removed):
         assert estimate.low_ns < estimate.value_ns < estimate.high_ns
     assert not result.eager.drift and result.compiled_while_timing == 0
+    # what stays, named: the wrapper's __tensor_flatten__ runs in the compiled step (once a weight
+    # a pass), AOTAutograd wraps and unwraps it and Dynamo guards its metadata; the plain step none
+    counted = result.counted
+    assert counted is not None and counted.compiled_while_counting == 0
+    assert counted.subclass_calls > counted.plain_calls
+    owners = {owner: calls for owner, calls, _ in counted.by_owner}
+    assert owners.get("your code", 0) >= 2 and owners.get("AOTAutograd's subclass wrapping", 0) > 0, owners
+    assert any("ScaledInt8Tensor.__tensor_flatten__" in name and who == "your code"
+               for name, who, _ in counted.functions), counted.functions
 
 
 def test_the_same_plain_step_on_both_sides_leaves_nothing_compiled_or_eager(user_folder):
@@ -124,6 +133,11 @@ def test_the_same_plain_step_on_both_sides_leaves_nothing_compiled_or_eager(user
     # an A/A: what stays and the eager overhead are noise, a small share of a step
     assert abs(result.stays.value_ns) < 0.15 * result.step_ns("compiled plain"), result.stays
     assert abs(result.eager_overhead.value_ns) < 0.15 * result.step_ns("eager plain"), result.eager_overhead
+    # and counted, the two compiled copies make the same Python calls but for the guard on the
+    # shared code that one of them tests first (stays.py): a few calls of ~500, none of yours
+    counted = result.counted
+    assert abs(counted.subclass_calls - counted.plain_calls) <= 4, counted
+    assert not [name for name, owner, _ in counted.functions if owner == "your code"], counted.functions
 
 
 def test_a_print_in_your_torch_function_breaks_the_graph_at_its_line(user_folder):

@@ -114,3 +114,28 @@ def cnn(plain=False, batch=16, device="cpu"):
 def cnn_plain(plain=False, batch=16, device="cpu"):
     """small CNN on plain inputs on both sides (an A/A), cross-entropy, SGD"""
     return cnn(True, batch, device)
+
+
+DEEP_WIDTHS = (64, 72, 80, 88, 96, 104, 112, 120, 128, 136, CLASSES)
+
+
+def deep(plain=False, batch=32):
+    """10-layer MLP, each layer its own width (20 distinct ops: linear and relu x10), weights as UnitTensor, SGD"""
+    torch.manual_seed(0)
+    weights = [torch.randn(out, into) * 0.05 for into, out in zip(DEEP_WIDTHS, DEEP_WIDTHS[1:])]
+    if not plain:
+        weights = [units.UnitTensor(w, "m") for w in weights]
+    for w in weights:
+        w.requires_grad_()
+    x, target = torch.randn(batch, DEEP_WIDTHS[0]), torch.randn(batch, CLASSES)
+    opt = torch.optim.SGD(weights, lr=0.01)
+
+    def step():
+        opt.zero_grad()
+        hidden = x
+        for w in weights:
+            hidden = F.linear(hidden, w).relu()
+        (hidden - target).square().mean().backward()
+        opt.step()
+
+    return step

@@ -9,6 +9,7 @@ overrides/figures.py and laid out with overrides/tables.py, as every table of th
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 from overrides.compiled.dynamo import CompileRecord
@@ -16,6 +17,7 @@ from overrides.compiled.measure import Estimate
 from overrides.compiled.report import CACHED_MARK
 from overrides.figures import json_figure, signed, whole
 from overrides.step.compiling import KINDS, STEP_SAME_CODE_SPREAD, EagerAndCompiled
+from overrides.step.stays import stays_lines
 from overrides.tables import ruled
 
 SKIPPED = ("op by op and the closure: not with --compiled (they time the eager ops of your step); "
@@ -97,7 +99,7 @@ def compiled_lines(result: EagerAndCompiled) -> list[str]:
             + ["compile s: each side's first call (tracing, the backend's compile, one step), never in a "
                f"figure ({CACHED_MARK}: served from the compile cache); 95% CIs as --compiled's, widened by "
                f"{STEP_SAME_CODE_SPREAD:.1%} of each figure (docs/step.md)"]
-            + did_lines(result) + [SKIPPED])
+            + did_lines(result) + ([""] + stays_lines(result.counted) if result.counted else []) + [SKIPPED])
 
 
 def _estimate_dict(estimate: Estimate | None) -> dict | None:
@@ -117,4 +119,5 @@ def compiled_dict(result: EagerAndCompiled) -> dict:
             "eager_overhead": _estimate_dict(result.eager_overhead), "stays": _estimate_dict(result.stays),
             "removed": _estimate_dict(result.removed), "compile_gain": _estimate_dict(result.compile_gain),
             "compile": {"plain": result.plain_compile.to_dict(), "subclass": result.subclass_compile.to_dict()},
-            "compiled_while_timing": result.compiled_while_timing}
+            "compiled_while_timing": result.compiled_while_timing,
+            "stays_counted": dataclasses.asdict(result.counted) if result.counted else None}

@@ -1,6 +1,6 @@
 """`--step --compiled`: your step eager and under `torch.compile`, each plain and with your
 subclass, four figures from one alternating run: what compile removed of the subclass's
-overhead a step, and what stays.
+overhead a step, and what stays (timed here; its Python calls counted by owner: stays.py).
 
 Why it is built this way:
 - The compiled steps are a second build of your factory (`factory(plain=...)` once more), so
@@ -37,6 +37,7 @@ from overrides.compiled import dynamo
 from overrides.compiled.measure import Estimate
 from overrides.step import drift
 from overrides.step.factory import StepPair
+from overrides.step.stays import COUNTED_STEPS, Stays, count_stays
 from overrides.step.timing import DEFAULT_TIME_S, LEAD_STEP, StepTiming, alternate, check_drift, step_label
 
 KINDS = ("eager plain", "eager yours", "compiled plain", "compiled yours")
@@ -77,6 +78,7 @@ class EagerAndCompiled:
     plain_compile: dynamo.CompileRecord
     subclass_compile: dynamo.CompileRecord
     compiled_while_timing: int = 0  # frames compiled while timing: the compiled figures hold compile time
+    counted: Stays | None = None  # what stays, named: both compiled steps' Python calls (stays.py)
 
     def samples(self, kind: str) -> tuple[float, ...]:
         return dict(zip(KINDS, (self.eager.plain_ns, self.eager.subclass_ns, self.compiled_plain_ns,
@@ -160,6 +162,10 @@ def time_eager_and_compiled(eager: StepPair, compiled_build: StepPair, backend: 
                                     what="the four steps" if len(timed) == 4 else f"{len(timed)} steps",
                                     lead=LEAD_STEP)
         compiled_while = dynamo.compilations() - before
+        counted = None
+        if compiled.plain is not None and compiled.subclass is not None:
+            say(f"{label}: counting both compiled steps' Python calls ({COUNTED_STEPS} steps each)")
+            counted = count_stays(compiled.plain, compiled.subclass, eager.user_dir)
     finally:
         torch.set_num_threads(previous_threads)
     wall_s = (clock_ns() - started) / 1e9
@@ -168,4 +174,4 @@ def time_eager_and_compiled(eager: StepPair, compiled_build: StepPair, backend: 
     plain_count, plain_ns = next(rest) if compiled.plain is not None else (0, ())
     subclass_count, subclass_ns = next(rest) if compiled.subclass is not None else (0, ())
     return EagerAndCompiled(timing, backend, (plain_count, subclass_count), plain_ns, subclass_ns,
-                            compiled.plain_compile, compiled.subclass_compile, compiled_while)
+                            compiled.plain_compile, compiled.subclass_compile, compiled_while, counted)

@@ -10,7 +10,7 @@ figures a step, each from its own burst of steps, as overrides/clock/cuda.py tim
 - **synced**: the burst with the final synchronize inside the clock: what a training loop pays;
 - **gpu**: the burst queued behind a spin kernel long enough for the host to queue it all,
   timed with CUDA events: the GPU's own work, with no wait for the host in it.
-The step's overhead is the synced one (the share of the step that is your subclass); the host
+Each figure is the median of its samples (FIGURE_QUANTILE says why). The step's overhead is the synced one (the share of the step that is your subclass); the host
 figure is where it comes from, and the op table (timed on the host) is closed against it. Where
 the host's time exceeds the GPU's the step is host-bound, and the GPU idles for the rest.
 
@@ -30,8 +30,17 @@ from overrides.step.factory import StepPair
 
 # Steps a sample at most: a small CNN's step queues ~40 kernels (forward, backward, SGD), so 5
 # steps stay well inside the ~1,024-kernel launch queue; more and the host would wait for the
-# GPU, folding the GPU's time into the host's figure.
+# GPU, folding the GPU's time into the host's figure. Below that, calibrated to ~1 ms as on the
+# CPU (timing.SAMPLE_NS): 1 step of steps:cnn on an H100. Always 5 read wider intervals: the
+# host's slow spells outlast a step, so 5 steps a sample averaged nothing away and left a fifth
+# of the samples (60 against 330: benchmarks/README.md).
 MAX_STEPS_PER_SAMPLE = 5
+# Each step's figure on a GPU: the median of its samples, with its interval. The host's time a
+# step jitters by +-25% (p10-p90) both ways on an H100's 16-CPU host, so the low quantile (the
+# CPU's headline: the undisturbed cost) is a rare fast step: over seven batch sizes it read the
+# subclass's host cost +209..+328 us, the median +285..+335 us, and an A/A's median intervals
+# held zero where its low quantile read +101 us.
+FIGURE_QUANTILE = 0.5
 MODES = cuda_clock.MODES  # host, synced, gpu
 # A spin kernel this much longer than the host's calibrated time to queue the burst: the host's
 # time varies from sample to sample (a busy host core), and a short spin would let the GPU wait.
@@ -108,7 +117,8 @@ class _Sampler:
 
 
 def _host_ns(step: Callable, sync: Callable) -> tuple[float, float]:
-    """(the host's, the synced) fastest time of one step, of a few."""
+    """(the host's, the synced) fastest time of one step, of a few: the host's is what the spin
+    kernel must outlast, the synced one sizes a sample."""
     host, synced = [], []
     for _ in range(timing.CALIBRATION_STEPS):
         sync()
@@ -166,7 +176,7 @@ def time_on_device(pair: StepPair, device: str, time_s: float = timing.DEFAULT_T
     wall_s = (clock_ns() - started) / 1e9
     counts = (samplers[0].steps, samplers[1].steps)
     by_mode = {mode: timing.StepTiming(pair.spec, pair.batch, counts, tuple(plain), tuple(yours),
-                                       tuple(drifts), threads, wall_s)
+                                       tuple(drifts), threads, wall_s, FIGURE_QUANTILE)
                for mode, (plain, yours) in samples.items()}
     return DeviceStepTiming(device, torch.cuda.get_device_name(torch.device(device)), by_mode["host"],
                             by_mode["synced"], by_mode["gpu"])

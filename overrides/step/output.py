@@ -140,7 +140,7 @@ def device_lines(on_device: tuple[DeviceStepTiming, ...]) -> list[str]:
                      _us(d.gpu.subclass_step_ns), _us(d.synced.plain_step_ns), _us(d.synced.subclass_step_ns),
                      ("+" if d.synced.overhead_ns >= 0 else "") + _us(d.synced.overhead_ns), _pct(d.synced.share),
                      f"{d.gpu_idle('subclass'):.0%}", d.bound("subclass")])
-    lines = [f"on {first.device} ({first.device_name}), a step: host = the Python thread's time to queue it, gpu = "
+    lines = [f"on {first.device} ({first.device_name}), a step, each figure the median of its samples: host = the Python thread's time to queue it, gpu = "
              "the GPU's own work, synced = what a training loop pays (the figure above)"]
     lines += ruled(body)
     for d in on_device:
