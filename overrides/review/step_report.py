@@ -47,6 +47,7 @@ class StepRun:
     role: str
     text: str
     payload: dict
+    warnings: tuple[str, ...] = ()  # what bench.py --step warned of (drift, samples too spread)
 
     @property
     def timing(self) -> dict:
@@ -151,7 +152,8 @@ def run_step(side, spec: str, workdir: str, say: Callable[[str], None]) -> StepR
 
     make = "run the report from a checkout whose bench.py has --step"
     payload = versioned(read_json(json_path, "step result", make), STEP_SCHEMA, json_path, "a step result", make)
-    return StepRun(side.role, done.stdout, payload)
+    warned = tuple(line.strip() for line in done.stderr.splitlines() if line.strip().startswith("warning:"))
+    return StepRun(side.role, done.stdout, payload, warned)
 
 
 def record(sides, spec: str, seconds: float, pack: Pack) -> dict:
@@ -287,6 +289,7 @@ def build(spec: str, sides, output: str, seconds: float | None, flamegraphs: boo
         try:
             base, branch = (run_step(side, spec, workdir, say) for side in sides)
             comparison = StepComparison(spec, base, branch)
+            notes += [f"{run.role}'s bench.py --step: {line}" for run in (base, branch) for line in run.warnings]
             recorded = record(sides, spec, seconds or DEFAULT_SECONDS, pack) if flamegraphs else None
             text = step_markdown(comparison, sides, recorded, pack, notes)
             for png in pack.finish_pictures():

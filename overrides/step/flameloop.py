@@ -26,8 +26,7 @@ STEP_UNROLL = 1
 STEP_THREADS = 1
 
 
-def prepare(spec: str, plain: bool, nreps: int | None, seconds: float,
-            batch: int | None = None) -> HotLoop:
+def prepare(spec: str, plain: bool, nreps: int | None, seconds: float) -> HotLoop:
     """The hot loop of `spec`'s step (its plain twin's with `plain`); a UsageError, in one line,
     where the factory is missing, takes no `plain`, or either step raises (`build_steps` runs
     both once)."""
@@ -37,7 +36,7 @@ def prepare(spec: str, plain: bool, nreps: int | None, seconds: float,
     from overrides.step.factory import build_steps
 
     torch.set_num_threads(STEP_THREADS)  # before the factory's first step: see STEP_THREADS
-    pair = build_steps(spec, batch)
+    pair = build_steps(spec)
     step = pair.plain if plain else pair.subclass
     loop = compile_hot_loop("x()", frame_name(step_name(spec, plain)), unroll=STEP_UNROLL)
     return HotLoop(loop, (step, None), contextlib.nullcontext, nreps, seconds, unroll=STEP_UNROLL)
