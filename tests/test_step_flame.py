@@ -147,7 +147,7 @@ def test_a_step_report_of_two_builds_holds_both_steps_their_flamegraphs_and_says
     from overrides.flame.flamepng import png_is_flat, png_size
 
     done = report_sh(user_folder, sys.executable, sys.executable, "--step", "steps:mlp", "--seconds", "2",
-                     "-o", "step.zip")
+                     "-o", "step.zip", "-q")
     assert done.returncode in (0, 1), done.stderr
     assert "branch - base:" in done.stdout and "two independent runs" in done.stdout
     with zipfile.ZipFile(os.path.join(user_folder, "step.zip")) as bundle:

@@ -229,7 +229,7 @@ def step_markdown(comparison: StepComparison, sides, recorded: dict | None, pack
              signed(run.overhead_ns), f"{signed(run.overhead_ci_ns[0])}..{signed(run.overhead_ci_ns[1])}",
              f"{run.share:+.1%}"] for run, side in zip((base, branch), sides)]
     rows.append(["**branch - base**", "", "", f"**{signed(comparison.delta_ns)}**", f"{signed(low)}..{signed(high)}",
-                 f"{branch.share - base.share:+.1%}"])
+                 f"{100 * (branch.share - base.share):+.1f} points"])
     said = {REGRESSION: "your subclass costs this step MORE on the branch",
             IMPROVEMENT: "your subclass costs this step LESS on the branch",
             NO_CHANGE: "no change beyond the threshold",
@@ -275,10 +275,11 @@ def step_markdown(comparison: StepComparison, sides, recorded: dict | None, pack
 
 
 def build(spec: str, sides, output: str, seconds: float | None, flamegraphs: bool,
-          say: Callable[[str], None]) -> StepComparison:
+          say: Callable[[str], None] | None) -> StepComparison:
     """Measure both builds' step, record and draw them, and write the ZIP whole or not at all."""
     from overrides.flame.hotloop import DEFAULT_SECONDS
 
+    say = say or (lambda message: None)  # -q: stderr_progress gives none
     for side in sides:
         if side.label and side.build is None:
             raise UsageError(f"--step measures both builds live, and label {side.label} kept no copy of its build "
