@@ -202,7 +202,9 @@ def top_changes(deltas: Sequence[FrameDelta], count: int = 12) -> tuple[list[Fra
 
 def differential_svg(base: "Stacks | Sequence[Stacks]", branch: "Stacks | Sequence[Stacks]",
                      base_per_call_ns: float, branch_per_call_ns: float, title: str,
-                     same_work: Collection[str] = (), counted: Mapping[str, int] | None = None) -> str:
+                     same_work: Collection[str] = (), counted: Mapping[str, int] | None = None,
+                     sides: tuple[str, str] = ("base", "branch"), per: str = "call",
+                     labelled: Collection[str] = (), labelled_as: str = "") -> str:
     """The branch's hot loop, each frame coloured by how much its function's own time per call
     changed against base (red: more, blue: less, grey: within SIGNIFICANT_Z errors). By
     function, not by call path: a branch that inserts a wrapper moves everything under it to
@@ -210,7 +212,10 @@ def differential_svg(base: "Stacks | Sequence[Stacks]", branch: "Stacks | Sequen
     anything. Frames in `same_work` (whose own instructions the counts found unchanged) that
     changed significantly are amber instead: time moved, the work did not. Frames in `counted`
     (frame -> +1 or -1: the Python-call counts found it new or called more, or less) are
-    coloured that way whatever their sampled time, and always labelled: the counts are exact."""
+    coloured that way whatever their sampled time, and always labelled: the counts are exact.
+    `sides` names the two profiles (a step's report: "plain twin", "yours"), `per` what a figure
+    is per ("step"); `labelled` frames are labelled too, coloured by their own change, and the
+    footer names them after `labelled_as` (why they are)."""
     counted = counted or {}
     by_frame = {d.frame: d for d in differential(base, branch, base_per_call_ns, branch_per_call_ns)}
     if not by_frame:
@@ -243,13 +248,17 @@ def differential_svg(base: "Stacks | Sequence[Stacks]", branch: "Stacks | Sequen
 
     amber = ", amber: the same instructions in the counts" if same_work else ""
     shown = sorted({flamesvg.short_name(f) for f in counted if any(f in stack for stack in loop)})
-    footer = (f"branch: {total:,} samples at {branch_per_call_ns:,.0f} ns per call; base: "
-              f"{base_per_call_ns:,.0f} ns per call")
+    before, after = sides
+    footer = (f"{after}: {total:,} samples at {branch_per_call_ns:,.0f} ns per {per}; {before}: "
+              f"{base_per_call_ns:,.0f} ns per {per}")
     if shown:
         footer += ("; always labelled (in bold where the box is too narrow), as the Python-call "
                    "counts found them new or changed: " + ", ".join(shown))
+    named_too = sorted({flamesvg.short_name(f) for f in labelled if any(f in stack for stack in loop)})
+    if named_too:
+        footer += f"; labelled whatever their width, {labelled_as}: " + ", ".join(named_too)
     return flamesvg.render(
         flamesvg.tree_from_stacks(loop), title,
-        f"width: share of the branch's py-spy samples; colour: change of the function's own time per "
-        f"call against base (red: more, blue: less, grey: within {SIGNIFICANT_Z:g} errors{amber})",
-        footer, colour, tooltip, named=lambda path: path[-1] in counted)
+        f"width: share of the {after}'s py-spy samples; colour: change of the function's own time per "
+        f"{per} against {before} (red: more, blue: less, grey: within {SIGNIFICANT_Z:g} errors{amber})",
+        footer, colour, tooltip, named=lambda path: path[-1] in counted or path[-1] in labelled)

@@ -25,9 +25,10 @@ from overrides import ROOT, children
 from overrides.errors import UsageError, place_error
 from overrides.files import write_text_atomic
 from overrides.flame import flamesvg
-from overrides.flame.hotloop import DEFAULT_SECONDS, PACE_MAX_S, frame_name
+from overrides.flame.hotloop import DEFAULT_SECONDS, PACE_MAX_S, frame_name, step_name
 from overrides.flame.pyspy import PYSPY_RATE_HZ, find_pyspy
-from overrides.flame.stacks import hot_loop_stacks, hot_loop_total, merged, read_folded
+from overrides.flame.stacks import (hook_shares, hot_loop_stacks, hot_loop_total, is_subclass_hook, merged,
+                                    read_folded)
 
 PYSPYBENCH = os.path.join(ROOT, "pyspybench.py")
 START_TIMEOUT_S = 120  # importing torch under py-spy, on a cold disk
@@ -163,6 +164,25 @@ def record_cases(python: str, targets: Sequence[Target], *, op: str | None = Non
     return made
 
 
+def record_step(python: str, spec: str, svg_path: str, folded_path: str, *, plain: bool = False,
+                seconds: float = DEFAULT_SECONDS, rate_hz: int = PYSPY_RATE_HZ, pyspy: str | None = None,
+                title: str | None = None, import_path: str | None = None, recordings: int = 1) -> Recording:
+    """Your training step (`pyspybench.py --step SPEC`, its plain twin with `plain`) recorded
+    under `python` from the current folder, where its factory is found: raw stacks into
+    `folded_path` (with `recordings` > 1, that many processes at once, into `recording_paths`,
+    as `record_cases` does), and our SVG of them together with your subclass's hooks labelled
+    (`flamegraph_svg(hooks=True)`). Failures as `record_cases`'s."""
+    name = step_name(spec, plain)
+    paths = recording_paths(folded_path, recordings)
+    pyspy = pyspy or find_pyspy(python)
+    recorded = children.parallel(lambda path: _record_folded(
+        python, [name], [path], op=None, seconds=seconds, rate_hz=rate_hz, pyspy=pyspy, import_path=import_path,
+        selection=["--step", spec] + (["--plain"] if plain else []))[0], paths, recordings)
+    stacks = merged(recorded)
+    write_text_atomic(svg_path, flamegraph_svg(stacks, title or f"{name} · a training step", rate_hz, hooks=True))
+    return Recording(name, svg_path, folded_path, hot_loop_total(stacks), seconds, paths)
+
+
 def record_together_or_alone(python: str, targets: Sequence[Target], *,
                              on_recorded: Callable[[list[Recording]], None] | None = None,
                              on_alone: Callable[[int, Target], None] | None = None,
@@ -212,9 +232,10 @@ def record_together_or_alone(python: str, targets: Sequence[Target], *,
 
 def _record_folded(python: str, cases: Sequence[str], folded_paths: Sequence[str], *,
                    op: str | None, seconds: float, rate_hz: int, pyspy: str,
-                   import_path: str | None) -> list[dict[tuple[str, ...], int]]:
+                   import_path: str | None, selection: Sequence[str] = ()) -> list[dict[tuple[str, ...], int]]:
     """One py-spy process on the cases' hot loops, one after the other; each case's raw stacks
-    into its `folded_paths` entry (whole or not at all). Returns them, cleaned."""
+    into its `folded_paths` entry (whole or not at all). Returns them, cleaned. `selection`:
+    pyspybench.py's arguments naming what to run, where not the cases (a step: `--step SPEC`)."""
     from overrides.builds.interpreters import with_import_path
 
     env = with_import_path(dict(os.environ), ROOT, import_path)
@@ -223,7 +244,7 @@ def _record_folded(python: str, cases: Sequence[str], folded_paths: Sequence[str
     partial = folded_paths[0] + ".partial"
     what = cases[0] if len(cases) == 1 else ", ".join(cases)
     # pyspybench imports and warms up unsampled, then hands its hot loops to py-spy.
-    command = [python, PYSPYBENCH, *cases, "--seconds", f"{seconds:g}", "--record", partial,
+    command = [python, PYSPYBENCH, *(selection or cases), "--seconds", f"{seconds:g}", "--record", partial,
                "--format", "raw", "--rate", str(rate_hz), "--pyspy", pyspy]
     if op:
         command += ["--op", op]
@@ -298,18 +319,32 @@ def _split_by_case(raw_path: str, cases: Sequence[str]) -> dict[str, str]:
 # ---------------------------------------------------------------------------------------------
 # Pictures (overrides/flame/flamesvg.py draws them)
 
-def flamegraph_svg(stacks: Mapping[tuple[str, ...], int], title: str, rate_hz: int = PYSPY_RATE_HZ) -> str:
-    """One build's hot loop as a flamegraph: the loop is the root, one box per call path."""
+def flamegraph_svg(stacks: Mapping[tuple[str, ...], int], title: str, rate_hz: int = PYSPY_RATE_HZ,
+                   hooks: bool = False) -> str:
+    """One build's hot loop as a flamegraph: the loop is the root, one box per call path. With
+    `hooks` (a step's): the subclass's `__torch_function__` / `__torch_dispatch__` frames are
+    labelled whatever their width, as the differential labels what the counts name, and the
+    footer gives each one's share of the step (or says the step entered none)."""
     loop = hot_loop_stacks(stacks)
     total = sum(loop.values())
     weights = flamesvg.tree_from_stacks(loop)
+    footer = ("Python frames yellow, native frames orange-red; a name too long for its box is cut "
+              "(the SVG in the report names every box and its samples)")
+    if hooks:
+        shares = hook_shares(stacks)
+        footer = ("labelled (bold where narrow): your subclass's hooks, each one's share of the step with all "
+                  "it calls, the op and any backward too (bench.py --step prices it): "
+                  + ", ".join(f"{flamesvg.short_name(frame)} ({frame.rsplit(' (', 1)[1][:-1]}) {share:.0%}"
+                              for frame, share in shares.items())
+                  if shares else "no __torch_function__ or __torch_dispatch__ frame: this step never "
+                  "entered a subclass's hook")
     return flamesvg.render(
         weights, title,
         f"py-spy --native, {total:,} samples inside the hot loop ({rate_hz} a second); width: share "
         f"of those samples; root: the hot loop, callees below",
-        "Python frames yellow, native frames orange-red; a name too long for its box is cut "
-        "(the SVG in the report names every box and its samples)",
+        footer,
         lambda path: flamesvg.warm_colour(path[-1]),
-        lambda path, weight: f"{path[-1]}: {weight:,.0f} samples ({100 * weight / total:.1f}%)")
+        lambda path, weight: f"{path[-1]}: {weight:,.0f} samples ({100 * weight / total:.1f}%)",
+        named=(lambda path: is_subclass_hook(path[-1])) if hooks else (lambda path: False))
 
 

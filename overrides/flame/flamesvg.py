@@ -206,8 +206,11 @@ def draw(weights: Mapping[tuple[str, ...], float], title: str, subtitle: str, fo
             name = short_name(label)
             text_width = len(name) * CHAR_WIDTH * BOLD_WIDTH + 6
             left = min(x, SVG_WIDTH - SIDE_MARGIN - text_width)
-            callouts.append(Box(round(left, 2), y, round(text_width, 2), ROW_HEIGHT - 1, "white", fill,
-                                CALLOUT_STROKE_WIDTH, name, True, tip))
+            # One callout where two would print over each other on a row (a step calls the same
+            # hook from neighbouring ops): the box stays, and its tooltip names it.
+            if not any(c.y == y and c.x < left + text_width and left < c.x + c.width for c in callouts):
+                callouts.append(Box(round(left, 2), y, round(text_width, 2), ROW_HEIGHT - 1, "white", fill,
+                                    CALLOUT_STROKE_WIDTH, name, True, tip))
         boxes.append(Box(round(x, 2), y, round(width, 2), ROW_HEIGHT - 1, fill, *FRAME_STROKE, shown,
                          False, tip))
     texts = (Text(SVG_WIDTH / 2, 22, title, TITLE_SIZE, "middle", "black"),

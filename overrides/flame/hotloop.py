@@ -7,7 +7,9 @@ the flamegraph's hot tower starts at a frame a reader recognises. `pyspybench.py
 its own module frame: the only harness frame above the loop is `<module>`. The clock is read
 only between chunks of ~50 ms of calls, outside that function, to know when to stop. Several
 cases run one after the other in one process (`Program`): each loop's frame names its case, so
-one recording splits into one per case, and torch is imported once for all of them.
+one recording splits into one per case, and torch is imported once for all of them. With
+`--step pkg.module:factory` the loop calls your training step instead (built by
+overrides/step/flameloop.py, handed in by pyspybench.py: this wing may not import the step wing).
 """
 
 from __future__ import annotations
@@ -62,10 +64,15 @@ def build_parser() -> argparse.ArgumentParser:
     parser = OneLineParser(prog="pyspybench.py",
                      description="Run one case's hot loop and nothing else, for a profiler: "
                                  "py-spy record -o subtensor.svg --native -- python pyspybench.py SubTensor")
-    parser.add_argument("case", nargs="+",
+    parser.add_argument("case", nargs="*",
                         help="a case name (python bench.py --list) or pkg.module:factory; several run "
                              "one after the other in one process, each for --seconds (one torch "
                              "import for all)")
+    parser.add_argument("--step", metavar="PKG.MODULE:FACTORY", default=None,
+                        help="your training step instead of a case, built by your factory as bench.py "
+                             "--step builds it (docs/step.md), called over and over")
+    parser.add_argument("--plain", action="store_true",
+                        help="with --step: its plain twin (the factory's plain=True step) instead")
     parser.add_argument("--op", default=None, help="the op to run (default torch.add; see bench.py --list-ops), or "
                         "your own statement over x, y, torch and F")
     from overrides.cases.casenames import add_operand_arguments
@@ -88,6 +95,14 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+STEP_PLAIN_SUFFIX = "@plain"  # a step's plain twin, named as a case's is (units:pair@plain)
+
+
+def step_name(spec: str, plain: bool) -> str:
+    """What a recording calls a step (`pyspybench.py --step`): its spec, `@plain` for its twin."""
+    return spec + (STEP_PLAIN_SUFFIX if plain else "")
+
+
 def frame_name(case_name: str) -> str:
     """The hot loop's function name for a case: `hot_loop_SubTensor`, valid as an identifier."""
     return "hot_loop_" + re.sub(r"\W", "_", case_name)
@@ -106,6 +121,7 @@ class HotLoop:
     # With --record, the first case's: True once py-spy is at pace. Until then the loop runs in
     # chunks of ~PACE_CHUNK_S, its samples kept, and its `seconds` have not started.
     ready: Callable[[], bool] | None = None
+    unroll: int | None = None  # calls a turn: the Timer core's UNROLL where None (a step: 1)
 
     def chunks(self) -> Iterator[int]:
         """Turns to run per call of the loop: exactly `nreps` calls (rounded up to whole turns),
@@ -114,7 +130,7 @@ class HotLoop:
         from overrides.clock.timer import UNROLL
 
         if self.nreps is not None:
-            yield -(-self.nreps // UNROLL)
+            yield -(-self.nreps // (self.unroll or UNROLL))
             return
         turns = 1
         while self.ready is not None and not self.ready():
@@ -383,12 +399,39 @@ def exec_pyspy(pyspy: str, output: str, fmt: str, rate: int, seconds: float) -> 
     return become_pyspy
 
 
-def from_command_line(argv: list[str] | None = None) -> Program:
-    """`pyspybench.py`'s arguments as a ready program; bad input exits 2 with one line."""
+# What --step does not go with: a step is your own code, with its own operands and ops.
+STEP_REFUSES = (("case", "a case"), ("op", "--op"), ("shape", "--shape"), ("dtype", "--dtype"),
+                ("device", "--device"))
+
+
+def _step_refusal(args) -> str | None:
+    """Why these arguments cannot run, where --step or --plain is among them; else None."""
+    if args.plain and not args.step:
+        return "--plain records a step's plain twin; name the step: --step pkg.module:factory --plain"
+    if not args.step:
+        return None if args.case else ("name a case (python bench.py --list) or your step "
+                                       "(--step pkg.module:factory)")
+    said = [what for name, what in STEP_REFUSES if getattr(args, name)]
+    if said:
+        return (f"--step {args.step} runs your step alone; drop {', '.join(said)} (record a case "
+                "in a run of its own)")
+    return None
+
+
+def from_command_line(argv: list[str] | None = None,
+                      step_loop: Callable[..., HotLoop] | None = None) -> Program:
+    """`pyspybench.py`'s arguments as a ready program; bad input exits 2 with one line.
+    `step_loop(spec, plain, nreps, seconds)`: --step's hot loop (overrides/step/flameloop.py,
+    handed in by pyspybench.py: this wing sits below the step wing)."""
     job: list[Program] = []
 
     def body() -> int:
         args = build_parser().parse_args(sys.argv[1:] if argv is None else argv)
+        refused = _step_refusal(args)
+        if refused:
+            raise UsageError(refused)
+        if args.step and step_loop is None:
+            raise UsageError("--step is pyspybench.py's: run python pyspybench.py --step ...")
         from overrides.cases.casenames import with_shapes
 
         args.case = with_shapes(args.case, args.shape, args.dtype, args.device)
@@ -407,16 +450,23 @@ def from_command_line(argv: list[str] | None = None) -> Program:
             seconds = args.seconds or DEFAULT_SECONDS
             record = exec_pyspy(args.pyspy or find_pyspy(sys.executable), args.record,
                                 args.format, args.rate or PYSPY_RATE_HZ,
-                                seconds * len(args.case) + PACE_MAX_S + DURATION_MARGIN_S)
-        loops = [prepare(case, args.op, args.nreps, seconds or DEFAULT_SECONDS) for case in args.case]
+                                seconds * max(1, len(args.case)) + PACE_MAX_S + DURATION_MARGIN_S)
+        if args.step:
+            loops = [step_loop(args.step, args.plain, args.nreps, seconds or DEFAULT_SECONDS)]
+        else:
+            loops = [prepare(case, args.op, args.nreps, seconds or DEFAULT_SECONDS) for case in args.case]
         if seconds is None:  # measured now that torch is imported: start-up is behind us
             loops = [dataclasses.replace(loop, seconds=default_seconds(process_age_s())) for loop in loops]
         if record:  # the first case's seconds start once py-spy is at pace
             loops[0] = dataclasses.replace(loops[0], ready=_recorder_at_pace)
         from overrides.cases.ops import DEFAULT_OP
 
-        title = (f"{', '.join(args.case)} · {args.op or DEFAULT_OP.name}: py-spy, the hot loop "
-                 "alone (pyspybench.py --record)")
+        if args.step:
+            title = (f"{args.step}{' (its plain twin)' if args.plain else ''} · a training step: py-spy, "
+                     "the step alone (pyspybench.py --step --record)")
+        else:
+            title = (f"{', '.join(args.case)} · {args.op or DEFAULT_OP.name}: py-spy, the hot loop "
+                     "alone (pyspybench.py --record)")
         job.append(Program(tuple(loops), record, args.record, title))
         return 0
 

@@ -87,6 +87,31 @@ def at_call_sites(stacks: Mapping[tuple[str, ...], int],
     return out
 
 
+# The hooks a Tensor subclass has torch call: a Python frame of one of these is "your
+# subclass's" in a step's flamegraph (UnitTensor.__torch_function__ (units.py)); a plain step
+# enters none. torch.Tensor's own default, which a subclass's super() runs, is left out: it sits
+# right under yours, and labelling both printed one callout over the other.
+SUBCLASS_HOOKS = ("__torch_function__", "__torch_dispatch__")
+TENSOR_DEFAULT_HOOK_FILE = "torch/_tensor.py"
+
+
+def is_subclass_hook(frame: str) -> bool:
+    """Whether a cleaned frame is a subclass's Python `__torch_function__` / `__torch_dispatch__`."""
+    name, _, location = frame.rpartition(" (")
+    return (location.endswith(".py)") and location[:-1] != TENSOR_DEFAULT_HOOK_FILE
+            and name.rsplit(".", 1)[-1] in SUBCLASS_HOOKS)
+
+
+def hook_shares(stacks: Mapping[tuple[str, ...], int]) -> dict[str, float]:
+    """Each subclass hook's share of the hot loop's samples, with what it calls (a sample
+    counted once per hook however deep it nests), the largest first."""
+    loop = hot_loop_stacks(stacks)
+    total = sum(loop.values())
+    inclusive, _ = frame_samples(loop)
+    found = {frame: count / total for frame, count in inclusive.items() if total and is_subclass_hook(frame)}
+    return dict(sorted(found.items(), key=lambda item: (-item[1], item[0])))
+
+
 def hot_loop_stacks(stacks: Mapping[tuple[str, ...], int]) -> dict[tuple[str, ...], int]:
     """Only the samples taken inside the hot loop, each stack cut to start at the loop's frame
     (what ran before it, importing torch above all, is not part of any call)."""

@@ -212,6 +212,9 @@ def build_parser():
     parser.add_argument("--cases", nargs="+", metavar="NAME", help="cases (default: the four seed cases)")
     parser.add_argument("--op", default=None, help="the op (default torch.add), or your own statement such as "
                         "\"x.sum()\"")
+    parser.add_argument("--step", metavar="PKG.MODULE:FACTORY", default=None,
+                        help="your training step instead of cases: each build runs bench.py --step, and both "
+                             "steps are recorded with py-spy (docs/pr-report.md#a-report-for-your-step)")
     parser.add_argument("--seconds", type=positive_float, default=None, metavar="S",
                         help=f"py-spy recording time per case and side (default {DEFAULT_SECONDS:g}); "
                              "the side's two recordings run at once, each for S")
@@ -232,6 +235,35 @@ def build_parser():
     return parser
 
 
+# What --step does not go with: a step is timed by bench.py --step in each build, not by the A/B
+# of cases, and counted by nothing yet.
+STEP_REFUSES = (("cases", "--cases"), ("op", "--op"), ("all", "--all"), ("instructions", "--instructions"),
+                ("seeds", "--seeds"), ("allow_incomplete", "--allow-incomplete"))
+
+
+def _step_report(args) -> int:
+    """report.sh --step: refused flags said first, then `step_report.build`; exit 1 where the
+    branch's overhead is larger beyond the interval."""
+    from overrides.progress import stderr_progress
+    from overrides.review import step_report
+
+    said = [flag for name, flag in STEP_REFUSES if getattr(args, name, None)]
+    if said:
+        raise UsageError(f"--step {args.step} compares your step, timed by bench.py --step in each build; "
+                         f"drop {', '.join(said)}")
+    from overrides.step.factory import find_factory
+
+    find_factory(args.step)  # here, before minutes of measuring: a missing factory in one line
+    sides, _ = _refused_before_measuring(Request(args.base, args.branch, output=args.output,
+                                                 flamegraphs=not args.no_flamegraphs, force=args.force,
+                                                 runs_dir=args.runs_dir))
+    comparison = step_report.build(args.step, sides, args.output, args.seconds, not args.no_flamegraphs,
+                                   stderr_progress(args.quiet))
+    print(step_report.summary(comparison))
+    print(f"report written to {args.output}")
+    return 1 if comparison.verdict == REGRESSION else 0
+
+
 def main(argv: list[str] | None = None) -> int:
     from overrides.ab.config import config_from_arguments
     from overrides.errors import run_command
@@ -239,6 +271,8 @@ def main(argv: list[str] | None = None) -> int:
 
     def body() -> int:
         args = build_parser().parse_args(sys.argv[1:] if argv is None else argv)
+        if args.step:
+            return _step_report(args)
         config, skipped = config_from_arguments(args, call_paths=True)
         if skipped:
             skipped = f"Instruction counts were skipped: {skipped}, then run the report again."
