@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import time
@@ -32,41 +33,11 @@ SLEEP_CYCLES_PER_NS = 4  # as overrides/clock/cuda.py: covers a GPU clock up to 
 HIDDEN_SHARE = 0.05  # the subclass is "hidden" where it adds under 5% to the synced step (fastai's question)
 
 
-class TensorBase(torch.Tensor):
-    """fastai's pattern: metadata in __dict__, copied onto every result; sibling subclasses
-    (an image and its labels) in one call are let through as fastai does, as plain Tensor types."""
-
-    @classmethod
-    def __torch_function__(cls, func, types, args=(), kwargs=None):
-        types = tuple(torch.Tensor if issubclass(t, TensorBase) else t for t in types)
-        res = super().__torch_function__(func, types, args, kwargs or {})
-        if isinstance(res, TensorBase):
-            for a in args:
-                if isinstance(a, TensorBase) and a.__dict__:
-                    res.__dict__.update(a.__dict__)
-                    break
-        return res
-
-
-class TensorImage(TensorBase):
-    pass
-
-
-class TensorCategory(TensorBase):
-    pass
-
-
-class SmallCNN(torch.nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.c1 = torch.nn.Conv2d(3, 16, 3, padding=1)
-        self.c2 = torch.nn.Conv2d(16, 32, 3, padding=1, stride=2)
-        self.fc = torch.nn.Linear(32, 10)
-
-    def forward(self, x):
-        x = F.relu(self.c1(x))
-        x = F.relu(self.c2(x))
-        return self.fc(F.adaptive_avg_pool2d(x, 1).flatten(1))
+# The user's library (benchmarks/userlib): fastai's pattern (images.py) and the small CNN
+# (steps.py), as `bench.py --step steps:cnn --device cuda` times them.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "userlib"))
+from images import TensorCategory, TensorImage  # noqa: E402
+from steps import SmallCNN  # noqa: E402
 
 
 def make_step(batch: int, device: str, subclass: bool, compiled: bool = False):

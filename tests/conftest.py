@@ -31,6 +31,22 @@ def run_tool(*args: str, timeout: float = 300, env: dict | None = None) -> subpr
                           timeout=timeout, env=env)
 
 
+def user_library(folder, **modules: str) -> str:
+    """benchmarks/userlib copied into `folder` (a user's own folder, as `--cases`/`--step` find
+    theirs), with `modules` (name -> source) written beside it."""
+    shutil.copytree(os.path.join(ROOT, "benchmarks", "userlib"), folder)
+    for name, source in modules.items():
+        with open(os.path.join(folder, f"{name}.py"), "w", encoding="utf-8") as out:
+            out.write(source)
+    return str(folder)
+
+
+def bench_in(folder, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+    """`python bench.py args...` run from `folder`, as a user runs it from theirs."""
+    return subprocess.run([sys.executable, os.path.join(ROOT, "bench.py"), *args], cwd=folder,
+                          capture_output=True, text=True, timeout=timeout)
+
+
 # The scripts run their driver with $PYTHON when it has torch: this interpreter, the one under
 # test (`make test PYTHON=python3` exports PYTHON=python3, and python3 on PATH may have no torch,
 # or find a develop build on PYTHONPATH without the packages beside it).

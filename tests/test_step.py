@@ -10,12 +10,11 @@ from __future__ import annotations
 import json
 import math
 import os
-import shutil
 from collections import Counter
 
 import pytest
 
-from conftest import ROOT
+from conftest import ROOT, bench_in, user_library
 
 SPIN_NS = 200_000  # each __torch_function__ call of Spinning busy-waits this long
 
@@ -104,8 +103,7 @@ def many(plain=False):
 def user_folder(tmp_path, monkeypatch):
     """benchmarks/userlib and this test's steps (steptest.py), in a folder of the user's own."""
     folder = tmp_path / "lib"
-    shutil.copytree(os.path.join(ROOT, "benchmarks", "userlib"), folder)
-    (folder / "steptest.py").write_text(STEPS_MODULE)
+    user_library(folder, steptest=STEPS_MODULE)
     monkeypatch.chdir(folder)
     return folder
 
@@ -210,11 +208,7 @@ def _line_of(code: str) -> int:
 
 
 def _bench_here(folder, *args, timeout=300):
-    import subprocess
-    import sys
-
-    return subprocess.run([sys.executable, os.path.join(ROOT, "bench.py"), *args], cwd=folder,
-                          capture_output=True, text=True, timeout=timeout)
+    return bench_in(folder, *args, timeout=timeout)
 
 
 @pytest.mark.parametrize("args, said", [

@@ -10,14 +10,11 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import shutil
-import subprocess
 import sys
 
 import pytest
 
-from conftest import ROOT
+from conftest import bench_in, user_library
 
 WAIT_NS = 50_000  # each __torch_function__ call of Waiting busy-waits this long
 
@@ -76,8 +73,7 @@ def waiting(plain=False):
 def user_folder(tmp_path, monkeypatch):
     """benchmarks/userlib and this test's steps (comparetest.py), in a folder of the user's own."""
     folder = tmp_path / "lib"
-    shutil.copytree(os.path.join(ROOT, "benchmarks", "userlib"), folder)
-    (folder / "comparetest.py").write_text(STEPS_MODULE)
+    user_library(folder, comparetest=STEPS_MODULE)
     monkeypatch.chdir(folder)
     monkeypatch.syspath_prepend(str(folder))
     return folder
@@ -157,8 +153,7 @@ def test_ops_of_two_versions_are_joined_and_their_change_summed():
 
 
 def _bench_here(folder, *args, timeout=400):
-    return subprocess.run([sys.executable, os.path.join(ROOT, "bench.py"), *args], cwd=folder,
-                          capture_output=True, text=True, timeout=timeout)
+    return bench_in(folder, *args, timeout=timeout)
 
 
 @pytest.mark.parametrize("args, said", [

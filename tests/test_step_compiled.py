@@ -10,14 +10,11 @@ second or two a side); Inductor (~35 s a step here) runs in the one slow test.
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import subprocess
 import sys
 
 import pytest
 
-from conftest import ROOT
+from conftest import bench_in, user_library
 
 BACKEND = "aot_eager"
 MODULE = "compiledsteps"  # a name of its own: test_step.py's steptest has other steps
@@ -70,8 +67,7 @@ def same(plain=False):
 def user_folder(tmp_path, monkeypatch):
     """benchmarks/userlib and this test's steps (compiledsteps.py), in a folder of the user's own."""
     folder = tmp_path / "lib"
-    shutil.copytree(os.path.join(ROOT, "benchmarks", "userlib"), folder)
-    (folder / f"{MODULE}.py").write_text(STEPS_MODULE)
+    user_library(folder, **{MODULE: STEPS_MODULE})
     monkeypatch.chdir(folder)
     # this folder's modules, not a folder's of an earlier test (the tool appends the user's folder to sys.path)
     monkeypatch.setattr(sys, "path", list(sys.path))
@@ -81,8 +77,7 @@ def user_folder(tmp_path, monkeypatch):
 
 
 def _bench_here(folder, *args, timeout=600):
-    return subprocess.run([sys.executable, os.path.join(ROOT, "bench.py"), *args], cwd=folder,
-                          capture_output=True, text=True, timeout=timeout)
+    return bench_in(folder, *args, timeout=timeout)
 
 
 def _rows(stdout: str) -> dict[str, list[str]]:

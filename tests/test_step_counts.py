@@ -10,14 +10,13 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from collections import Counter
 
 import pytest
 
-from conftest import ROOT
+from conftest import ROOT, user_library
 
 SPIN_ITERATIONS = 10_000  # each __torch_function__ call of Spinning loops this many times
 # Fewer instructions than any CPython spends on one iteration of `for _ in range(n): pass`
@@ -64,9 +63,7 @@ def spinning(plain=False):
 
 
 def _user_folder(folder) -> str:
-    shutil.copytree(os.path.join(ROOT, "benchmarks", "userlib"), folder)
-    (folder / "stepcounttest.py").write_text(STEPS_MODULE)
-    return str(folder)
+    return user_library(folder, stepcounttest=STEPS_MODULE)
 
 
 @pytest.fixture

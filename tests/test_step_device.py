@@ -9,14 +9,10 @@ fastai-style subclass adds host time and no GPU work, and its A/A `cnn_plain`.""
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import subprocess
-import sys
 
 import pytest
 
-from conftest import ROOT
+from conftest import bench_in, user_library
 
 DEVICE_MODULE = '''
 import torch
@@ -48,15 +44,13 @@ def _has_cuda() -> bool:
 @pytest.fixture
 def user_folder(tmp_path, monkeypatch):
     folder = tmp_path / "lib"
-    shutil.copytree(os.path.join(ROOT, "benchmarks", "userlib"), folder)
-    (folder / "devstep.py").write_text(DEVICE_MODULE)
+    user_library(folder, devstep=DEVICE_MODULE)
     monkeypatch.chdir(folder)
     return folder
 
 
 def _bench_here(folder, *args, timeout=300):
-    return subprocess.run([sys.executable, os.path.join(ROOT, "bench.py"), *args], cwd=folder,
-                          capture_output=True, text=True, timeout=timeout)
+    return bench_in(folder, *args, timeout=timeout)
 
 
 @pytest.mark.parametrize("args, said", [

@@ -122,12 +122,14 @@ def _run_compiled(args, say) -> int:
     return 1 if result.eager.drift else 0
 
 
-def _show(args, report) -> None:
-    """A step's report: its warnings on stderr, its table on stdout, its JSON where asked."""
+def _show(args, report, output=None) -> None:
+    """A step's report: its warnings on stderr, its table on stdout, its JSON where asked; each
+    by `output`'s warnings, render and payload (overrides/step/output.py's by default)."""
     from overrides import environment
-    from overrides.step import output
 
-    for line in output.warnings(report.timings):
+    if output is None:
+        from overrides.step import output
+    for line in output.warnings(report):
         print(line, file=sys.stderr)
     print(output.render(report), flush=True)
     if args.json:
@@ -140,7 +142,6 @@ def _show(args, report) -> None:
 def run_step_compare(args) -> int:
     """`--compare BASE BRANCH --step`: two versions of your step timed together and op by op
     (overrides/step/comparing.py); exit 0, or 1 where the branch regressed or a step drifts."""
-    from overrides import environment
     from overrides.cases.casenames import SPEC_FORM, is_user_spec
     from overrides.step import compare_output
     from overrides.step.comparing import compare_steps, join_ops
@@ -163,11 +164,5 @@ def run_step_compare(args) -> int:
     base_rows, branch_rows = price_versions(captured, threads=args.threads, progress=say)
     report = compare_output.StepCompareReport(result, (base.description, branch.description),
                                               join_ops(base_rows, branch_rows), captured)
-    for line in compare_output.warnings(report):
-        print(line, file=sys.stderr)
-    print(compare_output.render(report), flush=True)
-    if args.json:
-        write_json_atomic(args.json, compare_output.payload(report, environment.collect(args.threads).to_dict()),
-                          what="--json")
-        print(f"results written to {args.json}", file=sys.stderr)
+    _show(args, report, compare_output)
     return 1 if result.drift or result.verdict == REGRESSION else 0

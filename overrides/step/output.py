@@ -165,10 +165,10 @@ def device_lines(on_device: tuple[DeviceStepTiming, ...]) -> list[str]:
     return lines
 
 
-def warnings(timings: tuple[StepTiming, ...]) -> list[str]:
+def warnings(report: StepReport) -> list[str]:
     """Drift and spread, one line each, for stderr (the drift is said in the output too)."""
     out = []
-    for timing in timings:
+    for timing in report.timings:
         at = f" at batch {timing.batch}" if timing.batch is not None else ""
         out += [f"warning: {timing.spec}{at}: {line}" for line in timing.drift]
         out += [f"warning: {timing.spec}{at} [{which} step]: {spread_reason(samples)}"
