@@ -18,7 +18,7 @@ from overrides.figures import json_figure, signed, whole
 from overrides.step.comparing import OpChange, StepComparison, ops_change
 from overrides.step.hooks import Captured
 from overrides.step.optable import OpRow
-from overrides.step.output import warnings as step_warnings
+from overrides.step.output import timing_warnings as step_warnings
 from overrides.step.timing import StepTiming
 from overrides.tables import ruled
 from overrides.verdicts import NO_CHANGE_CONFIDENCE

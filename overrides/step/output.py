@@ -166,9 +166,14 @@ def device_lines(on_device: tuple[DeviceStepTiming, ...]) -> list[str]:
 
 
 def warnings(report: StepReport) -> list[str]:
+    """Drift and spread of a step's report, one line each, for stderr."""
+    return timing_warnings(report.timings)
+
+
+def timing_warnings(timings: tuple[StepTiming, ...]) -> list[str]:
     """Drift and spread, one line each, for stderr (the drift is said in the output too)."""
     out = []
-    for timing in report.timings:
+    for timing in timings:
         at = f" at batch {timing.batch}" if timing.batch is not None else ""
         out += [f"warning: {timing.spec}{at}: {line}" for line in timing.drift]
         out += [f"warning: {timing.spec}{at} [{which} step]: {spread_reason(samples)}"
