@@ -41,6 +41,17 @@ def user_library(folder, **modules: str) -> str:
     return str(folder)
 
 
+def as_users_folder(monkeypatch, folder) -> None:
+    """This test runs from `folder` as a user does from theirs: its working folder, and none of
+    its modules already imported from an earlier test's folder (`steps` would import `units`
+    from there, whose functions are then no file of this folder's: not "yours")."""
+    monkeypatch.chdir(folder)
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    for name in os.listdir(folder):
+        if name.endswith(".py"):
+            monkeypatch.delitem(sys.modules, name[:-3], raising=False)
+
+
 def bench_in(folder, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
     """`python bench.py args...` run from `folder`, as a user runs it from theirs."""
     return subprocess.run([sys.executable, os.path.join(ROOT, "bench.py"), *args], cwd=folder,

@@ -14,7 +14,7 @@ from collections import Counter
 
 import pytest
 
-from conftest import ROOT, bench_in, user_library
+from conftest import ROOT, as_users_folder, bench_in, user_library
 
 SPIN_NS = 200_000  # each __torch_function__ call of Spinning busy-waits this long
 
@@ -104,7 +104,7 @@ def user_folder(tmp_path, monkeypatch):
     """benchmarks/userlib and this test's steps (steptest.py), in a folder of the user's own."""
     folder = tmp_path / "lib"
     user_library(folder, steptest=STEPS_MODULE)
-    monkeypatch.chdir(folder)
+    as_users_folder(monkeypatch, folder)
     return folder
 
 

@@ -14,7 +14,7 @@ import sys
 
 import pytest
 
-from conftest import bench_in, user_library
+from conftest import as_users_folder, bench_in, user_library
 
 WAIT_NS = 50_000  # each __torch_function__ call of Waiting busy-waits this long
 
@@ -74,7 +74,7 @@ def user_folder(tmp_path, monkeypatch):
     """benchmarks/userlib and this test's steps (comparetest.py), in a folder of the user's own."""
     folder = tmp_path / "lib"
     user_library(folder, comparetest=STEPS_MODULE)
-    monkeypatch.chdir(folder)
+    as_users_folder(monkeypatch, folder)
     monkeypatch.syspath_prepend(str(folder))
     return folder
 

@@ -16,7 +16,7 @@ from collections import Counter
 
 import pytest
 
-from conftest import ROOT, user_library
+from conftest import ROOT, as_users_folder, user_library
 
 SPIN_ITERATIONS = 10_000  # each __torch_function__ call of Spinning loops this many times
 # Fewer instructions than any CPython spends on one iteration of `for _ in range(n): pass`
@@ -70,7 +70,7 @@ def _user_folder(folder) -> str:
 def user_folder(tmp_path, monkeypatch):
     """benchmarks/userlib and this test's step, in a folder of the user's own, as the cwd."""
     folder = _user_folder(tmp_path / "lib")
-    monkeypatch.chdir(folder)
+    as_users_folder(monkeypatch, folder)
     return folder
 
 

@@ -12,7 +12,7 @@ import json
 
 import pytest
 
-from conftest import bench_in, user_library
+from conftest import as_users_folder, bench_in, user_library
 
 DEVICE_MODULE = '''
 import torch
@@ -45,7 +45,7 @@ def _has_cuda() -> bool:
 def user_folder(tmp_path, monkeypatch):
     folder = tmp_path / "lib"
     user_library(folder, devstep=DEVICE_MODULE)
-    monkeypatch.chdir(folder)
+    as_users_folder(monkeypatch, folder)
     return folder
 
 
