@@ -23,9 +23,11 @@ SPIN_ITERATIONS = 10_000  # each __torch_function__ call of Spinning loops this 
 # (FOR_ITER, STORE_FAST, JUMP_BACKWARD: dozens of instructions together), so the bound holds
 # on any build.
 MIN_INSTRUCTIONS_PER_ITERATION = 10
-# More than any build spends on one: the spin must be most of what the subclass adds, not lost
-# in it (the subclass's own super() call, a few thousand instructions, comes on top).
-MAX_INSTRUCTIONS_PER_ITERATION = 200
+# About twice what a build spends on one, so the spin must be most of what the subclass adds, not
+# lost in it (the subclass's own super() call, a few thousand instructions, comes on top).
+# Measured under Callgrind, a million iterations less none: 198 an iteration on 3.11, 257 on
+# 3.12.1 and 252 on 3.13 (a bound of 200 failed on 3.12 in CI).
+MAX_INSTRUCTIONS_PER_ITERATION = 500
 COUNT_TIMEOUT_S = 600  # two processes importing torch under valgrind at once, beside other work
 
 STEPS_MODULE = '''

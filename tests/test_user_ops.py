@@ -140,7 +140,10 @@ def test_meta_tensors_are_counted_and_compared(tmp_path):
                         "Tensor", "SubTensor", "--op", "x.view(-1)", "--json", str(tmp_path / "compared.json"),
                         timeout=900)
     verdicts = {r["case"]: r["verdict"] for r in json.loads((tmp_path / "compared.json").read_text())["comparisons"]}
-    assert verdicts == {"Tensor@1/meta": "no change", "SubTensor@1/meta": "regression"}, compared.stdout
+    # the shim leaves Tensor's calls alone, so its counts are equal: "no change", or "clock only" where
+    # the clock moved anyway (+36 ns, +3.8%, on Python 3.12 in CI: where the code sits, said as such)
+    assert verdicts["SubTensor@1/meta"] == "regression", compared.stdout
+    assert verdicts["Tensor@1/meta"] in ("no change", "clock only"), compared.stdout
     assert compared.returncode == 1
 
 
