@@ -37,6 +37,7 @@ test-fast:
 test-busy:
 	@bash scripts/busy.sh $(MAKE) --no-print-directory test PYTHON=$(PYTHON) ARGS="$(ARGS)"
 
-# The suite on every other supported Python this machine has (README, "Which Python").
+# The fast tests and the matrix-marked slow ones on every other supported Python this machine has
+# (docs/pythons.md).
 test-matrix:
 	@bash scripts/matrix.sh $(MATRIX)

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # scripts/matrix.sh [VERSION ...]: the test suite on every other supported Python this machine has
-# (`make test-matrix`; `make test` runs it on one). The counts and their verdicts, the start-up
-# path, the reports and the flamegraphs all meet the interpreter, so the whole suite runs.
+# (`make test-matrix`; `make test` runs the whole suite on one): the fast tests and one slow run
+# of each part that meets the interpreter (MATRIX_MARKS below).
 #
 # Each version gets a virtualenv of its own in the user's cache (OVERRIDES_MATRIX_DIR), made by
 # install_deps.sh with MATRIX_TORCH (the registry's wheel for that Python: a CUDA build, ~5 GB,
@@ -19,8 +19,11 @@ fi
 # 2.14.1: the newest torch this kind of machine's package index serves for 3.11-3.13
 MATRIX_TORCH="${MATRIX_TORCH:-torch==2.14.1}"
 MATRIX_DIR="${OVERRIDES_MATRIX_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/torch-function-overhead/matrix}"
-# The whole suite: counts, verdicts, start-up paths, reports and flamegraphs all meet the interpreter.
 MATRIX_TESTS="${MATRIX_TESTS:-tests}"
+# Which tests: the fast ones and one slow run of each part that meets the interpreter (counts,
+# start-up paths, Python-call counts, py-spy's frames, Dynamo: tests/conftest.py, MATRIX_RUNS).
+# The whole suite on three Pythons took 72 min in CI. MATRIX_MARKS= (empty) runs all of it.
+MATRIX_MARKS="${MATRIX_MARKS-not slow or matrix}"
 
 find_python() {  # the first interpreter of minor version $1 that runs: on PATH, then pyenv's
   local candidate root
@@ -59,7 +62,8 @@ for version in "${VERSIONS[@]}"; do
   fi
   ran+=("$version")
   # shellcheck disable=SC2086
-  if ! "$py" -m pytest -q -n 2 --dist loadgroup --no-loadscope-reorder -p no:cacheprovider $MATRIX_TESTS; then
+  if ! "$py" -m pytest -q -n 2 --dist loadgroup --no-loadscope-reorder -p no:cacheprovider \
+       ${MATRIX_MARKS:+-m "$MATRIX_MARKS"} $MATRIX_TESTS; then
     failed+=("$version")
   fi
 done

@@ -118,13 +118,31 @@ def _shared_fixtures(item) -> set[str]:
             if defs and defs[-1].scope in ("session", "module") and name not in SHARED_BUT_CHEAP}
 
 
+# `make test-matrix` (scripts/matrix.sh) runs, on every other Python, the fast tests and those
+# marked `matrix`: one slow test or shared run of each part that meets the interpreter, where a
+# Python version has broken something before. The whole suite on three Pythons took 72 min in
+# CI; the rest of the slow tests read records these produce, alike on every version. Tests that
+# read one of these shared runs are marked here, as its cost is paid once for all of them.
+MATRIX_RUNS = {
+    "ahead_and_fresh": "Callgrind's counts exact, and the call paths' frame names",
+    "copies_counted_first": "a comparison counted first: start-up paths, library placement, verdicts",
+    "base_counts": "Python-call counts: sys.settrace to 3.11, sys.monitoring from 3.12",
+    "two_envs": "one start-up path for two environments (pyvenv.cfg, the mount namespace)",
+    "runs": "a report of recorded runs: py-spy's frame names, the pictures",
+    "counted_twice": "a step's instructions (a spin's cost an iteration differs by version)",
+}
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
     # `make test-fast` (-m "not slow"): a test that reads an expensive shared run is slow, as is
     # one marked so by hand
     for item in items:
-        if _shared_fixtures(item):
+        shared = _shared_fixtures(item)
+        if shared:
             item.add_marker(pytest.mark.slow)
+        if shared & set(MATRIX_RUNS):
+            item.add_marker(pytest.mark.matrix)
     # The workers collect (where xdist sets dist to "no" and loadgroup to True); the controller
     # only schedules what they collected.
     if not (getattr(config.option, "loadgroup", False) or config.getoption("dist", "no") == "loadgroup"):

@@ -220,6 +220,7 @@ def test_compile_backend_without_compiled_is_refused(bench):
     assert out.returncode == 2 and "--compile-backend chooses torch.compile's backend; add --compiled" in out.stderr
 
 
+@pytest.mark.matrix  # Dynamo differs by version (conftest.MATRIX_RUNS)
 @pytest.mark.slow
 def test_bench_compiled_with_inductor_times_all_four_on_a_subclass_that_compiles(bench):
     out = bench("--compiled", "--cases", "SubTensor", "-m", "40", "-q", timeout=900)

@@ -128,6 +128,7 @@ def _loop_shares(raw_path: str) -> tuple[float, float, float, set]:
             above)
 
 
+@pytest.mark.matrix  # py-spy reads each version's frames (conftest.MATRIX_RUNS)
 @pytest.mark.slow
 def test_the_seed_command_shows_the_loop_as_one_frame_over_one_torch_tower(tmp_path):
     """`py-spy record -o subtensor.svg --native -- python pyspybench.py SubTensor`, as the seed

@@ -93,6 +93,7 @@ def _timed(spec: str):
     return time_eager_and_compiled(build_steps(spec), build_steps(spec), BACKEND, pairs=PAIRS)
 
 
+@pytest.mark.matrix  # Dynamo differs by version (conftest.MATRIX_RUNS)
 def test_a_step_that_compiles_gives_four_figures_what_compile_removed_and_what_stays(user_folder):
     result = _timed("steps:mlp_int8")
     kinds = ("eager plain", "eager yours", "compiled plain", "compiled yours")
@@ -124,6 +125,7 @@ def test_a_step_that_compiles_gives_four_figures_what_compile_removed_and_what_s
     assert yours and all("(scaled.py)" in name or "(steps.py)" in name for name in yours), counted.functions
 
 
+@pytest.mark.matrix  # Dynamo differs by version (conftest.MATRIX_RUNS)
 def test_the_same_plain_step_on_both_sides_leaves_nothing_compiled_or_eager(user_folder):
     result = _timed(f"{MODULE}:same")
     assert result.step_ns("eager plain") > 0 and result.step_ns("compiled plain") > 0
