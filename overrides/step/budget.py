@@ -4,7 +4,7 @@ instruction budget of your training step, kept in git and checked in CI, as the 
 
 Why a budget of its own kind. A step's budget holds one step and its plain twin, counted as
 `--step --instructions` counts them (counting.py: one valgrind process a seed, exact between
-runs under one seed), and your functions' calls a step: a file of its own schema
+runs under one seed), and your functions' calls and bytecodes a step: a file of its own schema
 (STEP_SCHEMA), so an op budget checked with `--step`, or a step budget without it, is refused in
 one line rather than read as rows missing.
 
@@ -15,10 +15,12 @@ move a layout variant made (unused functions compiled onto your sources, one var
 budget.LAYOUT_VARIANTS), within max(50, 0.75% of the count). `yours` is the figure your change
 moves; `plain` moves only with torch, so a `plain` row off tells a torch upgrade from your change.
 
-Your functions' calls a step are counted exactly (counting.python_calls), so a function of yours
-called more or less than the budget says puts the `yours` row off even within its instruction
-margin, as a new Python call does a case's row (budget.with_calls): a margin sized for memory
-layout must never hide a new call; and it is named.
+Your functions' calls and own bytecodes a step are counted exactly (counting.python_calls), so
+a function of yours called more, or running more of its own bytecodes (a loop added to your
+`__torch_function__`), puts its side's row off even within the instruction margin, and is named:
+as a new Python call does a case's row (budget.with_calls), since a margin sized for memory layout
+must never hide a change of your code. A harmless edit (a comment, an unused function) changes
+neither.
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ from overrides.step.counting import PLAIN, YOURS, FunctionCalls, StepCounts
 STEP_SCHEMA = "torch-function-overhead/step-budget/1"
 STEP_CHECK_SCHEMA = "torch-function-overhead/step-budget-check/1"
 SIDES = (YOURS, PLAIN)  # rows in this order: the figure your change moves first
-# Your functions shown under a check: those whose calls a step changed, the largest change first,
+# Your functions shown under a check: those whose calls or bytecodes a step changed, the largest change first,
 # up to this many (a table a reviewer reads, not a dump).
 SHOWN_FUNCTIONS = 8
 
@@ -48,7 +50,7 @@ class StepBudget:
     seeds: tuple[int, ...]
     spec: str  # the step's factory, pkg.module:factory
     rows: tuple[budget.Row, ...]  # case: the spec, op: the side (yours, plain)
-    functions: tuple[FunctionCalls, ...]  # your functions' calls a step, both sides
+    functions: tuple[FunctionCalls, ...]  # your functions' calls and bytecodes a step, both sides
     steps_per_repeat: int
     warm_steps: int
 

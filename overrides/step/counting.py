@@ -29,7 +29,9 @@ from typing import Callable, Sequence
 from overrides.counts import callgrind
 from overrides.counts.records import CountRun
 
-PLAIN, YOURS = "plain", "yours"  # a step target's second half: which of the factory's steps
+# a step target's second half: which of the factory's steps
+PLAIN = "plain"
+YOURS = "yours"
 # Steps between the switch-on and the dump. Under valgrind a step of steps:cnn took ~4.4 s,
 # instrumented or not (most of it valgrind translating oneDNN's generated kernels), so its run
 # is mostly steps: 2 sides x 5 repeats x 5 steps and 30 warm steps a side took 537 s. Every
