@@ -235,7 +235,7 @@ def text(checked, changes, path: str, step_budget: StepBudget) -> str:
         lines += ["", f"your functions whose calls or own bytecodes a step changed ({len(changes)})",
                   *ruled(_function_table(changes), left_columns=2)]
     for heading, rows in budget.where_lines([c for c in checked if c.functions]):
-        lines += ["", heading, *ruled(rows, left_columns=1)]
+        lines += ["", heading.replace("instructions a call", "instructions a step"), *ruled(rows, left_columns=1)]
     return "\n".join(lines + [""] + _notes(checked, changes, path, step_budget))
 
 
