@@ -3,8 +3,8 @@ instruction budget (overrides/step/budget.py).
 
 Fast: the rows, margins, file and verdicts from counts made here (records as Callgrind's), and
 the refusals through bench.py (no valgrind). Slow, one module fixture: a tiny step's budget
-written and checked by real valgrind, within on the same code and over on a spinning
-`__torch_function__`, the spinning function named."""
+written, then checked once by real valgrind with a spinning `__torch_function__`: yours over
+budget, the spinning function named, and the plain twin (the same code) within."""
 
 from __future__ import annotations
 
@@ -169,20 +169,15 @@ def tiny(plain=False):
 
     return step
 '''
-# Four valgrind processes importing torch, two at a time: 9 min in all beside a budget write of
-# steps:mlp (load 9 on 2 CPUs); a whole write is refused after this long.
+# Four valgrind processes importing torch, two at a time (the write's): beside other work
 COUNT_TIMEOUT_S = 900
 
 
 @pytest.fixture(scope="module")
-def checked_twice(tmp_path_factory):
-    """A tiny step's budget written (seeds 1 2: two counts and two layout variants), then one
-    check of each: the same code, and a __torch_function__ that spins (both checks at once)."""
-    import subprocess
-    import sys
-
-    from conftest import ROOT
-
+def written_and_checked(tmp_path_factory):
+    """A tiny step's budget written (seeds 1 2: two counts and two layout variants), then checked
+    once in a copy of the folder whose __torch_function__ spins: (the budget, the check's stdout,
+    stderr and exit status). The plain twin runs none of the spin: the same code, checked."""
     folder = user_library(tmp_path_factory.mktemp("stepbudget") / "lib", stepbudgettest=STEP_MODULE % 0)
     wrote = bench_in(folder, "--write-budget", "b.json", "--step", "stepbudgettest:tiny", "--seeds", "1", "2",
                      "-q", timeout=COUNT_TIMEOUT_S)
@@ -193,30 +188,29 @@ def checked_twice(tmp_path_factory):
         written = handle.read()
     with open(os.path.join(spinning, "b.json"), "w", encoding="utf-8") as out:
         out.write(written)
-    processes = [subprocess.Popen([sys.executable, os.path.join(ROOT, "bench.py"), "--check-budget", "b.json",
-                                   "--step", "stepbudgettest:tiny", "-q", "--json", "check.json"], cwd=where,
-                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-                 for where in (folder, spinning)]
-    done = [(p.communicate(timeout=COUNT_TIMEOUT_S), p.returncode) for p in processes]
-    return json.loads(written), done
+    checked = bench_in(spinning, "--check-budget", "b.json", "--step", "stepbudgettest:tiny", "-q",
+                       timeout=COUNT_TIMEOUT_S)
+    return json.loads(written), checked.stdout, checked.stderr, checked.returncode
+
+
+def _verdicts(stdout: str) -> dict:
+    return {line.split()[1]: line for line in stdout.splitlines() if line.startswith("stepbudgettest:tiny ")}
 
 
 @pytest.mark.slow
-def test_a_step_budget_is_within_on_its_own_code(checked_twice):
-    written, [((stdout, stderr), status), _] = checked_twice
+def test_a_step_budget_holds_yours_then_plain_with_layout_variants(written_and_checked):
+    written, _, _, _ = written_and_checked
     assert [r["op"] for r in written["rows"]] == [YOURS, PLAIN]
     assert all(r.get("layout_moved") is not None for r in written["rows"])
-    assert status == 0, stderr + stdout
-    rows = [line for line in stdout.splitlines() if line.startswith("stepbudgettest:tiny ")]
-    assert len(rows) == 2 and all(line.endswith(" within") for line in rows), stdout
-    assert "your functions whose calls" not in stdout, stdout
+    assert [f["yours"] for f in written["functions"] if f["function"].startswith("Weight.__torch_function__")] \
+        and all(f["plain"] == 0 for f in written["functions"] if f["function"].startswith("Weight."))
 
 
 @pytest.mark.slow
-def test_a_spinning_torch_function_is_over_budget_and_named(checked_twice):
-    _, [_, ((stdout, stderr), status)] = checked_twice
+def test_a_spinning_torch_function_is_over_budget_and_named_and_the_plain_twin_within(written_and_checked):
+    _, stdout, stderr, status = written_and_checked
     assert status == 1, stderr + stdout
-    verdicts = {line.split()[1]: line for line in stdout.splitlines() if line.startswith("stepbudgettest:tiny ")}
+    verdicts = _verdicts(stdout)
     assert verdicts["yours"].endswith(" over budget") and verdicts["plain"].endswith(" within"), stdout
     # the same calls a step, each running the loop's bytecodes: named, on your side only
     named = [line for line in stdout.splitlines() if "`Weight.__torch_function__ (stepbudgettest.py)`" in line]
