@@ -315,10 +315,9 @@ def run_budget(args) -> int:
     from overrides import budget, environment as env_mod
     from overrides.counts import callgrind, pycalls
     from overrides.single_run import count_benchmark
-
-    path = args.write_budget or args.check_budget
     from overrides.step import budget as step_budget
 
+    path = args.write_budget or args.check_budget
     if args.step:  # a step's budget, a file of its own kind
         require_torch("--step with a budget")
         return step_budget.run(args, stderr_progress(args.quiet))
