@@ -315,8 +315,13 @@ def run_budget(args) -> int:
     from overrides import budget, environment as env_mod
     from overrides.counts import callgrind, pycalls
     from overrides.single_run import count_benchmark
+    from overrides.step import budget as step_budget
 
     path = args.write_budget or args.check_budget
+    if args.step:  # a step's budget, a file of its own kind
+        require_torch("--step with a budget")
+        return step_budget.run(args, stderr_progress(args.quiet))
+    step_budget.refuse_as_op_budget(path)
     old = budget.load(path) if args.check_budget or os.path.exists(path) else None
     seeds = tuple(args.seeds or (old.seeds if old else budget.BUDGET_SEEDS))
     if args.write_budget and len(seeds) < 2:

@@ -51,6 +51,7 @@ def test_a_flag_without_its_mode_is_refused_and_passes_beside_it(rule):
                                    ("--compiled", "--cases", "--op", "--json", "--compile-backend", "--min-time"),
                                    ("--step", "--batch", "-m", "--min-time", "--json"),
                                    ("--step", "--instructions", "--seeds", "--json"),
+                                   ("--step", "--write-budget", "--seeds"), ("--step", "--check-budget", "--json"),
                                    ("--step", "--compiled", "--compile-backend", "-m", "--json"),
                                    ("--compare --step", "--min-time", "--json", "--threshold-pct")])
 def test_the_commands_people_run_pass(flags):

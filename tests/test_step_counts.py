@@ -166,8 +166,8 @@ def test_your_hooks_calls_a_step_match_the_hooks_count(user_folder, spec):
                        "on the CPU; drop --batch"),
     (["--device", "cpu"], "--step --instructions counts one step with Callgrind, at the factory's own batch "
                           "size, on the CPU; drop --device"),
-    (["--write-budget", "b.json"], "--step times your own step, built by your factory, as text (other modes "
-                                   "take steps later); drop --write-budget"),
+    (["--shape", "64x64"], "--step runs your own step, built by your factory, as text (other modes "
+                           "take steps later); drop --shape"),
 ])
 def test_step_instructions_refusals_are_one_line_exit_2(bench, flags, says):
     out = bench("--step", "steps:mlp", "--instructions", *flags)

@@ -29,7 +29,9 @@ from typing import Callable, Sequence
 from overrides.counts import callgrind
 from overrides.counts.records import CountRun
 
-PLAIN, YOURS = "plain", "yours"  # a step target's second half: which of the factory's steps
+# a step target's second half: which of the factory's steps
+PLAIN = "plain"
+YOURS = "yours"
 # Steps between the switch-on and the dump. Under valgrind a step of steps:cnn took ~4.4 s,
 # instrumented or not (most of it valgrind translating oneDNN's generated kernels), so its run
 # is mostly steps: 2 sides x 5 repeats x 5 steps and 30 warm steps a side took 537 s. Every
@@ -95,12 +97,14 @@ def serve(channel, spec_json: str) -> None:
 
 @dataclasses.dataclass(frozen=True)
 class FunctionCalls:
-    """One function of the user's: its calls a step on each side (exact: total over the steps
-    counted, divided by them)."""
+    """One function of the user's: its calls and own bytecodes a step on each side (exact: totals
+    over the steps counted, divided by them)."""
 
     function: str  # qualified name (file, relative to the user's folder)
     plain: float
     yours: float
+    plain_bytecodes: float = 0.0
+    yours_bytecodes: float = 0.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -113,6 +117,8 @@ class StepCounts:
     steps_per_repeat: int
     warm_steps: int
     wall_s: float
+    # a step budget's layout variants (budget.LAYOUT_VARIANTS): the same counts, one variant a seed
+    variant_runs: tuple[CountRun, ...] = ()
 
     def figure(self, run: CountRun, side: str) -> float:
         found = run.get(self.spec, side)
@@ -134,14 +140,35 @@ def count_instructions(spec: str, seeds: Sequence[int], say: Callable[[str], Non
                                   role="count-step", calls=STEPS_PER_REPEAT, warmup_calls=WARM_STEPS)[0]
 
 
+def count_with_variants(spec: str, seeds: Sequence[int], variants: Sequence[int],
+                        say: Callable[[str], None] | None = None) -> tuple[list[CountRun], list[CountRun]]:
+    """Both steps under every seed, and again under `variants` (per seed, in order: how many
+    unused functions are compiled onto each of your sources, statfinder.LAYOUT_VARIANT_VARIABLE),
+    all in one pool of count_jobs() valgrind processes: (the runs, the variants' runs)."""
+    from overrides import children
+    from overrides.counts.statfinder import LAYOUT_VARIANT_VARIABLE
+
+    jobs = [(seed, 0) for seed in seeds] + [(seed, variant) for seed, variant in zip(seeds, variants)]
+
+    def run(job) -> CountRun:
+        seed, variant = job
+        side_env = ((LAYOUT_VARIANT_VARIABLE, str(variant)),) if variant else ()
+        return callgrind.count_builds([sys.executable], [(spec, PLAIN), (spec, YOURS)], [seed], say=say,
+                                      side_envs=[side_env], role="count-step", calls=STEPS_PER_REPEAT,
+                                      warmup_calls=WARM_STEPS)[0][0]
+
+    runs = children.parallel(run, jobs, callgrind.count_jobs())
+    return list(runs[:len(seeds)]), list(runs[len(seeds):])
+
+
 def _is_under(filename: str, folder: str) -> bool:
     return not filename.startswith("<") and os.path.realpath(filename).startswith(os.path.join(folder, ""))
 
 
 def side_calls(step: Callable[[], object], user_dir: str, steps: int = STEPS_PER_REPEAT,
-               warm_steps: int = WARM_STEPS) -> dict[str, float]:
-    """Calls a step of each Python function of the user's (a file under `user_dir`) that `step`
-    runs: warm steps first, then `steps` under pyhook's counter."""
+               warm_steps: int = WARM_STEPS) -> dict[str, tuple[float, float]]:
+    """(calls, own bytecodes) a step of each Python function of the user's (a file under
+    `user_dir`) that `step` runs: warm steps first, then `steps` under pyhook's counter."""
     from overrides.counts.pyhook import Counter
 
     folder = os.path.realpath(user_dir)
@@ -149,7 +176,8 @@ def side_calls(step: Callable[[], object], user_dir: str, steps: int = STEPS_PER
     counter = Counter([folder, *sys.path], ignore_code=[_steps.__code__],
                       ignore_c=[sys.setprofile, sys.settrace])
     counter.run(lambda: _steps(step, steps))
-    return {key: counter.calls.get(key, 0) / steps for key, code in counter.codes.items()
+    return {key: (counter.calls.get(key, 0) / steps, counter.bytecodes.get(key, 0) / steps)
+            for key, code in counter.codes.items()
             if _is_under(code.co_filename, folder) and counter.calls.get(key)}
 
 
@@ -157,12 +185,16 @@ def python_calls(plain: Callable[[], object], subclass: Callable[[], object], us
                  steps: int = STEPS_PER_REPEAT) -> tuple[FunctionCalls, ...]:
     """The user's functions a step on both sides, most calls by yours first."""
     mine, base = side_calls(subclass, user_dir, steps), side_calls(plain, user_dir, steps)
-    rows = [FunctionCalls(key, base.get(key, 0.0), mine.get(key, 0.0)) for key in set(mine) | set(base)]
+    none = (0.0, 0.0)
+    rows = [FunctionCalls(key, base.get(key, none)[0], mine.get(key, none)[0], base.get(key, none)[1],
+                          mine.get(key, none)[1]) for key in set(mine) | set(base)]
     return tuple(sorted(rows, key=lambda r: (-r.yours, -r.plain, r.function)))
 
 
-def count_step(spec: str, seeds: Sequence[int], say: Callable[[str], None] | None = None) -> StepCounts:
-    """The whole count: the user's functions here (a second), then valgrind's processes."""
+def count_step(spec: str, seeds: Sequence[int], say: Callable[[str], None] | None = None,
+               variants: Sequence[int] = ()) -> StepCounts:
+    """The whole count: the user's functions here (a second), then valgrind's processes (with
+    `variants`, a step budget's layout variants too: count_with_variants)."""
     import torch
 
     from overrides.step.factory import build_steps
@@ -171,5 +203,9 @@ def count_step(spec: str, seeds: Sequence[int], say: Callable[[str], None] | Non
     torch.manual_seed(SEED)
     pair = build_steps(spec)
     functions = python_calls(pair.plain, pair.subclass, pair.user_dir)
-    runs = count_instructions(spec, seeds, say)
-    return StepCounts(spec, tuple(runs), functions, STEPS_PER_REPEAT, WARM_STEPS, time.monotonic() - started)
+    if variants:
+        runs, variant_runs = count_with_variants(spec, seeds, variants, say)
+    else:
+        runs, variant_runs = count_instructions(spec, seeds, say), []
+    return StepCounts(spec, tuple(runs), functions, STEPS_PER_REPEAT, WARM_STEPS, time.monotonic() - started,
+                      tuple(variant_runs))
