@@ -110,6 +110,29 @@ def test_the_gpu_figures_say_host_bound_idle_share_and_from_which_batch_the_gpu_
     assert "at batch 1: your subclass adds GPU work, +50,000 ns a step" in "\n".join(device_lines((working,)))
     never = "\n".join(device_lines((small, _on_device(64, host=(1400, 1650), gpu=(300, 300), synced=(1420, 1670)))))
     assert "the GPU hides your subclass at no batch tried (1, 64)" in never
+    # GPU-bound: the GPU hides the subclass only where the synced overhead's interval holds zero
+    assert "holds zero" in "\n".join(device_lines((_on_device(1, host=(800, 900), gpu=(1000, 1000), synced=(1010, 1010)),)))
+    partly = "\n".join(device_lines((_on_device(1, host=(800, 900), gpu=(1000, 1000), synced=(1010, 1110)),)))
+    assert "the GPU hides only part of it" in partly and "+100,000 ns" in partly
+
+
+def test_on_a_gpu_the_op_table_and_its_closure_are_of_the_hosts_overhead():
+    """The op rows are the host's time a call: their shares and closure are against the host's
+    overhead a step, not the synced one the step table shows (a GPU-bound step's synced +10 us
+    made each row thousands of percent)."""
+    from overrides.step.closure import Closure
+    from overrides.step.hooks import Captured
+    from overrides.step.optable import OpRow
+    from overrides.step.output import StepReport, render
+
+    on = _on_device(1, host=(800, 1100), gpu=(1000, 1000), synced=(1010, 1020))
+    row = OpRow("__torch_function__", "torch.nn.functional.linear", "f32[8,8]", 1, False, ("steps.py:1 (step)",),
+                subclass_ns=160e3, plain_ns=10e3, overhead_ci_ns=(140e3, 160e3))
+    closure = Closure(on.host.overhead_ns, on.host.overhead_ci_ns, 150e3, (140e3, 160e3), (), (), ())
+    text = render(StepReport("steps:cnn", "", (on.synced,), Captured((), ()), (row,), closure, on_device=(on,)))
+    linear = next(line for line in text.splitlines() if line.startswith("torch.nn.functional.linear"))
+    assert linear.rstrip().endswith("+50.0%"), linear  # 150 of the host's +300 us, not of the synced +10
+    assert "against the host's overhead a step" in text
 
 
 @pytest.mark.skipif(not _has_cuda(), reason="needs a CUDA device")

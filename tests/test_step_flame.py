@@ -140,6 +140,24 @@ def test_two_independent_runs_widen_the_difference_s_interval():
     assert low < 0 < high and high - low > 2 * 6_667
 
 
+def test_no_change_between_two_builds_steps_needs_the_99_percent_interval_within_the_threshold():
+    """As every verdict of the project (verdicts.NO_CHANGE_CONFIDENCE): a 95% interval just
+    inside the threshold is not yet "no change" (the 95% one had misread a real +100 ns shim)."""
+    from overrides.review.step_report import StepComparison, StepRun
+
+    def run(overhead, low, high):
+        return StepRun("base", "", {"timings": [{"plain_step_ns": 330e3, "subclass_step_ns": 330e3 + overhead,
+                                                  "overhead_ns": overhead, "overhead_ci_ns": [low, high]}]})
+
+    # threshold: 0.75% of base's 340-us step, 2,550 ns; each run +10 us +-1,447 ns, so with the
+    # 3%-a-process widening the difference's 95% interval is about +-2,200 ns: inside the threshold,
+    # its 99% one (+-2,890) not
+    near = StepComparison("steps:mlp", run(10e3, 10e3 - 1447, 10e3 + 1447), run(10e3, 10e3 - 1447, 10e3 + 1447))
+    (low95, high95), (low99, high99) = near.ci95_ns, near.ci99_ns
+    assert -2550 < low95 < 0 < high95 < 2550 and low99 < -2550 and high99 > 2550, (near.ci95_ns, near.ci99_ns)
+    assert near.verdict == "inconclusive"
+
+
 @pytest.mark.slow
 def test_a_step_report_of_two_builds_holds_both_steps_their_flamegraphs_and_says_how_sure(user_folder):
     import zipfile

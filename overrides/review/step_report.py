@@ -3,7 +3,7 @@
 A case's report pairs the two builds sample by sample in one A/B; a step is timed by
 `bench.py --step` in one process, against its own plain twin (overrides/step/timing.py). So
 each build runs `bench.py --step SPEC` of its own, one after the other, from your folder, and
-its overhead is self-paired there: machine drift between the two runs cancels inside each
+its overhead is timed in alternation with its plain twin there: machine drift between the two runs cancels inside each
 overhead. The two overheads are then compared as two independent measurements: their difference
 has an interval wider than either's, and no pairing narrows it (said in report.md). Both
 builds' steps are recorded with py-spy (`pyspybench.py --step`, your subclass's hooks labelled),
@@ -23,6 +23,7 @@ from typing import Callable, Sequence
 
 from overrides import ROOT, children
 from overrides.case_comparison import UNPAIRED_PROCESS_CV
+from overrides.clock import stats
 from overrides.errors import UsageError
 from overrides.figures import signed
 from overrides.files import atomic_path, write_json_atomic, write_text_atomic
@@ -110,6 +111,14 @@ class StepComparison:
                              (self.branch.overhead_ns, *self.branch.overhead_ci_ns))
 
     @property
+    def ci99_ns(self) -> tuple[float, float]:
+        """The 99% interval "no change" is judged by (verdicts.NO_CHANGE_CONFIDENCE, as every
+        verdict of the project): the 95% one's sides widened by Z99/Z95, both being normal."""
+        low, high = self.ci95_ns
+        scale = stats.Z99 / stats.Z95
+        return self.delta_ns - scale * (self.delta_ns - low), self.delta_ns + scale * (high - self.delta_ns)
+
+    @property
     def plain_ratio(self) -> float:
         """The plain twin's cost, branch over base: the same code in both runs unless torch
         changed, so how far the machine moved between the runs where it did not."""
@@ -120,14 +129,14 @@ class StepComparison:
         """verdicts.judge's, the threshold taken against base's step as a case's is against its
         call (DEFAULT_THRESHOLD_PCT of it, at least DEFAULT_THRESHOLD_NS)."""
         threshold = threshold_for(self.base.subclass_ns, DEFAULT_THRESHOLD_NS, DEFAULT_THRESHOLD_PCT)
-        return judge(self.delta_ns, self.ci95_ns, threshold)
+        return judge(self.delta_ns, self.ci95_ns, threshold, self.ci99_ns)
 
     def to_dict(self) -> dict:
         low, high = self.ci95_ns
         return {"schema": "torch-function-overhead/step-comparison/1", "spec": self.spec,
                 "base_overhead_ns": self.base.overhead_ns, "branch_overhead_ns": self.branch.overhead_ns,
                 "delta_overhead_ns": self.delta_ns, "delta_ci95_ns": [low, high], "verdict": self.verdict,
-                "interval": "two independent runs, each self-paired against its plain twin; each 95% interval "
+                "interval": "two independent runs, each timed in alternation with its plain twin; each 95% interval "
                             f"widened by {UNPAIRED_PROCESS_CV:.0%} of its figure, then combined in quadrature", "plain_ratio": self.plain_ratio}
 
 
@@ -240,7 +249,7 @@ def step_markdown(comparison: StepComparison, sides, recorded: dict | None, pack
              *pipe_table(["build", "plain twin ns/step", "yours ns/step", "overhead ns", "95% CI ns", "share"],
                          rows, right_from=1), "",
              f"How sure: each build ran `bench.py --step {comparison.spec}` in its own process, one after the "
-             "other, and its overhead is paired sample by sample against its own plain twin, so the machine's "
+             "other, and its overhead is timed in alternation with its own plain twin, so the machine's "
              "drift between the two runs cancels inside each overhead. The two overheads are NOT paired with "
              "each other: the interval of their difference joins the two runs' 95% intervals in quadrature, "
              f"each first widened by the {UNPAIRED_PROCESS_CV:.0%} a whole process of one build moves from the "

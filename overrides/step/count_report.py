@@ -53,10 +53,13 @@ def render(counts: StepCounts) -> str:
 
 def payload(counts: StepCounts) -> dict:
     from overrides.counts.records import to_dict
+    from overrides.figures import json_figure
 
     return {"schema": SCHEMA, "step": counts.spec, "steps_per_repeat": counts.steps_per_repeat,
             "warm_steps": counts.warm_steps, "wall_s": round(counts.wall_s, 1),
-            "per_seed": [{"seed": seed, "plain": plain, "yours": yours} for seed, plain, yours in counts.per_seed()],
+            # a seed whose process died counts NaN: null, as every payload writes it
+            "per_seed": [{"seed": seed, "plain": json_figure(plain), "yours": json_figure(yours)}
+                         for seed, plain, yours in counts.per_seed()],
             "functions": [{"function": f.function, "plain": f.plain, "yours": f.yours} for f in counts.functions],
             "instructions": to_dict(counts.runs)}
 

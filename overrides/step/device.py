@@ -74,12 +74,6 @@ class DeviceStepTiming:
         gpu = self.gpu.plain_step_ns if which == "plain" else self.gpu.subclass_step_ns
         return "host" if host > gpu else "gpu"
 
-    @property
-    def gpu_work_ns(self) -> float:
-        """What your subclass adds to the GPU's own work a step (near zero: it adds no kernels
-        unless its hooks run tensor ops)."""
-        return self.gpu.overhead_ns
-
 
 class _Sampler:
     """One step's three ways of being timed, over a burst of `steps` steps."""
@@ -147,11 +141,12 @@ def time_on_device(pair: StepPair, device: str, time_s: float = timing.DEFAULT_T
         drifts = timing.check_drift(pair)
         for line in drifts:
             say(line)
-        samplers = []
-        for step in (pair.plain, pair.subclass):
-            host_ns, synced_ns = _host_ns(step, torch.cuda.synchronize)
-            steps = max(1, min(MAX_STEPS_PER_SAMPLE, round(timing.SAMPLE_NS / max(synced_ns, 1.0))))
-            samplers.append(_Sampler(step, steps, host_ns))
+        # One count of steps a sample for both, the cheaper step's (as timing.SAME_COUNT: a count of
+        # each step's own read a known wait 1.06-1.08x on the CPU)
+        first = [_host_ns(step, torch.cuda.synchronize) for step in (pair.plain, pair.subclass)]
+        steps = min(max(1, min(MAX_STEPS_PER_SAMPLE, round(timing.SAMPLE_NS / max(synced_ns, 1.0))))
+                    for _, synced_ns in first)
+        samplers = [_Sampler(step, steps, host_ns) for step, (host_ns, _) in zip((pair.plain, pair.subclass), first)]
         samples = {mode: ([], []) for mode in MODES}
         orders = timing.balanced_orders(2)
         budget_ns = int(2 * len(MODES) * time_s * 1e9)

@@ -81,9 +81,15 @@ def site_table(rows: tuple[OpRow, ...], captured: Captured) -> list[str]:
     return [lines[0], "-" * len(lines[0]), *lines[1:]]
 
 
-def closure_lines(closure: Closure) -> list[str]:
+# What the op table is closed against: the step's overhead, or on a GPU the host's (each op row is
+# the host's time a call, a low quantile, where the host's step figure is a median: device.py)
+STEP_OVERHEAD = "step's measured overhead"
+HOST_OVERHEAD = "host's overhead a step (the median; each op row is a low quantile)"
+
+
+def closure_lines(closure: Closure, against: str = STEP_OVERHEAD) -> list[str]:
     lines = [f"the ops above: {signed(closure.table_ns)} ns a step ({_range(*closure.table_ci_ns)}), against the "
-             f"step's measured overhead of "
+             f"{against} of "
              f"{signed(closure.step_overhead_ns)} ns ({_range(*closure.step_overhead_ci_ns)}): they explain "
              f"{'-' if math.isnan(closure.explained) else f'{closure.explained:.0%}'}; unexplained "
              f"{signed(closure.unexplained_ns)} ns"]
@@ -146,7 +152,8 @@ def device_lines(on_device: tuple[DeviceStepTiming, ...]) -> list[str]:
     for d in on_device:
         low, high = d.gpu.overhead_ci_ns
         if low > GPU_WORK_SHARE * d.gpu.plain_step_ns:
-            lines.append(f"  at batch {d.batch}: your subclass adds GPU work, {signed(d.gpu.overhead_ns)} ns a step "
+            at = f"at batch {d.batch}" if d.batch is not None else "here"
+            lines.append(f"  {at}: your subclass adds GPU work, {signed(d.gpu.overhead_ns)} ns a step "
                          f"({_range(low, high)}): its hooks queue kernels of their own")
     if len(on_device) > 1:
         under = falls_under([d.synced for d in on_device])
@@ -156,12 +163,15 @@ def device_lines(on_device: tuple[DeviceStepTiming, ...]) -> list[str]:
                      f"the GPU hides your subclass at no batch tried ({tried}): it adds {NEGLIGIBLE_SHARE:.0%} or more "
                      "of the synced step at each")
     elif first.bound("subclass") == "host":
-        lines.append(f"the step is host-bound: the GPU idles {first.gpu_idle('subclass'):.0%} of it, so what your "
-                     f"subclass adds to the host ({signed(first.host.overhead_ns)} ns) the step pays; --batch finds "
-                     "from which batch the GPU hides it")
+        lines.append(f"the step is host-bound: the GPU idles {first.gpu_idle('subclass'):.0%} of it; your subclass "
+                     f"adds {signed(first.host.overhead_ns)} ns to the host and {signed(first.synced.overhead_ns)} ns "
+                     "to what a loop pays (synced); --batch finds from which batch the GPU hides it")
+    elif first.synced.overhead_ci_ns[0] <= 0 <= first.synced.overhead_ci_ns[1]:
+        lines.append("the step is GPU-bound: the GPU's work hides the host's, your subclass's cost with it (the "
+                     "synced overhead's interval holds zero)")
     else:
-        lines.append("the step is GPU-bound: the GPU's work hides the host's, your subclass's cost with it, as far as "
-                     "the synced figure shows")
+        lines.append(f"the step is GPU-bound, yet your subclass still adds {signed(first.synced.overhead_ns)} ns a "
+                     "synced step (its interval excludes zero): the GPU hides only part of it")
     return lines
 
 
@@ -194,11 +204,13 @@ def render(report: StepReport) -> str:
         lines += [""] + device_lines(report.on_device)
     lines += ["", "op by op: every call of your subclass's __torch_function__ / __torch_dispatch__ in one step, "
               "timed on the step's own operands as yours and as plain tensors"]
-    lines += op_table(report.rows, first.overhead_ns) if report.rows else [
+    # on a GPU the op table is the host's time, so its shares and closure are of the host's overhead
+    against = report.on_device[0].host if report.on_device else first
+    lines += op_table(report.rows, against.overhead_ns) if report.rows else [
         "  none: the step called no __torch_function__ or __torch_dispatch__ of a Tensor subclass"]
     if report.rows:
         lines += [""] + site_table(report.rows, report.captured)
-    lines += [""] + closure_lines(report.closure)
+    lines += [""] + closure_lines(report.closure, HOST_OVERHEAD if report.on_device else STEP_OVERHEAD)
     if len(report.timings) > 1:
         lines += ["", "batch sweep:"] + sweep_lines(report.timings)
     return "\n".join(lines)
@@ -206,6 +218,7 @@ def render(report: StepReport) -> str:
 
 def _timing_dict(t: StepTiming) -> dict:
     return {"batch": t.batch, "steps_per_sample": list(t.steps_per_sample), "threads": t.threads, "wall_s": json_figure(t.wall_s),
+            "quantile": t.quantile,  # each step's figure: the low headline quantile, or the median on a GPU
             "plain_step_ns": json_figure(t.plain_step_ns), "subclass_step_ns": json_figure(t.subclass_step_ns),
             "overhead_ns": json_figure(t.overhead_ns), "overhead_ci_ns": [json_figure(v) for v in t.overhead_ci_ns],
             "share": json_figure(t.share, 4), "share_ci": [json_figure(v, 4) for v in t.share_ci],
