@@ -76,8 +76,7 @@ def run_step(args) -> int:
     say and say(f"{args.step}: one step under the hooks, then each op timed on its operands")
     captured = capture_step(first.subclass, first.user_dir)
     rows = price_ops(captured, threads=args.threads, progress=say)
-    # The op table is the host's time; on a GPU it is closed against the host's overhead.
-    against = on_device[0].host if on_device else timings[0]
+    against = output.op_table_baseline(tuple(timings), tuple(on_device))
     closure = close(against.overhead_ns, against.overhead_ci_ns, rows, first.plain, first.subclass)
     _show(args, output.StepReport(args.step, first.description, tuple(timings), captured, rows, closure,
                                   on_device=tuple(on_device)))

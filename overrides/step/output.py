@@ -87,6 +87,12 @@ STEP_OVERHEAD = "step's measured overhead"
 HOST_OVERHEAD = "host's overhead a step (the median; each op row is a low quantile)"
 
 
+def op_table_baseline(timings: tuple, on_device: tuple):
+    """The StepTiming the op table's shares and closure are of: the step's, or on a GPU the host's
+    (the op rows are the host's time a call)."""
+    return on_device[0].host if on_device else timings[0]
+
+
 def closure_lines(closure: Closure, against: str = STEP_OVERHEAD) -> list[str]:
     lines = [f"the ops above: {signed(closure.table_ns)} ns a step ({_range(*closure.table_ci_ns)}), against the "
              f"{against} of "
@@ -204,9 +210,7 @@ def render(report: StepReport) -> str:
         lines += [""] + device_lines(report.on_device)
     lines += ["", "op by op: every call of your subclass's __torch_function__ / __torch_dispatch__ in one step, "
               "timed on the step's own operands as yours and as plain tensors"]
-    # on a GPU the op table is the host's time, so its shares and closure are of the host's overhead
-    against = report.on_device[0].host if report.on_device else first
-    lines += op_table(report.rows, against.overhead_ns) if report.rows else [
+    lines += op_table(report.rows, op_table_baseline(report.timings, report.on_device).overhead_ns) if report.rows else [
         "  none: the step called no __torch_function__ or __torch_dispatch__ of a Tensor subclass"]
     if report.rows:
         lines += [""] + site_table(report.rows, report.captured)
