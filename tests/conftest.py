@@ -41,6 +41,54 @@ def user_library(folder, **modules: str) -> str:
     return str(folder)
 
 
+# A tiny step's parts, for tiny_steps: each {placeholder} filled per class or factory.
+_TINY_CLASS = '''
+
+class {name}(torch.Tensor):
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+{body}        return super().__torch_function__(func, types, args, kwargs or {{}})
+'''
+_TINY_STEP = '''
+
+def _step(cls, plain):
+    torch.manual_seed(0)
+    w = torch.randn(8, 8) * 0.1
+    if cls is not None and not plain:
+        w = w.as_subclass(cls)
+    w.requires_grad_()
+    x = torch.randn(4, 8)
+    opt = torch.optim.SGD([w], lr=0.01)
+
+    def step():
+        opt.zero_grad()
+        loss = F.linear(x, w).square().sum()
+        loss.backward()
+        opt.step()
+
+    return step
+'''
+_TINY_FACTORY = '''
+
+def {name}(plain=False):
+    """{doc}"""
+    return _step({cls}, plain)
+'''
+
+
+def tiny_steps(classes: dict[str, str], factories: dict[str, tuple[str | None, str]], prelude: str = "") -> str:
+    """The text of a user's module of tiny training steps, as the step tests write it into a
+    folder of the user's own: `prelude` after the imports, each of `classes` (name -> the lines
+    its classmethod `__torch_function__` runs before it calls super(), indented 8 spaces), and each
+    of `factories` (name -> (its weight's class, None for plain on both sides; its docstring)) a
+    `factory(plain=False)` of one step: an 8x8 weight, `F.linear`, backward and SGD."""
+    text = "import io\nimport time\n\nimport torch\nimport torch.nn.functional as F\n\n" + prelude
+    text += "".join(_TINY_CLASS.format(name=name, body=body) for name, body in classes.items())
+    text += _TINY_STEP
+    text += "".join(_TINY_FACTORY.format(name=name, cls=cls, doc=doc) for name, (cls, doc) in factories.items())
+    return text
+
+
 def as_users_folder(monkeypatch, folder) -> None:
     """This test runs from `folder` as a user does from theirs: its working folder, and none of
     its modules already imported from an earlier test's folder (`steps` would import `units`

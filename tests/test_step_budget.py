@@ -8,13 +8,12 @@ budget, the spinning function named, and the plain twin (the same code) within."
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 
 import pytest
 
-from conftest import bench_in, user_library
+from conftest import bench_in, tiny_steps, user_library
 from overrides import budget
 from overrides.counts.records import CaseCounts, CountRun
 from overrides.environment import Fingerprint
@@ -138,37 +137,9 @@ def test_a_step_budget_of_another_environment_or_seeds_is_refused_before_countin
 # Slow: real valgrind on a tiny step
 
 SPIN_ITERATIONS = 2000  # a loop in __torch_function__: thousands of instructions a call, a few calls a step
-STEP_MODULE = '''
-import torch
-import torch.nn.functional as F
-
-SPIN = %d
-
-
-class Weight(torch.Tensor):
-    @classmethod
-    def __torch_function__(cls, func, types, args=(), kwargs=None):
-        for _ in range(SPIN):
-            pass
-        return super().__torch_function__(func, types, args, kwargs or {})
-
-
-def tiny(plain=False):
-    torch.manual_seed(0)
-    w = torch.randn(8, 8) * 0.1
-    if not plain:
-        w = w.as_subclass(Weight)
-    w.requires_grad_()
-    x = torch.randn(4, 8)
-    opt = torch.optim.SGD([w], lr=0.01)
-
-    def step():
-        opt.zero_grad()
-        F.linear(x, w).square().sum().backward()
-        opt.step()
-
-    return step
-'''
+STEP_MODULE = tiny_steps({"Weight": "        for _ in range(SPIN):\n            pass\n"},
+                         {"tiny": ("Weight", "a tiny step, its weight spinning SPIN times a call")},
+                         prelude="SPIN = %d\n")
 # Four valgrind processes importing torch, two at a time (the write's): beside other work
 COUNT_TIMEOUT_S = 900
 

@@ -14,59 +14,17 @@ import sys
 
 import pytest
 
-from conftest import as_users_folder, bench_in, user_library
+from conftest import as_users_folder, bench_in, tiny_steps, user_library
 
 WAIT_NS = 50_000  # each __torch_function__ call of Waiting busy-waits this long
 
-STEPS_MODULE = '''
-import time
-import torch
-import torch.nn.functional as F
-
-WAIT_NS = %d
-
-
-class Quiet(torch.Tensor):
-    @classmethod
-    def __torch_function__(cls, func, types, args=(), kwargs=None):
-        return super().__torch_function__(func, types, args, kwargs or {})
-
-
-class Waiting(torch.Tensor):
-    @classmethod
-    def __torch_function__(cls, func, types, args=(), kwargs=None):
-        end = time.perf_counter_ns() + WAIT_NS
-        while time.perf_counter_ns() < end:
-            pass
-        return super().__torch_function__(func, types, args, kwargs or {})
-
-
-def _step(cls, plain):
-    torch.manual_seed(0)
-    w = torch.randn(8, 8) * 0.1
-    if not plain:
-        w = w.as_subclass(cls)
-    w.requires_grad_()
-    x = torch.randn(4, 8)
-    opt = torch.optim.SGD([w], lr=0.01)
-
-    def step():
-        opt.zero_grad()
-        F.linear(x, w).square().sum().backward()
-        opt.step()
-
-    return step
-
-
-def quiet(plain=False):
-    """a small step, its weight a bare subclass"""
-    return _step(Quiet, plain)
-
-
-def waiting(plain=False):
-    """the same step waiting WAIT_NS a call"""
-    return _step(Waiting, plain)
-''' % WAIT_NS
+STEPS_MODULE = tiny_steps(
+    {"Quiet": "",
+     "Waiting": "        end = time.perf_counter_ns() + WAIT_NS\n        while time.perf_counter_ns() < end:\n"
+                "            pass\n"},
+    {"quiet": ("Quiet", "a small step, its weight a bare subclass"),
+     "waiting": ("Waiting", "the same step waiting WAIT_NS a call")},
+    prelude=f"WAIT_NS = {WAIT_NS}\n")
 
 
 @pytest.fixture

@@ -14,53 +14,16 @@ import sys
 
 import pytest
 
-from conftest import bench_in, user_library
+from conftest import bench_in, tiny_steps, user_library
 
 BACKEND = "aot_eager"
 MODULE = "compiledsteps"  # a name of its own: test_step.py's steptest has other steps
 PAIRS = 40  # rounds of the four steps: enough for an interval, a few seconds on a loaded machine
 
-STEPS_MODULE = '''
-import io
-import torch
-import torch.nn.functional as F
-
-SINK = io.StringIO()  # where Loud prints: the print is the graph break, not its text
-
-
-class Loud(torch.Tensor):
-    @classmethod
-    def __torch_function__(cls, func, types, args=(), kwargs=None):
-        print("calling", func, file=SINK)  # the graph break
-        return super().__torch_function__(func, types, args, kwargs or {})
-
-
-def _step(cls, plain):
-    torch.manual_seed(0)
-    w = torch.randn(8, 8) * 0.1
-    if cls is not None and not plain:
-        w = w.as_subclass(cls)
-    w.requires_grad_()
-    x = torch.randn(4, 8)
-    opt = torch.optim.SGD([w], lr=0.01)
-
-    def step():
-        opt.zero_grad()
-        loss = F.linear(x, w).square().sum()
-        loss.backward()
-        opt.step()
-
-    return step
-
-
-def loud(plain=False):
-    return _step(Loud, plain)
-
-
-def same(plain=False):
-    """the same plain step on both sides: an A/A"""
-    return _step(None, plain)
-'''
+STEPS_MODULE = tiny_steps({"Loud": '        print("calling", func, file=SINK)  # the graph break\n'},
+                          {"loud": ("Loud", "a step whose __torch_function__ prints"),
+                           "same": (None, "the same plain step on both sides: an A/A")},
+                          prelude="SINK = io.StringIO()  # where Loud prints: the print is the graph break, not its text\n")
 
 
 @pytest.fixture

@@ -16,7 +16,7 @@ from collections import Counter
 
 import pytest
 
-from conftest import ROOT, as_users_folder, user_library
+from conftest import ROOT, as_users_folder, tiny_steps, user_library
 
 SPIN_ITERATIONS = 10_000  # each __torch_function__ call of Spinning loops this many times
 # Fewer instructions than any CPython spends on one iteration of `for _ in range(n): pass`
@@ -30,38 +30,9 @@ MIN_INSTRUCTIONS_PER_ITERATION = 10
 MAX_INSTRUCTIONS_PER_ITERATION = 500
 COUNT_TIMEOUT_S = 600  # two processes importing torch under valgrind at once, beside other work
 
-STEPS_MODULE = '''
-import torch
-import torch.nn.functional as F
-
-SPIN_ITERATIONS = %d
-
-
-class Spinning(torch.Tensor):
-    @classmethod
-    def __torch_function__(cls, func, types, args=(), kwargs=None):
-        for _ in range(SPIN_ITERATIONS):
-            pass
-        return super().__torch_function__(func, types, args, kwargs or {})
-
-
-def spinning(plain=False):
-    torch.manual_seed(0)
-    w = torch.randn(8, 8) * 0.1
-    if not plain:
-        w = w.as_subclass(Spinning)
-    w.requires_grad_()
-    x = torch.randn(4, 8)
-    opt = torch.optim.SGD([w], lr=0.01)
-
-    def step():
-        opt.zero_grad()
-        loss = F.linear(x, w).square().sum()
-        loss.backward()
-        opt.step()
-
-    return step
-''' % SPIN_ITERATIONS
+STEPS_MODULE = tiny_steps({"Spinning": "        for _ in range(SPIN_ITERATIONS):\n            pass\n"},
+                          {"spinning": ("Spinning", "a small step, its weight spinning a call")},
+                          prelude=f"SPIN_ITERATIONS = {SPIN_ITERATIONS}\n")
 
 
 def _user_folder(folder) -> str:
