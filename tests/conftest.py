@@ -51,7 +51,7 @@ class {name}(torch.Tensor):
 '''
 _TINY_STEP = '''
 
-def _step(cls, plain):
+def _step(cls, plain, zero=True, keep=None):
     torch.manual_seed(0)
     w = torch.randn(8, 8) * 0.1
     if cls is not None and not plain:
@@ -61,10 +61,13 @@ def _step(cls, plain):
     opt = torch.optim.SGD([w], lr=0.01)
 
     def step():
-        opt.zero_grad()
+        if zero:
+            opt.zero_grad()
         loss = F.linear(x, w).square().sum()
         loss.backward()
         opt.step()
+        if keep is not None:
+            keep.append(loss)
 
     return step
 '''
@@ -72,21 +75,23 @@ _TINY_FACTORY = '''
 
 def {name}(plain=False):
     """{doc}"""
-    return _step({cls}, plain)
+    return _step({cls}, plain{more})
 '''
 
 
-def tiny_steps(classes: dict[str, str], factories: dict[str, tuple[str | None, str]], prelude: str = "") -> str:
+def tiny_steps(classes: dict[str, str], factories: dict[str, tuple], prelude: str = "", rest: str = "") -> str:
     """The text of a user's module of tiny training steps, as the step tests write it into a
     folder of the user's own: `prelude` after the imports, each of `classes` (name -> the lines
     its classmethod `__torch_function__` runs before it calls super(), indented 8 spaces), and each
-    of `factories` (name -> (its weight's class, None for plain on both sides; its docstring)) a
-    `factory(plain=False)` of one step: an 8x8 weight, `F.linear`, backward and SGD."""
+    of `factories` (name -> (its weight's class, None for plain on both sides; its docstring[;
+    more arguments of `_step`: `zero=False` never zeroes the grads, `keep=[]` keeps each loss])) a
+    `factory(plain=False)` of one step: an 8x8 weight, `F.linear`, backward and SGD; `rest` last."""
     text = "import io\nimport time\n\nimport torch\nimport torch.nn.functional as F\n\n" + prelude
     text += "".join(_TINY_CLASS.format(name=name, body=body) for name, body in classes.items())
     text += _TINY_STEP
-    text += "".join(_TINY_FACTORY.format(name=name, cls=cls, doc=doc) for name, (cls, doc) in factories.items())
-    return text
+    text += "".join(_TINY_FACTORY.format(name=name, cls=spec[0], doc=spec[1], more="".join(f", {a}" for a in spec[2:]))
+                    for name, spec in factories.items())
+    return text + rest
 
 
 def as_users_folder(monkeypatch, folder) -> None:

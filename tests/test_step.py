@@ -14,64 +14,18 @@ from collections import Counter
 
 import pytest
 
-from conftest import ROOT, as_users_folder, bench_in, user_library
+from conftest import ROOT, as_users_folder, bench_in, tiny_steps, user_library
 
 SPIN_NS = 200_000  # each __torch_function__ call of Spinning busy-waits this long
 
-STEPS_MODULE = '''
-import time
-import torch
-import torch.nn.functional as F
-
-SPIN_NS = %d
-
-
-class Spinning(torch.Tensor):
-    @classmethod
-    def __torch_function__(cls, func, types, args=(), kwargs=None):
-        end = time.perf_counter_ns() + SPIN_NS
-        while time.perf_counter_ns() < end:
-            pass
-        return super().__torch_function__(func, types, args, kwargs or {})
-
-
-def _step(cls, plain, zero=True, keep=None):
-    torch.manual_seed(0)
-    w = torch.randn(8, 8) * 0.1
-    if cls is not None and not plain:
-        w = w.as_subclass(cls)
-    w.requires_grad_()
-    x = torch.randn(4, 8)
-    opt = torch.optim.SGD([w], lr=0.01)
-
-    def step():
-        if zero:
-            opt.zero_grad()
-        loss = F.linear(x, w).square().sum()
-        loss.backward()
-        opt.step()
-        if keep is not None:
-            keep.append(loss)
-
-    return step
-
-
-def spinning(plain=False):
-    return _step(Spinning, plain)
-
-
-def same(plain=False):
-    """the same plain step on both sides: an A/A"""
-    return _step(None, plain)
-
-
-def kept(plain=False):
-    return _step(None, plain, keep=[])
-
-
-def accumulating(plain=False):
-    return _step(None, plain, zero=False)
-
+STEPS_MODULE = tiny_steps(
+    {"Spinning": "        end = time.perf_counter_ns() + SPIN_NS\n        while time.perf_counter_ns() < end:\n"
+                 "            pass\n"},
+    {"spinning": ("Spinning", "a step spinning SPIN_NS a call"),
+     "same": (None, "the same plain step on both sides: an A/A"),
+     "kept": (None, "a step keeping each loss", "keep=[]"),
+     "accumulating": (None, "a step that never zeroes its grads", "zero=False")},
+    prelude=f"SPIN_NS = {SPIN_NS}\n", rest='''
 
 def no_plain():
     return _step(None, True)
@@ -96,7 +50,7 @@ def many(plain=False):
         opt.step()
 
     return step
-''' % SPIN_NS
+''')
 
 
 @pytest.fixture

@@ -140,7 +140,8 @@ def test_bench_py_compares_two_steps_op_by_op_and_writes_the_json(user_folder):
         assert said in out.stdout, (said, out.stdout)
     with open(user_folder / "compare.json", encoding="utf-8") as src:
         saved = json.load(src)
-    assert saved["schema"] == "torch-function-overhead/step-compare/1"
+    assert saved["schema"] == "torch-function-overhead/step-compare/2"
+    assert len(saved["change"]["stretches_ns"]) >= 5 and all(v > 0 for v in saved["change"]["stretches_ns"])
     calls = len(saved["calls"]["branch"])
     assert calls == len(saved["calls"]["base"]) and calls >= 5
     assert 0.7 * calls * WAIT_NS <= saved["change"]["ns"] <= 2.5 * calls * WAIT_NS, (saved["change"], calls)
@@ -154,20 +155,43 @@ def test_bench_py_compares_two_steps_op_by_op_and_writes_the_json(user_folder):
     assert all(op["base"]["calls"] == op["branch"]["calls"] for op in priced)
 
 
-def test_an_undecided_change_is_timed_again_and_a_clear_one_is_not():
-    from overrides.step.comparing import StepComparison
-
-    def compared(base, branch):
-        steady = tuple(100_000.0 + i for i in range(200))
-        return StepComparison("a:f", "b:f", None, (1, 1, 1), steady, base, branch, (), 1, 1.0)
+def test_the_change_and_its_interval_come_from_stretches_of_fresh_builds():
+    """Samples that pin each headline tightly say nothing of what differs from one build to the
+    next: stretches whose changes spread as far as the threshold leave the change undecided,
+    however tight each stretch's samples."""
+    from overrides.step.comparing import MIN_STRETCHES, StepComparison
+    from overrides.verdicts import NO_CHANGE
 
     floor = tuple(100_000.0 + 10 * i for i in range(200))  # p2 ~100,040, known to within a few hundred ns
-    clear = compared(floor, tuple(v + 20_000 for v in floor))
-    assert clear.decided_early and clear.change_ns == pytest.approx(20_000)
-    same = compared(floor, floor)
-    assert same.decided_early and same.change_ns == 0  # its 99% interval well within 0.75% of the step
-    spread = tuple(100_000.0 + 2_000 * i for i in range(200))  # p2 known only to within +-4,000 ns
-    undecided = compared(spread, spread)
-    assert not undecided.decided_early
-    low, high = undecided.change_ci_ns(0.99)
-    assert low < -undecided.threshold and high > undecided.threshold
+
+    def compared(changes):
+        return StepComparison("a:f", "b:f", None, (1, 1, 1), floor, floor, floor, (), 1, 1.0, tuple(changes))
+
+    clear = compared([20_000.0, 20_300.0, 19_800.0, 20_100.0, 19_900.0])
+    assert clear.decided_early and clear.change_ns == pytest.approx(20_020)
+    same = compared([30.0, -40.0, 10.0, -20.0, 25.0])
+    assert same.decided_early and same.verdict == NO_CHANGE  # 99% interval well within 0.75% of the step
+    moved = compared([900.0, -800.0, 700.0, -900.0, 850.0])  # each build +-0.9%: the samples cannot see it
+    assert not moved.decided_early and moved.verdict != NO_CHANGE
+    low, high = moved.change_ci_ns(0.99)
+    assert low < -moved.threshold and high > moved.threshold
+    assert not compared([30.0] * (MIN_STRETCHES - 1)).decided_early  # fewer stretches decide nothing
+    assert all(math.isnan(v) for v in compared([30.0]).change_ci_ns())
+
+
+def test_each_stretch_times_steps_built_afresh(user_folder):
+    from overrides.step.comparing import MIN_STRETCHES, compare_steps
+    from overrides.step.factory import build_steps
+
+    built = []
+
+    def rebuild(pair):
+        built.append(pair.spec)
+        return build_steps(pair.spec, pair.batch, pair.device)
+
+    result = compare_steps(build_steps("comparetest:quiet"), build_steps("comparetest:waiting"), time_s=0.2,
+                           rebuild=rebuild)
+    stretches = len(result.stretch_changes_ns)
+    assert stretches >= MIN_STRETCHES
+    assert built == ["comparetest:quiet", "comparetest:waiting"] * (stretches - 1)
+    assert all(change > 0 for change in result.stretch_changes_ns)  # each stretch sees the wait
