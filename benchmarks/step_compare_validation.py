@@ -1,6 +1,7 @@
 """Does `--compare BASE BRANCH --step` read a known truth (issue 48's first "Done when")?
 ROUNDS rounds, each with steps built afresh, as bench.py builds and times them
-(overrides/step/comparing.py, in-process, alternating, the default 3 s a step):
+(overrides/step/comparing.py, in-process, alternating, in stretches of fresh builds, the default
+1 s a step each):
 - the known change: steps:mlp against steps:mlp_wait (benchmarks/userlib: units.py, and the same
   class busy-waiting units_wait.WAIT_NS a `__torch_function__` call): the change must read the
   branch's calls a step x the wait within 10%. The wait overshoots by up to a clock read, so
@@ -68,7 +69,7 @@ def main() -> None:
               f"{change.change_ns / known[-1]:.3f}x the known {known[-1] / 1000:.1f} us ({calls} x the wait's "
               f"{known[-1] / calls / 1000:.2f} us), {change.change_ns / nominal_ns:.3f}x nominal; "
               f"A/A {a_a.change_ns / 1000:+.2f} us ({a_a.change_share:+.2%}, 99% CI {low / 1000:+.2f}..{high / 1000:+.2f}, "
-              f"threshold {a_a.threshold / 1000:.2f}): {a_a.verdict} in {a_a.wall_s:.0f} s, {len(a_a.base_ns)} rounds; base step {change.base_step_ns / 1000:.1f} us, "
+              f"threshold {a_a.threshold / 1000:.2f}): {a_a.verdict} in {a_a.wall_s:.0f} s, {len(a_a.stretch_changes_ns)} stretches, {len(a_a.base_ns)} rounds; known change {change.wall_s:.0f} s, {len(change.stretch_changes_ns)} stretches; base step {change.base_step_ns / 1000:.1f} us, "
               f"{change.steps_per_sample} steps a sample", flush=True)
     ratios = [r / k for r, k in zip(read, known)]
     print(f"known change: median {statistics.median(ratios):.3f}x (range {min(ratios):.3f}-{max(ratios):.3f}); "

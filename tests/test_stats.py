@@ -41,3 +41,18 @@ def test_headline_ignores_a_slow_spell():
     fast = [1000.0 + i % 7 for i in range(600)]
     slow = [1500.0 + i % 7 for i in range(400)]  # 40% of the run 50% slower
     assert stats.headline(fast + slow) < 1010
+
+
+def test_median_interval_is_exact_for_a_few_values_and_covers_as_said():
+    import math
+
+    # the binomial order statistics: 8 values' 99% interval is their range, 16's the 3rd to the 14th
+    assert stats.median_ci(list(range(8)), 0.99) == (0, 7)
+    assert stats.median_ci(list(range(16)), 0.99) == (2, 13)
+    assert all(math.isnan(v) for v in stats.median_ci(list(range(7)), 0.99))
+    assert all(math.isnan(v) for v in stats.median_ci(list(range(5)), 0.95))
+    rng = np.random.default_rng(7)
+    for n, confidence in ((8, 0.99), (12, 0.95), (16, 0.99)):
+        draws = rng.standard_cauchy((4000, n))  # heavy tails: a t-interval's assumption fails, this one's holds
+        covered = np.mean([low <= 0 <= high for low, high in (stats.median_ci(list(d), confidence) for d in draws)])
+        assert confidence - 0.01 <= covered <= 1.0, (n, confidence, covered)

@@ -167,16 +167,19 @@ def test_the_change_and_its_interval_come_from_stretches_of_fresh_builds():
     def compared(changes):
         return StepComparison("a:f", "b:f", None, (1, 1, 1), floor, floor, floor, (), 1, 1.0, tuple(changes))
 
-    clear = compared([20_000.0, 20_300.0, 19_800.0, 20_100.0, 19_900.0])
-    assert clear.decided_early and clear.change_ns == pytest.approx(20_020)
-    same = compared([30.0, -40.0, 10.0, -20.0, 25.0])
+    clear = compared([20_000.0, 20_300.0, 19_800.0, 20_100.0, 19_900.0, 20_050.0, 19_950.0, 20_200.0])
+    assert clear.decided_early and clear.change_ns == pytest.approx(20_025)
+    same = compared([30.0, -40.0, 10.0, -20.0, 25.0, 5.0, -15.0, 0.0])
     assert same.decided_early and same.verdict == NO_CHANGE  # 99% interval well within 0.75% of the step
-    moved = compared([900.0, -800.0, 700.0, -900.0, 850.0])  # each build +-0.9%: the samples cannot see it
-    assert not moved.decided_early and moved.verdict != NO_CHANGE
+    moved = compared([900.0, -800.0, 700.0, -900.0, 850.0, -750.0, 800.0, -850.0])  # each build +-0.9%
+    assert not moved.decided_early and moved.verdict != NO_CHANGE  # the samples alone cannot see it
     low, high = moved.change_ci_ns(0.99)
     assert low < -moved.threshold and high > moved.threshold
+    # one wild stretch of twelve moves the interval one place, not by its size
+    wild = compared([3_000.0, 30.0, -40.0, 10.0, -20.0, 25.0, 5.0, -15.0, 0.0, 20.0, -10.0, 15.0])
+    assert wild.decided_early and wild.verdict == NO_CHANGE, wild.change_ci_ns(0.99)
     assert not compared([30.0] * (MIN_STRETCHES - 1)).decided_early  # fewer stretches decide nothing
-    assert all(math.isnan(v) for v in compared([30.0]).change_ci_ns())
+    assert all(math.isnan(v) for v in compared([30.0] * 5).change_ci_ns())
 
 
 def test_each_stretch_times_steps_built_afresh(user_folder):

@@ -95,6 +95,24 @@ def quantile_ci(values: Sequence[float], q: float = HEADLINE_QUANTILE,
     return (ordered[low], ordered[high])
 
 
+def median_ci(values: Sequence[float], confidence: float = 0.95) -> tuple[float, float]:
+    """Distribution-free interval of the median of a few values, exact: the k-th smallest to
+    the k-th largest, k the most with P(Binomial(n, 1/2) < k) <= (1 - confidence) / 2 on each
+    side. One wild value (a disturbed stretch of a step comparison) moves it by one place, not
+    by its size, as it would a t-interval. NaN where no k is: fewer than 6 values at 95%, 8 at 99%."""
+    n = len(values)
+    tail, below, k = (1 - confidence) / 2, 0.0, 0
+    while k < n:
+        below += math.comb(n, k) / 2 ** n  # P(Binomial(n, 1/2) <= k)
+        if below > tail:
+            break
+        k += 1
+    if k == 0:
+        return (math.nan, math.nan)
+    ordered = sorted(values)
+    return (ordered[k - 1], ordered[n - k])
+
+
 def headline_difference(plus: Sequence[Sequence[float]], minus: Sequence[Sequence[float]] = (),
                         relative: float = 0.0, confidence: float = 0.95) -> tuple[float, tuple[float, float]]:
     """The headlines of `plus` summed less those of `minus` (an overhead: a case less its

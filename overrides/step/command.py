@@ -143,11 +143,10 @@ def run_step_compare(args) -> int:
     (overrides/step/comparing.py); exit 0, or 1 where the branch regressed or a step drifts."""
     from overrides.cases.casenames import SPEC_FORM, is_user_spec
     from overrides.step import compare_output
-    from overrides.step.comparing import compare_steps, join_ops
+    from overrides.step.comparing import STRETCH_S, compare_steps, join_ops
     from overrides.step.factory import build_steps
     from overrides.step.hooks import capture_step
     from overrides.step.optable import price_versions
-    from overrides.step.timing import DEFAULT_TIME_S
     from overrides.verdicts import REGRESSION
 
     not_steps = [name for name in args.compare if not is_user_spec(name)]
@@ -156,7 +155,7 @@ def run_step_compare(args) -> int:
                          f"name two ({SPEC_FORM}), each called with plain= (docs/step.md)")
     say = stderr_progress(args.quiet)
     base, branch = (build_steps(spec) for spec in args.compare)
-    result = compare_steps(base, branch, args.min_time or DEFAULT_TIME_S, args.threads, None, say,
+    result = compare_steps(base, branch, args.min_time or STRETCH_S, args.threads, None, say,
                            args.threshold_ns, args.threshold_pct)
     say and say(f"{base.spec}, {branch.spec}: one step each under the hooks, then each op timed on its operands")
     captured = (capture_step(base.subclass, base.user_dir), capture_step(branch.subclass, branch.user_dir))

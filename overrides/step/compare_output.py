@@ -1,6 +1,6 @@
 """`--compare BASE BRANCH --step`'s output: the three steps, the change a step with its interval
 and verdict, and the op table of both versions side by side, as text for people and as the
-`torch-function-overhead/step-compare/1` JSON with every sample.
+`torch-function-overhead/step-compare/2` JSON with every sample and each stretch's change.
 
 Apart from output.py (one step's tables) so that each stays one screen; figures are worded with
 overrides/figures.py, laid out with overrides/tables.py, and the verdict's rule in
@@ -23,7 +23,9 @@ from overrides.step.timing import StepTiming
 from overrides.tables import ruled
 from overrides.verdicts import NO_CHANGE_CONFIDENCE
 
-SCHEMA = "torch-function-overhead/step-compare/1"
+# 2: the change is the mean of the stretches' (each of fresh builds), its interval Student's t
+# over them, and `change.stretches_ns` lists them; 1 took both from one build's samples.
+SCHEMA = "torch-function-overhead/step-compare/2"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -59,8 +61,11 @@ def step_table(c: StepComparison) -> list[str]:
 
 
 def change_line(c: StepComparison) -> str:
+    stretches = len(c.stretch_changes_ns)
     return (f"change a step, branch less base: {signed(c.change_ns)} ns ({_pct(c.change_share)} of the base's step), "
-            f"95% CI {_range(c.change_ci_ns())}: {c.verdict}")
+            f"95% CI {_range(c.change_ci_ns())}: {c.verdict}\n"
+            f"(the mean of {stretches} stretch{'es' if stretches != 1 else ''}, each of the three steps built afresh; "
+            f"the interval from their spread, so a build's luck is inside it)")
 
 
 def _calls(change: OpChange) -> str:
@@ -167,7 +172,8 @@ def payload(report: StepCompareReport, environment: dict) -> dict:
             "change": {"ns": json_figure(c.change_ns), "share": json_figure(c.change_share, 4),
                        "ci95_ns": [json_figure(v) for v in c.change_ci_ns()],
                        "ci99_ns": [json_figure(v) for v in c.change_ci_ns(NO_CHANGE_CONFIDENCE)],
-                       "threshold_ns": json_figure(c.threshold), "verdict": c.verdict},
+                       "threshold_ns": json_figure(c.threshold), "verdict": c.verdict,
+                       "stretches_ns": [json_figure(v) for v in c.stretch_changes_ns]},
             "settings": {"threshold_ns": c.threshold_ns, "threshold_pct": c.threshold_pct},
             "ops": [{"kind": ch.row.kind, "op": ch.row.op, "operands": ch.row.signature,
                      "base": _row_dict(ch.base), "branch": _row_dict(ch.branch),

@@ -15,11 +15,18 @@ Why this way:
 - The same steps a sample for all three (timing.SAME_COUNT): a step's first step in a sample
   runs after another step and is slower, and with a count of its own each version would carry
   a different share of it.
-- The change's interval is the two headlines' intervals combined (stats.headline_difference,
-  as `--step --compiled`'s), its 99% one for "no change" (verdicts.NO_CHANGE_CONFIDENCE), so
-  the verdict means what `--compare`'s means.
-- Undecided after `time_s` a step, the three are timed again, up to MAX_STRETCHES, and pooled:
-  a clear change stops at once, an A/A gets the time its "no change" needs (as `--compare`).
+- In stretches, each with all three steps built afresh (their tensors, optimizer and graph
+  where the allocator puts them this time), and the change is the median of the stretches' own
+  changes, its interval the median's distribution-free one over them: as `--compare` of two
+  builds takes a fresh worker pair, another memory layout, for each of its estimates. The first version timed one
+  build of each and took the interval from the samples of that one run (the two headlines'
+  intervals combined): an A/A read "no change" 10/10, 5/10 and 9/10, and once +1.02%
+  "regression" 99% sure, because what differs from one build to the next, and from one stretch
+  of the machine's time to another, is in no run's samples (benchmarks/README.md, "Two versions
+  of your step").
+- At least MIN_STRETCHES, then more while the change is undecided at 99% (verdicts.judge, as
+  `--compare` stops early), up to MAX_STRETCHES: a clear change stops at the least, an A/A gets
+  the time its "no change" needs.
 - One plain twin, the base's: the branch is a new version of your subclass, not of your model,
   so both overheads are against one baseline, and a third step fewer keeps the samples many.
 """
@@ -35,19 +42,28 @@ import torch
 from overrides.clock import stats
 from overrides.clock.timer import clock_ns
 from overrides.step import drift
-from overrides.step.factory import StepPair
+from overrides.step.factory import StepPair, build_steps
 from overrides.step.optable import OpRow
-from overrides.step.timing import DEFAULT_TIME_S, SAME_COUNT, StepTiming, alternate, step_label
+from overrides.step.timing import SAME_COUNT, StepTiming, alternate, step_label
 from overrides.figures import signed, whole
 from overrides.verdicts import (DECIDED, DEFAULT_THRESHOLD_NS, DEFAULT_THRESHOLD_PCT, NO_CHANGE_CONFIDENCE, judge,
                                 threshold_for)
 
-# Stretches of `time_s` a step at most: more are timed while the change is undecided (its 99%
-# interval straddles the threshold), as `--compare` adds pairs until every case is decided. On a
-# loaded machine the headlines' intervals widen; an A/A at 3 s a step read "no change" 5/10 at
-# load ~4 in one stretch, 10/10 with three at load 4.3-5.7 (benchmarks/README.md, "Two versions
-# of your step", which also gives the 5/10 and one false +1% of a run at load 5.0-6.5).
-MAX_STRETCHES = 3
+# Stretches, each of all three steps built afresh and timed STRETCH_S a step: at least
+# MIN_STRETCHES, the fewest whose median has a 99% interval (stats.median_ci: the lowest to the
+# highest of 8), more while the change is undecided, up to MAX_STRETCHES (24: the 6th lowest to
+# the 6th highest). A stretch of 1 s now and then reads an A/A 1-3% off (a disturbed stretch, or a
+# build's luck), about one in ten on a quiet machine: the mean with Student's t (the first
+# version of this) let one such stretch leave an A/A inconclusive after 16, and the median up to
+# 16 stretches (the 3rd to the 14th) still left 1 A/A in 10 inconclusive where three of its 16 read
+# -1%. Measured with benchmarks/step_compare_validation.py (benchmarks/README.md, "Two versions
+# of your step").
+MIN_STRETCHES = 8
+MAX_STRETCHES = 24
+STRETCH_S = 1.0
+# Steps each freshly built step runs, untimed, before its stretch: its first steps build the
+# optimizer's state and the allocator's caches (the first build's warm-up is the drift probe's).
+WARM_STEPS = 10
 
 
 @dataclasses.dataclass(frozen=True)
@@ -65,6 +81,9 @@ class StepComparison:
     drift: tuple[str, ...]  # one line per way a step drifted (drift.py); empty: none did
     threads: int
     wall_s: float
+    # Each stretch's change, its branch's headline less its base's (ns a step), each stretch of
+    # steps built afresh: the change and its interval come from these (see the module docstring).
+    stretch_changes_ns: tuple[float, ...] = ()
     threshold_ns: float = DEFAULT_THRESHOLD_NS
     threshold_pct: float = DEFAULT_THRESHOLD_PCT
 
@@ -78,11 +97,14 @@ class StepComparison:
 
     @property
     def change_ns(self) -> float:
-        """The branch's step less the base's, ns a step."""
-        return self.branch_step_ns - self.base_step_ns
+        """The branch's step less the base's, ns a step: the median of the stretches' changes."""
+        return stats.median(self.stretch_changes_ns) if self.stretch_changes_ns else math.nan
 
     def change_ci_ns(self, confidence: float = 0.95) -> tuple[float, float]:
-        return stats.headline_difference([self.branch_ns], [self.base_ns], confidence=confidence)[1]
+        """The median's distribution-free interval over the stretches (stats.median_ci): as wide
+        as what differs from one build and one stretch of time to the next, and a disturbed
+        stretch moves it by one place (NaN below 6 stretches at 95%, 8 at 99%)."""
+        return stats.median_ci(self.stretch_changes_ns, confidence)
 
     @property
     def change_share(self) -> float:
@@ -101,7 +123,9 @@ class StepComparison:
     def decided_early(self) -> bool:
         """Decided as sure as an early stop of `--compare` must be: a regression or improvement
         at 99%, as "no change" always is (checking after each stretch would otherwise find a
-        change by chance more often than the 95% interval says)."""
+        change by chance more often than the 95% interval says), after MIN_STRETCHES."""
+        if len(self.stretch_changes_ns) < MIN_STRETCHES:
+            return False
         ci99 = self.change_ci_ns(NO_CHANGE_CONFIDENCE)
         return judge(self.change_ns, ci99, self.threshold, ci99) in DECIDED
 
@@ -122,12 +146,19 @@ def check_drift(base: StepPair, branch: StepPair) -> list[str]:
     return plain_drift + base_drift + branch_drift
 
 
-def compare_steps(base: StepPair, branch: StepPair, time_s: float = DEFAULT_TIME_S, threads: int = 1,
+def rebuilt(pair: StepPair) -> StepPair:
+    """The same step built afresh: its factory called again, with the same batch and device."""
+    return build_steps(pair.spec, pair.batch, pair.device)
+
+
+def compare_steps(base: StepPair, branch: StepPair, time_s: float = STRETCH_S, threads: int = 1,
                   pairs: int | None = None, progress: Callable[[str], None] | None = None,
-                  threshold_ns: float = DEFAULT_THRESHOLD_NS,
-                  threshold_pct: float = DEFAULT_THRESHOLD_PCT) -> StepComparison:
-    """The base's plain twin, the base's step and the branch's, timed in alternation for
-    `time_s` each (or `pairs` rounds), after the drift probe; see the module docstring."""
+                  threshold_ns: float = DEFAULT_THRESHOLD_NS, threshold_pct: float = DEFAULT_THRESHOLD_PCT,
+                  rebuild: Callable[[StepPair], StepPair] = rebuilt) -> StepComparison:
+    """The base's plain twin, the base's step and the branch's, timed in alternation in
+    stretches of `time_s` a step (or `pairs` rounds), each stretch's steps built afresh by
+    `rebuild` (the first's are `base` and `branch`, after the drift probe); see the module
+    docstring."""
     say = progress or (lambda message: None)
     label = f"{step_label(base)} against {branch.spec}"
     previous_threads = torch.get_num_threads()
@@ -138,19 +169,27 @@ def compare_steps(base: StepPair, branch: StepPair, time_s: float = DEFAULT_TIME
         drifts = check_drift(base, branch)
         for line in drifts:
             say(line)
-        steps, counts, samples = (base.plain, base.subclass, branch.subclass), None, ((), (), ())
-        for stretch in range(1 if pairs is not None else MAX_STRETCHES):
-            counts, more = alternate(steps, time_s, pairs, say, label, what="the plain twin, the base and the branch",
+        counts, samples, changes, first = None, ((), (), ()), (), (base, branch)
+        for stretch in range(MAX_STRETCHES):
+            if stretch:
+                base = branch = None  # the last stretch's steps freed before the next are built
+                base, branch = rebuild(first[0]), rebuild(first[1])
+                for step in (base.plain, base.subclass, branch.subclass):
+                    for _ in range(WARM_STEPS):
+                        step()
+            counts, more = alternate((base.plain, base.subclass, branch.subclass), time_s, pairs, say,
+                                     f"{label}, stretch {stretch + 1}", what="the plain twin, the base and the branch",
                                      same_count=SAME_COUNT, counts=counts)
             samples = tuple(old + new for old, new in zip(samples, more))
+            changes += (stats.headline(more[2]) - stats.headline(more[1]),)
             result = StepComparison(base.spec, branch.spec, base.batch, counts, *samples, tuple(drifts), threads,
-                                    (clock_ns() - started) / 1e9, threshold_ns, threshold_pct)
+                                    (clock_ns() - started) / 1e9, changes, threshold_ns, threshold_pct)
             if result.decided_early:
                 break
-            if stretch + 1 < MAX_STRETCHES:
+            if MIN_STRETCHES <= stretch + 1 < MAX_STRETCHES:
+                low, high = result.change_ci_ns(NO_CHANGE_CONFIDENCE)
                 say(f"{label}: the change is not decided yet ({signed(result.change_ns)} ns a step, 99% CI "
-                    f"{signed(result.change_ci_ns(NO_CHANGE_CONFIDENCE)[0])}..{signed(result.change_ci_ns(NO_CHANGE_CONFIDENCE)[1])}, "
-                    f"threshold {whole(result.threshold)}): timing {time_s:g} s a step more")
+                    f"{signed(low)}..{signed(high)}, threshold {whole(result.threshold)}): another stretch")
     finally:
         torch.set_num_threads(previous_threads)
     return result
