@@ -135,7 +135,7 @@ def test_bench_py_compares_two_steps_op_by_op_and_writes_the_json(user_folder):
                       "--min-time", "0.3", "--json", "compare.json")
     assert out.returncode == 1, out.stderr  # a regression, as --compare says one
     for said in ("plain twin (base's)", "base: comparetest:quiet", "branch: comparetest:waiting",
-                 "change a step, branch less base: +", ": regression", "threshold: max(20.0 ns, 0.75% of base)",
+                 "change a step, branch less base: +", ": regression", "(the median of ", "threshold: max(20.0 ns, 0.75% of base)",
                  "change ns/call", "torch.nn.functional.linear", "the ops' changes: +"):
         assert said in out.stdout, (said, out.stdout)
     with open(user_folder / "compare.json", encoding="utf-8") as src:

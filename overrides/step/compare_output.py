@@ -64,7 +64,7 @@ def change_line(c: StepComparison) -> str:
     stretches = len(c.stretch_changes_ns)
     return (f"change a step, branch less base: {signed(c.change_ns)} ns ({_pct(c.change_share)} of the base's step), "
             f"95% CI {_range(c.change_ci_ns())}: {c.verdict}\n"
-            f"(the mean of {stretches} stretch{'es' if stretches != 1 else ''}, each of the three steps built afresh; "
+            f"(the median of {stretches} stretch{'es' if stretches != 1 else ''}, each of the three steps built afresh; "
             f"the interval from their spread, so a build's luck is inside it)")
 
 
