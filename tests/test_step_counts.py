@@ -106,8 +106,8 @@ def test_the_functions_a_step_in_the_output_are_the_hooks_calls(counted_twice):
     finally:
         os.chdir(old)
     assert _function(payload, "Spinning.__torch_function__ (stepcounttest.py)")["yours"] == len(hooked)
-    assert _function(payload, "spinning.<locals>.step (stepcounttest.py)") == {
-        "function": "spinning.<locals>.step (stepcounttest.py)", "plain": 1.0, "yours": 1.0}
+    assert _function(payload, "_step.<locals>.step (stepcounttest.py)") == {
+        "function": "_step.<locals>.step (stepcounttest.py)", "plain": 1.0, "yours": 1.0}
 
 
 @pytest.mark.parametrize("spec", ["steps:mlp", "steps:cnn", "steps:mlp_int8"])
