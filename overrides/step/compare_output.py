@@ -61,10 +61,13 @@ def step_table(c: StepComparison) -> list[str]:
 
 
 def change_line(c: StepComparison) -> str:
-    stretches = len(c.stretch_changes_ns)
     return (f"change a step, branch less base: {signed(c.change_ns)} ns ({_pct(c.change_share)} of the base's step), "
-            f"95% CI {_range(c.change_ci_ns())}: {c.verdict}\n"
-            f"(the median of {stretches} stretch{'es' if stretches != 1 else ''}, each of the three steps built afresh; "
+            f"95% CI {_range(c.change_ci_ns())}: {c.verdict}")
+
+
+def stretches_line(c: StepComparison) -> str:
+    stretches = len(c.stretch_changes_ns)
+    return (f"(the median of {stretches} stretch{'es' if stretches != 1 else ''}, each of the three steps built afresh; "
             f"the interval from their spread, so a build's luck is inside it)")
 
 
@@ -122,7 +125,7 @@ def render(report: StepCompareReport) -> str:
     lines = [f"two versions of your step: {described[0]} against {described[1]}{at}, "
              f"{c.threads} thread{'s' if c.threads > 1 else ''}"]
     lines += [f"drift: {line}" for line in c.drift]
-    lines += step_table(c) + [change_line(c), verdict_rule(c.threshold_ns, c.threshold_pct),
+    lines += step_table(c) + [change_line(c), stretches_line(c), verdict_rule(c.threshold_ns, c.threshold_pct),
                               f"(threshold here: {whole(c.threshold)} ns a step; 99% CI "
                               f"{_range(c.change_ci_ns(NO_CHANGE_CONFIDENCE))})"]
     lines += ["", "op by op: each op of either version's __torch_function__ / __torch_dispatch__ in one step, timed "
