@@ -398,7 +398,8 @@ def copies_counted_first(tmp_path_factory, second_install):
     _, torch_dir = second_install
     longer = tmp_path_factory.mktemp("a-folder-with-a-much-longer-name")
     subprocess.run(["cp", "-al", torch_dir, str(longer / "torch")], check=True)  # hard links: quick
-    config = ABConfig(seconds_per_pair=0.3, max_seconds=120, instruction_seeds=(1,))
+    # pairs of 1 s, cut to 0.3 s once the counts decide every case (they do: one torch twice)
+    config = ABConfig(seconds_per_pair=1.0, check_seconds_per_pair=0.3, max_seconds=120, instruction_seeds=(1,))
     return run_ab(interpreters.Build(sys.executable, os.path.dirname(torch_dir)),
                      interpreters.Build(sys.executable, str(longer)), seedcases.SEED_CASES[:2], [DEFAULT_OP], config)
 

@@ -1,5 +1,6 @@
 """Paired A/B: real workers, real torch, a branch with a known injected cost."""
 
+import argparse
 import math
 import random
 import sys
@@ -74,7 +75,36 @@ def test_counts_made_first_end_the_clock_once_every_case_is_decided(copies_count
     outcome = copies_counted_first
     assert outcome.settings.instructions.settled_by_counts == ("SubTensor torch.add", "Tensor torch.add")
     assert outcome.settings.stopped == "decided" and outcome.settings.pairs == MIN_PAIRS
+    # and only checked by the clock, its pairs sampled for the shorter time (conftest: 1 s -> 0.3 s)
+    assert outcome.settings.seconds_per_pair == 0.3
     assert not {c.case for c in outcome.comparisons if c.verdict in ("regression", "improvement")}
+
+
+def test_pairs_sample_shorter_only_where_the_counts_decide_every_case():
+    from overrides.ab.config import CHECK_SECONDS_PER_PAIR, DEFAULT_SECONDS_PER_PAIR, config_from_arguments
+    from overrides.ab.countfirst import Counted, check_seconds
+    from overrides.counts.judge import CountComparison
+
+    targets = [(case, DEFAULT_OP) for case in seedcases.SEED_CASES[:2]]
+
+    def counted(*verdicts):
+        return Counted(comparisons=tuple(CountComparison(case.name, DEFAULT_OP.name, 1.0, 1.0, 0.0, None, verdict, 1)
+                                         for (case, _), verdict in zip(targets, verdicts)))
+
+    every = counted("no change", "regression")
+    assert check_seconds(ABConfig(), every, targets) == CHECK_SECONDS_PER_PAIR < DEFAULT_SECONDS_PER_PAIR
+    assert check_seconds(ABConfig(), counted("no change", "inconclusive"), targets) is None
+    assert check_seconds(ABConfig(), counted("no change"), targets) is None  # one not counted
+    assert check_seconds(ABConfig(), None, targets) is None  # no counts: the clock judges alone
+    assert check_seconds(ABConfig(seconds_per_pair=0.3), every, targets) == 0.3  # never longer than asked
+    # a --pair-seconds of the user's holds for every pair; without it, the check's
+    flags = dict(instructions=False, no_instructions=True, seeds=None, pairs=None, max_seconds=60.0,
+                 threshold_ns=20.0, threshold_pct=0.75)
+    given, _ = config_from_arguments(argparse.Namespace(pair_seconds=4.0, **flags), counts=False)
+    assert given.seconds_per_pair == 4.0 and check_seconds(given, every, targets) is None
+    default, _ = config_from_arguments(argparse.Namespace(pair_seconds=None, **flags), counts=False)
+    assert default.seconds_per_pair == DEFAULT_SECONDS_PER_PAIR
+    assert check_seconds(default, every, targets) == CHECK_SECONDS_PER_PAIR
 
 
 def test_bench_compare_cli_exit_status_and_json(slow_compare):

@@ -30,6 +30,7 @@ def test_the_notes_say_the_paired_delta_is_not_the_difference_of_the_columns():
 
 def test_progress_says_what_the_clock_does_next():
     assert counts_progress(4, 4) == "counts decide all 4 cases; the clock checks them over 5 pairs"
+    assert counts_progress(4, 4, 1.5) == "counts decide all 4 cases; the clock checks them over 5 pairs of 1.5 s"
     assert counts_progress(3, 4).endswith("until the other 1 is decided, or its cap")
     assert "case(s)" not in counts_progress(2, 4)
 

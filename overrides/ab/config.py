@@ -7,7 +7,15 @@ import dataclasses
 
 from overrides.verdicts import DEFAULT_THRESHOLD_NS, DEFAULT_THRESHOLD_PCT
 
-DEFAULT_SECONDS_PER_PAIR = 2.5  # a pair is ~2.5 s of start-up and this much sampling
+DEFAULT_SECONDS_PER_PAIR = 2.5  # a pair is ~2 s of start-up and this much sampling
+# A pair's sampling once the counts have decided every case, so that the clock only checks them
+# (`estimates.decided`): its interval over pairs is then set mostly by the layouts the pairs draw,
+# not by how long each samples. The same pairs cut to their first 60% gave 95% intervals
+# 0.92-1.13x as wide on every seed case but plain Tensor (1.4-1.9x of its +-3 ns, far inside
+# the 20-ns threshold); cut to 40%, up to 1.46x (benchmarks/pair_length_probe.py, 7 A/A and 7
+# bare-shim comparisons; benchmarks/README.md, 'Where a verdict's seconds go'). A --pair-seconds
+# of the user's holds for every pair.
+CHECK_SECONDS_PER_PAIR = 1.5
 # Pairs are added until every case has a verdict or the cap is reached: a clear change stops
 # early, an unclear one gets all the time there is. 60 s is ~12 pairs of the four seed cases.
 DEFAULT_MAX_SECONDS = 60.0
@@ -20,6 +28,8 @@ class ABConfig:
     pairs: int | None = None  # None: add pairs until decided or max_seconds (see estimates.why_stop)
     max_seconds: float = DEFAULT_MAX_SECONDS
     seconds_per_pair: float = DEFAULT_SECONDS_PER_PAIR
+    # seconds_per_pair once the counts decide every case; None: seconds_per_pair throughout
+    check_seconds_per_pair: float | None = CHECK_SECONDS_PER_PAIR
     threads: int = 1
     threshold_ns: float = DEFAULT_THRESHOLD_NS
     threshold_pct: float = DEFAULT_THRESHOLD_PCT
@@ -67,8 +77,9 @@ def add_arguments(group) -> None:
     group.add_argument("--max-seconds", type=positive_float, default=DEFAULT_MAX_SECONDS, metavar="S",
                        help=f"time cap for the timed pairs (default {DEFAULT_MAX_SECONDS:g}; "
                             f"at least {MIN_PAIRS} pairs run)")
-    group.add_argument("--pair-seconds", type=positive_float, default=DEFAULT_SECONDS_PER_PAIR,
-                       metavar="S", help=f"sampling time per pair (default {DEFAULT_SECONDS_PER_PAIR:g})")
+    group.add_argument("--pair-seconds", type=positive_float, default=None,
+                       metavar="S", help=f"sampling time per pair (default {DEFAULT_SECONDS_PER_PAIR:g}, "
+                                         f"{CHECK_SECONDS_PER_PAIR:g} where the counts decide every case)")
     group.add_argument("--threshold-ns", type=non_negative_float, default=DEFAULT_THRESHOLD_NS,
                        metavar="NS", help=f"smallest change worth a verdict, ns (default {DEFAULT_THRESHOLD_NS:g})")
     group.add_argument("--threshold-pct", type=non_negative_float, default=DEFAULT_THRESHOLD_PCT,
@@ -88,7 +99,9 @@ def config_from_arguments(args, *, threads: int = 1, counts: bool = True,
     seeds, skipped = (counting_plan(args.instructions, args.no_instructions, args.seeds) if counts
                       else ((), None))
     return ABConfig(pairs=args.pairs, max_seconds=args.max_seconds,
-                    seconds_per_pair=args.pair_seconds, threads=threads,
+                    seconds_per_pair=args.pair_seconds or DEFAULT_SECONDS_PER_PAIR,
+                    check_seconds_per_pair=None if args.pair_seconds else CHECK_SECONDS_PER_PAIR,
+                    threads=threads,
                     threshold_ns=args.threshold_ns, threshold_pct=args.threshold_pct,
                     instruction_seeds=tuple(seeds), add_seeds=not args.seeds,
                     call_paths=call_paths and bool(seeds),

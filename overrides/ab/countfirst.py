@@ -69,14 +69,28 @@ def countable(targets: Sequence[tuple[Case, Op]], python: str,
     return [target for target in declared if target not in skipped]
 
 
-def counts_progress(settled: int, wanted: int) -> str:
-    """What the clock does next, once the counts are in."""
+def counts_progress(settled: int, wanted: int, check_seconds: float | None = None) -> str:
+    """What the clock does next, once the counts are in (`check_seconds`: each pair's sampling
+    where the counts decide every case)."""
     left = wanted - settled
     if not left:
+        each = f" of {check_seconds:g} s" if check_seconds else ""
         return (f"counts decide all {wanted} case{'s' if wanted != 1 else ''}; the clock checks "
-                f"them over {MIN_PAIRS} pairs")
+                f"them over {MIN_PAIRS} pairs{each}")
     return (f"counts decide {settled} of {wanted} cases; the clock runs until the other {left} "
             f"{'is' if left == 1 else 'are'} decided, or its cap")
+
+
+def check_seconds(config: ABConfig, counted: "Counted | None", targets) -> float | None:
+    """Each pair's sampling where the clock only checks the counts, because they decided every
+    (case, op) the op applies to (config.check_seconds_per_pair, no longer than the pairs asked
+    for); None where the pairs sample as long as config.seconds_per_pair says."""
+    if counted is None or config.check_seconds_per_pair is None:
+        return None
+    applicable = {(case.name, op.name) for case, op in targets if not case.not_applicable_to(op)}
+    if not applicable or not applicable <= set(counted.settled):
+        return None
+    return min(config.seconds_per_pair, config.check_seconds_per_pair)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -131,5 +145,5 @@ def count_first(base_py: str, branch_py: str, targets, config: ABConfig, say,
     added = tuple(run.seed for run in base_counts if len(run.cases) < len(wanted))
     counted = Counted((base_counts, branch_counts), tuple(comparisons), time.monotonic() - started,
                        seeds=seeds, seeds_added=added)
-    say(counts_progress(len(counted.settled), len(wanted)))
+    say(counts_progress(len(counted.settled), len(wanted), check_seconds(config, counted, targets)))
     return counted

@@ -40,13 +40,15 @@ built on: benchmarks/README.md, 'Docstring figures'):
   comparison draws its own hash seeds: the same seeds every time made every run's pairs the same
   sample of layouts.
 - Instruction counts, when asked for, are made first (`countfirst.py`): they judge, so a case
-  whose counts are decided needs only MIN_PAIRS of the clock. Counted after the pairs (the first
-  version), most A/A comparisons ran the clock to its time cap and only then counted, although
-  the counts said "no change" to the instruction. Cases whose counts spread too
-  far over the drawn seeds are counted under more (`counts/rounds.py`); counts
-  still too spread settle nothing: the clock goes on for those cases, and judges them.
-  Nor do counts settle a case whose clock goes against them (`estimates.decided`): it is sampled on to
-  the cap before it may be called `clock only`.
+  whose counts are decided needs only MIN_PAIRS of the clock, and where they decide every case
+  those pairs sample for CHECK_SECONDS_PER_PAIR (the clock then only checks them, and the
+  layouts the pairs draw, not how long each samples, set its interval). Counted after the
+  pairs (the first version), most A/A comparisons ran the clock to its time cap and only then
+  counted, although the counts said "no change" to the instruction. Cases whose counts spread
+  too far over the drawn seeds are counted under more (`counts/rounds.py`); counts still too
+  spread settle nothing: the clock goes on for those cases, and judges them. Nor do counts
+  settle a case whose clock goes against them (`estimates.decided`): it is sampled on to the cap
+  before it may be called `clock only`.
 
 This module runs a comparison (`run_ab`); beside it in `overrides/ab/`: `config.py` (ABConfig
 and the flags), `pairs.py` (the parent's handles on its workers), `worker.py` (the worker
@@ -63,7 +65,7 @@ import time
 from typing import Callable, Sequence
 
 from overrides.ab.config import MAX_PAIRS, MIN_PAIRS, ABConfig
-from overrides.ab.countfirst import Counted, count_first
+from overrides.ab.countfirst import Counted, check_seconds, count_first
 from overrides.ab.named import with_names
 from overrides.ab.estimates import (PairEstimate, Pooled, compare_pooled, pair_estimates, waiting_for,
                                     why_stop)
@@ -247,6 +249,8 @@ def run_ab(
                 counted = count_first(sides.base_py, sides.branch_py, pooled.targets, config, say,
                                       [sides.import_paths["base"], sides.import_paths["branch"]],
                                       [sides.sources["base"], sides.sources["branch"]])
+            shorter = check_seconds(config, counted, pooled.targets)  # the clock only checks the counts
+            config = dataclasses.replace(config, seconds_per_pair=shorter or config.seconds_per_pair)
             # a count that died: the clock goes on, and the counts judge on the seeds that stand
             loop.failure = "; ".join(f"{side} {died}" for side, runs in zip(("base", "branch"),
                                                                               counted.runs if counted else ())
