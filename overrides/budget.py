@@ -296,6 +296,14 @@ def check(budget: Budget, measured: Sequence[Row], asked: Sequence[tuple[str, st
     return out
 
 
+def asked(results) -> list[tuple[str, str]]:
+    """The (case, op)s a check asks for, from its results (results.CaseResult): each one the op
+    applies to. One it does not (WithTorchFunction has no `x.add`) has no row, as when the budget
+    was written, and is no reason to fail: a budget of the seed cases over three ops, checked
+    unchanged right after it was written, exited 1 on two such rows."""
+    return [(r.case, r.op) for r in results if not r.not_applicable]
+
+
 def failed(checked: Sequence[Checked]) -> bool:
     return any(c.verdict != WITHIN for c in checked)
 

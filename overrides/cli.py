@@ -354,7 +354,7 @@ def run_budget(args) -> int:
                  "third of its margin)"), file=sys.stderr)
         return 0
     rows = budget.rows_from(run_result.instructions, seeds)
-    checked = budget.check(old, rows, [(c.name, o.name) for o in selected_ops for c in selected])
+    checked = budget.check(old, rows, budget.asked(run_result.results))
     # Every row's Python calls against its budget's, by name (a few seconds): a row off names what
     # it runs more of, and a row within its margin whose calls changed is off all the same.
     looked = [c for c in checked if c.verdict in (budget.OVER, budget.UNDER)

@@ -53,6 +53,21 @@ def test_a_check_is_seed_by_seed_and_says_over_under_missing_and_unbudgeted():
     assert "python bench.py --write-budget b.json" in text and "over budget" in text
 
 
+def test_a_check_asks_for_no_row_where_the_op_does_not_apply():
+    # The seed cases over three ops: WithTorchFunction has no x.add, so the budget has no row for
+    # it; a check of the unchanged budget exited 1 on "no row in the budget" for it.
+    from overrides.results import CaseResult
+
+    results = [CaseResult(case, op, "", "", 0, (), 0.0, not_applicable=reason)
+               for case, op, reason in (("A", "torch.add", None), ("W", "torch.add", None),
+                                        ("W", "x.add", "W has no .add method"))]
+    assert budget.asked(results) == [("A", "torch.add"), ("W", "torch.add")]
+    written = budget.Budget(Fingerprint(), (1, 2), tuple(budget.rows_from(
+        _runs({1: {"A": 1000.0, "W": 2000.0}, 2: {"A": 1000.0, "W": 2000.0}}), (1, 2))))
+    assert not budget.failed(budget.check(written, written.rows, budget.asked(results)))
+    assert budget.failed(budget.check(written, written.rows, [(r.case, r.op) for r in results]))
+
+
 def test_a_rewrite_keeps_rows_that_barely_moved_and_the_file_reads_back():
     old = budget.Budget(Fingerprint(torch_version="x"), (1, 2), tuple(budget.rows_from(
         _runs({1: {"A": 1000.0, "B": 2000.0}, 2: {"A": 1000.0, "B": 2000.0}}), (1, 2))))
