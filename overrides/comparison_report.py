@@ -157,8 +157,9 @@ def verdict_rule(threshold_ns: float, threshold_pct: float) -> str:
 def comparison_notes(comparisons, settings: ComparisonSettings) -> list[str]:
     paired = bool(comparisons) and all(c.paired for c in comparisons)
     if paired:
+        each = f" of {settings.seconds_per_pair:g} s" if settings.seconds_per_pair else ""
         how = (f"paired A/B: base and branch sampled alternately in {settings.pairs} fresh "
-               f"worker pairs{_stopped(settings)}; delta and 95% CI from the pair-to-pair spread "
+               f"worker pairs{each}{_stopped(settings)}; delta and 95% CI from the pair-to-pair spread "
                f"(t-interval), so memory-layout luck is inside the interval.")
     else:
         how = ("UNPAIRED: the two sides were measured in separate runs. The interval adds a "

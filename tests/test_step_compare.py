@@ -182,6 +182,31 @@ def test_the_change_and_its_interval_come_from_stretches_of_fresh_builds():
     assert all(math.isnan(v) for v in compared([30.0] * 5).change_ci_ns())
 
 
+def test_a_rebuild_that_raises_keeps_the_stretches_finished(user_folder):
+    # A factory that raised on its sixth call ended the comparison with exit 2, its finished
+    # stretches lost; now they are judged, and the result says why it ended.
+    from overrides.step import compare_output
+    from overrides.step.comparing import compare_steps
+    from overrides.step.factory import build_steps
+
+    calls = []
+
+    def rebuild(pair):
+        calls.append(pair.spec)
+        if len(calls) == 4:  # stretch 3's base
+            raise RuntimeError("the dataset moved")
+        return build_steps(pair.spec, pair.batch, pair.device)
+
+    result = compare_steps(build_steps("comparetest:quiet"), build_steps("comparetest:waiting"), time_s=0.2,
+                           rebuild=rebuild)
+    assert len(result.stretch_changes_ns) == 2 and all(change > 0 for change in result.stretch_changes_ns)
+    assert result.incomplete == "stretch 3 could not run: RuntimeError: the dataset moved"
+    assert result.verdict == "inconclusive"  # two stretches carry no interval
+    report = compare_output.StepCompareReport(result, ("", ""), (), ())
+    assert "incomplete: stretch 3 could not run: RuntimeError: the dataset moved" in compare_output.render(report)
+    assert compare_output.payload(report, {})["incomplete"] == result.incomplete
+
+
 def test_each_stretch_times_steps_built_afresh(user_folder):
     from overrides.step.comparing import MIN_STRETCHES, compare_steps
     from overrides.step.factory import build_steps

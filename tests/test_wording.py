@@ -26,6 +26,9 @@ def test_the_counted_table_gives_both_deltas_in_percent():
 def test_the_notes_say_the_paired_delta_is_not_the_difference_of_the_columns():
     notes = " ".join(comparison_report.comparison_notes([_counted()], ComparisonSettings(pairs=5)))
     assert "paired estimate, so it need not equal their difference" in notes
+    # how long each pair sampled: 1.5 s where the clock only checks the counts, 2.5 s where it judges
+    timed = comparison_report.comparison_notes([_counted()], ComparisonSettings(pairs=5, seconds_per_pair=1.5))
+    assert "in 5 fresh worker pairs of 1.5 s;" in " ".join(timed)
 
 
 def test_progress_says_what_the_clock_does_next():

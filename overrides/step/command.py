@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from overrides.errors import UsageError
+from overrides.errors import INCOMPLETE_EXIT_STATUS, UsageError
 from overrides.files import write_json_atomic
 from overrides.modes import STEP_FROM_COMPARE
 from overrides.progress import stderr_progress
@@ -140,7 +140,8 @@ def _show(args, report, output=None) -> None:
 
 def run_step_compare(args) -> int:
     """`--compare BASE BRANCH --step`: two versions of your step timed together and op by op
-    (overrides/step/comparing.py); exit 0, or 1 where the branch regressed or a step drifts."""
+    (overrides/step/comparing.py); exit 0, 1 where the branch regressed or a step drifts, or 3 where a
+    later stretch could not run (its rebuild or a step raised: the stretches finished are shown)."""
     from overrides.cases.casenames import SPEC_FORM, is_user_spec
     from overrides.step import compare_output
     from overrides.step.comparing import STRETCH_S, compare_steps, join_ops
@@ -163,4 +164,8 @@ def run_step_compare(args) -> int:
     report = compare_output.StepCompareReport(result, (base.description, branch.description),
                                               join_ops(base_rows, branch_rows), captured)
     _show(args, report, compare_output)
+    if result.incomplete:  # a verdict on part of the stretches gates nothing
+        kept = f"; what finished is in {args.json}" if args.json else ""
+        print(f"bench.py: incomplete: {result.incomplete}{kept}", file=sys.stderr)
+        return INCOMPLETE_EXIT_STATUS
     return 1 if result.drift or result.verdict == REGRESSION else 0

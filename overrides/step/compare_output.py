@@ -125,7 +125,10 @@ def render(report: StepCompareReport) -> str:
     lines = [f"two versions of your step: {described[0]} against {described[1]}{at}, "
              f"{c.threads} thread{'s' if c.threads > 1 else ''}"]
     lines += [f"drift: {line}" for line in c.drift]
-    lines += step_table(c) + [change_line(c), stretches_line(c), verdict_rule(c.threshold_ns, c.threshold_pct),
+    lines += step_table(c) + [change_line(c), stretches_line(c)]
+    if c.incomplete:
+        lines.append(f"incomplete: {c.incomplete}; the {len(c.stretch_changes_ns)} finished are judged above")
+    lines += [verdict_rule(c.threshold_ns, c.threshold_pct),
                               f"(threshold here: {whole(c.threshold)} ns a step; 99% CI "
                               f"{_range(c.change_ci_ns(NO_CHANGE_CONFIDENCE))})"]
     lines += ["", "op by op: each op of either version's __torch_function__ / __torch_dispatch__ in one step, timed "
@@ -169,7 +172,7 @@ def payload(report: StepCompareReport, environment: dict) -> dict:
     total, ends = ops_change(report.ops)
     return {"schema": SCHEMA, "base": _version_dict(c.timing("base")), "branch": _version_dict(c.timing("branch")),
             "descriptions": list(report.descriptions), "batch": c.batch, "threads": c.threads,
-            "wall_s": json_figure(c.wall_s), "drift": list(c.drift),
+            "wall_s": json_figure(c.wall_s), "drift": list(c.drift), "incomplete": c.incomplete or None,
             "plain": {"step_ns": json_figure(stats.headline(c.plain_ns)), "steps_per_sample": c.steps_per_sample[0],
                       "samples_ns": [json_figure(v) for v in c.plain_ns]},
             "change": {"ns": json_figure(c.change_ns), "share": json_figure(c.change_share, 4),

@@ -41,6 +41,7 @@ import torch
 
 from overrides.clock import stats
 from overrides.clock.timer import clock_ns
+from overrides.errors import UsageError
 from overrides.step import drift
 from overrides.step.factory import StepPair, build_steps
 from overrides.step.optable import OpRow
@@ -86,6 +87,9 @@ class StepComparison:
     stretch_changes_ns: tuple[float, ...] = ()
     threshold_ns: float = DEFAULT_THRESHOLD_NS
     threshold_pct: float = DEFAULT_THRESHOLD_PCT
+    # Why the stretches ended before the stop rule (a rebuild or a step that raised), in words;
+    # the stretches finished are kept and judged. Empty: they ran to the rule.
+    incomplete: str = ""
 
     @property
     def base_step_ns(self) -> float:
@@ -170,16 +174,26 @@ def compare_steps(base: StepPair, branch: StepPair, time_s: float = STRETCH_S, t
         for line in drifts:
             say(line)
         counts, samples, changes, first = None, ((), (), ()), (), (base, branch)
+        result: StepComparison | None = None  # each finished stretch's judgement, the last kept
         for stretch in range(MAX_STRETCHES):
-            if stretch:
-                base = branch = None  # the last stretch's steps freed before the next are built
-                base, branch = rebuild(first[0]), rebuild(first[1])
-                for step in (base.plain, base.subclass, branch.subclass):
-                    for _ in range(WARM_STEPS):
-                        step()
-            counts, more = alternate((base.plain, base.subclass, branch.subclass), time_s, pairs, say,
-                                     f"{label}, stretch {stretch + 1}", what="the plain twin, the base and the branch",
-                                     same_count=SAME_COUNT, counts=counts)
+            try:
+                if stretch:
+                    base = branch = None  # the last stretch's steps freed before the next are built
+                    base, branch = rebuild(first[0]), rebuild(first[1])
+                    for step in (base.plain, base.subclass, branch.subclass):
+                        for _ in range(WARM_STEPS):
+                            step()
+                counts, more = alternate((base.plain, base.subclass, branch.subclass), time_s, pairs, say,
+                                         f"{label}, stretch {stretch + 1}",
+                                         what="the plain twin, the base and the branch",
+                                         same_count=SAME_COUNT, counts=counts)
+            except Exception as exc:  # a later stretch's build or step: the ones finished stand
+                if not stretch:
+                    raise
+                why = str(exc) if isinstance(exc, UsageError) else f"{type(exc).__name__}: {exc}"
+                result = dataclasses.replace(result, incomplete=f"stretch {stretch + 1} could not run: {why}")
+                say(f"{label}: {result.incomplete}; keeping the {stretch} stretches finished")
+                break
             samples = tuple(old + new for old, new in zip(samples, more))
             changes += (stats.headline(more[2]) - stats.headline(more[1]),)
             result = StepComparison(base.spec, branch.spec, base.batch, counts, *samples, tuple(drifts), threads,
