@@ -25,7 +25,7 @@ from overrides.cases import ops as ops_mod
 from overrides.clock.layout import RANDOM_LAYOUT_FLAG  # bench.py's re-exec reads it from argv first
 from overrides.counts import records
 from overrides.clock.timer import DEFAULT_MAX_TIME_S, DEFAULT_PRECISION, STOP_FLOOR_S, TimerConfig
-from overrides.errors import INCOMPLETE_EXIT_STATUS, INTERRUPTED_EXIT_STATUS, UsageError, run_command
+from overrides.errors import INCOMPLETE_EXIT_STATUS, INTERRUPTED_EXIT_STATUS, UsageError, incomplete, run_command
 from overrides.files import write_json_atomic, write_text_atomic
 from overrides.single_run import DEFAULT_RUN_BUDGET_S
 from overrides.tables import align
@@ -237,9 +237,7 @@ def run(argv: list[str]) -> int:
         return INTERRUPTED_EXIT_STATUS  # what was measured is printed (and saved) above
     died = records.deaths(run_result.instructions or ())
     if died:
-        kept = f"; what finished is in {args.json}" if args.json and not args.load else ""
-        print(f"bench.py: incomplete: {'; '.join(died)}{kept}", file=sys.stderr)
-        return INCOMPLETE_EXIT_STATUS
+        return incomplete("; ".join(died), args.json if not args.load else None)
     failed = [r for r in run_result.results if r.error and not r.ok]
     ran_nowhere = ran_on_no_op(run_result.results)
     for name in ran_nowhere:
@@ -483,9 +481,7 @@ def run_compare(args) -> int:
         write_json_atomic(args.json, case_comparison.comparison_payload(
             outcome.comparisons, outcome.settings, environments), what="--json")
     if outcome.failure:
-        kept = f"; what finished is in {args.json}" if args.json else ""
-        print(f"bench.py: incomplete: {outcome.failure}{kept}", file=sys.stderr)
-        return INCOMPLETE_EXIT_STATUS  # nor does a verdict on the pairs before a death
+        return incomplete(outcome.failure, args.json)  # nor does a verdict on the pairs before a death
     if outcome.interrupted:
         return INTERRUPTED_EXIT_STATUS  # a verdict on part of the pairs gates nothing
     return 1 if case_comparison.any_regression(outcome.comparisons) else 0

@@ -61,6 +61,14 @@ def place_error(path: str, exc: OSError, what: str = ""):
                       "nothing was left half-written")
 
 
+def incomplete(why: str, kept_in: str | None = None) -> int:
+    """Say on stderr that a run ended incomplete (`why`) and where what finished was written, if
+    anywhere; the exit status to return (INCOMPLETE_EXIT_STATUS)."""
+    kept = f"; what finished is in {kept_in}" if kept_in else ""
+    print(f"bench.py: incomplete: {why}{kept}", file=sys.stderr)
+    return INCOMPLETE_EXIT_STATUS
+
+
 class Terminated(KeyboardInterrupt):
     """SIGTERM, raised where Ctrl-C would be: the same clean-up runs (overrides/children.py kills
     every valgrind, py-spy and worker process at once), where before the command died at once

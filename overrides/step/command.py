@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from overrides.errors import INCOMPLETE_EXIT_STATUS, UsageError
+from overrides.errors import UsageError, incomplete
 from overrides.files import write_json_atomic
 from overrides.modes import STEP_FROM_COMPARE
 from overrides.progress import stderr_progress
@@ -165,7 +165,5 @@ def run_step_compare(args) -> int:
                                               join_ops(base_rows, branch_rows), captured)
     _show(args, report, compare_output)
     if result.incomplete:  # a verdict on part of the stretches gates nothing
-        kept = f"; what finished is in {args.json}" if args.json else ""
-        print(f"bench.py: incomplete: {result.incomplete}{kept}", file=sys.stderr)
-        return INCOMPLETE_EXIT_STATUS
+        return incomplete(result.incomplete, args.json)
     return 1 if result.drift or result.verdict == REGRESSION else 0

@@ -129,8 +129,7 @@ def render(report: StepCompareReport) -> str:
     if c.incomplete:
         lines.append(f"incomplete: {c.incomplete}; the {len(c.stretch_changes_ns)} finished are judged above")
     lines += [verdict_rule(c.threshold_ns, c.threshold_pct),
-                              f"(threshold here: {whole(c.threshold)} ns a step; 99% CI "
-                              f"{_range(c.change_ci_ns(NO_CHANGE_CONFIDENCE))})"]
+              f"(threshold here: {whole(c.threshold)} ns a step; 99% CI {_range(c.change_ci_ns(NO_CHANGE_CONFIDENCE))})"]
     lines += ["", "op by op: each op of either version's __torch_function__ / __torch_dispatch__ in one step, timed "
               "on the step's own operands, both versions beside one plain twin; overhead a call of each, and the change"]
     if report.ops:
