@@ -34,16 +34,24 @@ TARGETS = [["Tensor", "torch.add"], ["SubTensor", "torch.add"], ["WithTorchFunct
            ["SubWithTorchFunction", "torch.add"]]
 PHASES = ("imports", "switch-on", "counting", "reading", "total")
 CHILD_TIMEOUT_S = 900
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from speed_vs_commit import export  # noqa: E402  (beside this script: the trees made alike)
 
 
-def child(tree: str) -> None:
-    """In a fresh process: count once from `tree`, timing each phase from the parent's side."""
+def _tree_modules(tree: str):
+    """callgrind from `tree`, never from this checkout: speed_vs_commit (imported by the parent
+    for `export`) imports this checkout's `overrides`, and a child that had imported it too
+    timed this checkout's code under both trees' names."""
     sys.path.insert(0, tree)
     os.chdir(tree)
     from overrides.counts import callgrind
 
+    if not os.path.realpath(callgrind.__file__).startswith(os.path.realpath(tree) + os.sep):
+        sys.exit(f"count_phases: callgrind came from {callgrind.__file__}, not from {tree}")
+    return callgrind
+
+
+def child(tree: str) -> None:
+    """In a fresh process: count once from `tree`, timing each phase from the parent's side."""
+    callgrind = _tree_modules(tree)
     stamps: dict = {"reading": 0.0, "switch-on": 0.0}
     marks = []
 
@@ -76,10 +84,7 @@ def child(tree: str) -> None:
 def child_round(tree: str) -> None:
     """In a fresh process: one round of a comparison's counting from `tree` (both builds under
     one seed at once, call paths on), timed whole, with each process's own figures."""
-    sys.path.insert(0, tree)
-    os.chdir(tree)
-    from overrides.counts import callgrind
-
+    callgrind = _tree_modules(tree)
     marks = []
     started = time.monotonic()
     runs = callgrind.count_builds([sys.executable, sys.executable], [tuple(t) for t in TARGETS], [1], tree=True,
@@ -114,6 +119,9 @@ def main() -> None:
     if args.child_round:
         child_round(args.child_round)
         return
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from speed_vs_commit import export  # beside this script: the trees made alike
+
     work = os.path.join(os.environ.get("TMPDIR", "/tmp"), "count-phases")
     trees = {"today": export("HEAD", os.path.join(work, "today")),
              args.commit: export(args.commit, os.path.join(work, args.commit[:5].ljust(5, "_")))}

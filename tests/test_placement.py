@@ -180,3 +180,24 @@ def test_two_copies_of_one_torch_at_paths_of_different_lengths_count_the_same(co
     assert outcome.settings.instructions.seeds == (1,)
     for c in outcome.comparisons:
         assert c.base_instructions and c.branch_instructions == c.base_instructions, c
+
+
+def test_views_are_removed_by_a_process_that_outlives_the_comparison_with_what_an_earlier_left(tmp_path):
+    """bench.py does not wait at exit for thousands of unlinks: the folder leaves its path at
+    once, a detached process removes it, and a folder an earlier remover left long ago goes too."""
+    def folder(name: str) -> str:
+        path = tmp_path / name / "torch" / "lib"
+        path.mkdir(parents=True)
+        (path / "libc10.so").write_bytes(b"\0" * 1000)
+        return str(tmp_path / name)
+
+    views, stale, recent = folder("overrides-views-a"), folder("overrides-views-b.removing"), folder("overrides-views-c.removing")
+    long_ago = time.time() - placement.STALE_TRASH_S - 60
+    os.utime(stale, (long_ago, long_ago))
+    placement.remove_later(views)
+    assert not os.path.exists(views)  # gone from its path before remove_later returns
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and sorted(os.listdir(tmp_path)) != ["overrides-views-c.removing"]:
+        time.sleep(0.1)
+    assert sorted(os.listdir(tmp_path)) == ["overrides-views-c.removing"]  # a remover may still be at work on it
+    assert os.path.exists(recent)
