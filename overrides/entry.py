@@ -39,7 +39,7 @@ ROLES = {
 }
 # Roles answered here, with the standard library alone: they run in interpreters that may not
 # see this checkout (an interpreter the user named, asked who it is).
-_OWN_ROLES = ("interpreter", "prefix", "site-packages", "purelib")
+_OWN_ROLES = ("interpreter", "prefix", "site-packages", "purelib", "remove")
 # Roles run under valgrind: their imports are set up by statfinder before any other import.
 COUNTING_ROLES = ("count", "count-step")
 SCRIPT = os.path.join("overrides", "entry.py")  # relative to the checkout, as a process sees it
@@ -107,7 +107,7 @@ class Channel:
         sys.stdin.readline()
 
 
-def _own_role(channel: Channel, role: str) -> None:
+def _own_role(channel: Channel, role: str, args: list) -> None:
     if role == "interpreter":  # its real path, and the torch it would import, found not imported
         import importlib.util
 
@@ -131,6 +131,14 @@ def _own_role(channel: Channel, role: str) -> None:
         import sysconfig
 
         channel.say({"purelib": sysconfig.get_paths()["purelib"]})
+    elif role == "remove":  # folders deleted by a process the caller does not wait for (builds/trash.py)
+        import shutil
+
+        if os.fork():
+            os._exit(0)
+        os.setsid()
+        for folder in args:
+            shutil.rmtree(folder, ignore_errors=True)
 
 
 def _load(tool_dir: str, *parts: str):
@@ -160,7 +168,7 @@ def main(argv: list) -> None:
         _enter_counting(os.path.dirname(here))
     channel = Channel()
     if role in _OWN_ROLES:
-        _own_role(channel, role)
+        _own_role(channel, role, args)
         return
     module_name, function = ROLES[role]
     try:

@@ -16,7 +16,7 @@ import pytest
 
 from overrides.ab.config import ABConfig
 from overrides.ab.paired import _hash_seed_base, run_ab
-from overrides.builds import samepath, placement
+from overrides.builds import samepath, placement, trash
 from overrides.cases import seedcases
 from overrides.cases.ops import DEFAULT_OP
 
@@ -192,9 +192,9 @@ def test_views_are_removed_by_a_process_that_outlives_the_comparison_with_what_a
         return str(tmp_path / name)
 
     views, stale, recent = folder("overrides-views-a"), folder("overrides-views-b.removing"), folder("overrides-views-c.removing")
-    long_ago = time.time() - placement.STALE_TRASH_S - 60
+    long_ago = time.time() - trash.STALE_S - 60
     os.utime(stale, (long_ago, long_ago))
-    placement.remove_later(views)
+    trash.remove_later(views)
     assert not os.path.exists(views)  # gone from its path before remove_later returns
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline and sorted(os.listdir(tmp_path)) != ["overrides-views-c.removing"]:

@@ -54,7 +54,6 @@ import json
 import os
 import re
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -62,6 +61,7 @@ from typing import Iterable
 
 from overrides import children
 from overrides.builds.keep import SIBLINGS
+from overrides.builds.trash import remove_later
 
 SIDES = ("base", "branch")
 _VIEW_NAMES = {"base": "a", "branch": "b"}  # same length: the two import paths stay alike
@@ -347,50 +347,10 @@ class Views:
     def close(self) -> None:
         """The views are gone from their path at once; their files are removed by a detached
         process (thousands of links: seconds on a busy disk, benchmarks/history.md's
-        'Docstring figures'), which this one does not wait for (`remove_later`)."""
+        'Docstring figures'), which this one does not wait for (`trash.remove_later`)."""
         if self.folder:
             remove_later(self.folder)
             self.folder = None
-
-
-# A folder of views moved aside this long ago whose remover did not finish (killed with the
-# machine, say) is removed by the next comparison's remover: a living remover is done with its
-# own in seconds, so the age keeps two removers off one tree, and a late one costs nothing.
-STALE_TRASH_S = 600
-REMOVER_START_S = 30  # the remover forks within milliseconds; a machine this slow removes here
-_TRASH_SUFFIX = ".removing"
-# The remover: a process of its own, detached (a fork leaves the process bench.py waits for), so
-# that bench.py exits without waiting for thousands of unlinks: they took 1.3 s at the exit of
-# an A/A on this 2-CPU machine, after its table was out (benchmarks/README.md, 'An A/A in 45 s').
-_REMOVER = ("import os, shutil, sys\n"
-            "if os.fork():\n"
-            "    os._exit(0)\n"
-            "os.setsid()\n"
-            "for folder in sys.argv[1:]:\n"
-            "    shutil.rmtree(folder, ignore_errors=True)\n")
-
-
-def remove_later(folder: str) -> None:
-    """Move `folder` aside now and delete it in a detached process that outlives this one,
-    with any folder an earlier remover left (STALE_TRASH_S); on this thread where no process
-    can be started."""
-    trash = f"{folder}{_TRASH_SUFFIX}"
-    try:
-        os.rename(folder, trash)
-    except OSError:
-        trash = folder
-    parent = os.path.dirname(trash)
-    try:
-        left = [os.path.join(parent, name) for name in os.listdir(parent)
-                if name.endswith(_TRASH_SUFFIX) and os.path.join(parent, name) != trash
-                and time.time() - os.lstat(os.path.join(parent, name)).st_mtime > STALE_TRASH_S]
-    except OSError:
-        left = []
-    try:
-        subprocess.run([sys.executable, "-I", "-S", "-c", _REMOVER, trash, *left], stdin=subprocess.DEVNULL,
-                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=REMOVER_START_S)
-    except (OSError, subprocess.SubprocessError):
-        shutil.rmtree(trash, ignore_errors=True)
 
 
 def file_system_of(path: str) -> str:
