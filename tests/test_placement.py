@@ -199,5 +199,5 @@ def test_views_are_removed_by_a_process_that_outlives_the_comparison_with_what_a
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline and sorted(os.listdir(tmp_path)) != ["overrides-views-c.removing"]:
         time.sleep(0.1)
-    assert sorted(os.listdir(tmp_path)) == ["overrides-views-c.removing"]  # a remover may still be at work on it
+    assert sorted(os.listdir(tmp_path)) == ["overrides-views-c.removing"]  # too recent: another remover may be on it
     assert os.path.exists(recent)
