@@ -1,12 +1,14 @@
 """Files written whole or not at all: a temp file beside the target, then a rename.
 
 An interrupted run must never leave half a results file, SVG or ZIP that looks complete.
-Everything this project writes for a user goes through here.
+Everything this project writes for a user goes through here, and so does the one lock that keeps
+two runs at once from filling a shared cache together.
 """
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import os
 import tempfile
@@ -18,6 +20,16 @@ TEMP_PREFIX = ".tmp-"  # a file being written, beside its target until renamed o
 _UMASK = os.umask(0)
 os.umask(_UMASK)
 _DEFAULT_MODE = 0o666 & ~_UMASK  # what open(path, "w") would have given
+
+
+@contextlib.contextmanager
+def one_process_at_a_time(lock_file: str) -> Iterator[None]:
+    """Held by one process at a time: an advisory lock on `lock_file` (made if missing), for a
+    cache that runs started at once would otherwise fill together. The kernel releases it when
+    the block ends or the process dies, so a killed run never leaves it held."""
+    with open(lock_file, "a") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        yield
 
 
 @contextlib.contextmanager

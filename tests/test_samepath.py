@@ -5,6 +5,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -186,6 +187,46 @@ def test_a_primed_cache_is_fresh_until_a_file_it_loaded_or_a_folder_it_loaded_fr
     with open(pth, "a", encoding="utf-8") as out:
         out.write("/nowhere\n")
     assert not samepath.still_primed(where, "")
+
+
+# A process priming the side's cache, started with others at once: it waits for its go-ahead
+# (a file), primes, and says whether it ran the native prime itself.
+_PRIME_AT_ONCE = """
+import os, sys, time
+sys.path.insert(0, {root!r})
+from overrides.builds import samepath
+ran = []
+native = samepath._prime
+samepath._prime = lambda *args: (ran.append(1), native(*args))
+where = samepath.place({python!r})
+while not os.path.exists({go!r}):
+    time.sleep(0.01)
+samepath.prime(where)
+print(len(ran), samepath.still_primed(where, ""))
+"""
+
+
+@pytest.mark.slow
+@needs_namespaces
+def test_two_processes_priming_one_fresh_cache_at_once_prime_it_once(tmp_path):
+    from overrides.ab import shimenv
+
+    side = shimenv.make_shim_env(sys.executable, str(tmp_path / "side"), None)
+    go = str(tmp_path / "go")
+    env = dict(os.environ, XDG_CACHE_HOME=str(tmp_path / "cache"))  # a fresh cache of their own
+    code = _PRIME_AT_ONCE.format(root=ROOT, python=side.python, go=go)
+    processes = [subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    time.sleep(1.0)  # both started and waiting; each prime is a native `import torch`, seconds long
+    open(go, "w").close()
+    said = []
+    for process in processes:
+        out, err = process.communicate(timeout=300)
+        assert process.returncode == 0, err
+        said.append(out.split())
+    # one primed the cache, the other waited for it and found it primed (without the lock both
+    # primed it, the second rewriting the bytecode the first one's worker was loading)
+    assert sorted(ran for ran, _ in said) == ["0", "1"] and all(fresh == "True" for _, fresh in said), said
 
 
 def _runs(python: str, per_call: list[float], same_path: bool) -> list[records.CountRun]:

@@ -60,6 +60,7 @@ import time
 
 from overrides import ROOT, entry
 from overrides.errors import UsageError
+from overrides.files import one_process_at_a_time
 from overrides import variables
 
 FIXED_ROOT = "/tmp/overrides-same-path"
@@ -102,6 +103,7 @@ def serve_prime(channel) -> None:
 # stat calls (~15 ms) instead of importing torch once more (~1.4 s a side on the CPU wheel,
 # before the first counting round of every comparison and report).
 MANIFEST = "primed.json"
+PRIME_LOCK = "prime.lock"  # beside the bytecode folder: one process primes a cache at a time
 MANIFEST_VERSION = 1
 # `OVERRIDES_SAME_PATH=off` starts every side from its own paths, as before this module: for the
 # validation benchmarks that measure what the fixed path buys (benchmarks/samepath_validation.py).
@@ -372,8 +374,14 @@ def prime(where: Placement, extra_path: str = "") -> float:
         if key in _PRIMED:
             return 0.0
         started = time.monotonic()
-        if not still_primed(where, extra_path):
-            _prime(where, extra_path)
+        # One process primes a cache at a time. Two bench.py runs started at once on a fresh cache
+        # (a test counting a step twice, CI jobs on one runner) both primed it, and the workers
+        # started while the other prime still ran counted a step up to 1.5% apart from every
+        # later worker (benchmarks/README.md, 'Two runs at once on a fresh cache').
+        lock_file = os.path.join(os.path.dirname(_bind_source(where.prime_key, "pycache")), PRIME_LOCK)
+        with one_process_at_a_time(lock_file):
+            if not still_primed(where, extra_path):
+                _prime(where, extra_path)
         _PRIMED.add(key)
         return time.monotonic() - started
 
