@@ -312,6 +312,15 @@ def test_report_refuses_to_overwrite_a_zip_before_anything_runs(tmp_path, capsys
     assert "BASE 'nolabel' is neither a label" in err
 
 
+def test_a_case_of_yours_is_not_a_build_and_the_message_points_to_compare(tmp_path, capsys):
+    # an author's first try at a report of two versions of their code: the case names as sides
+    args = ["units:pair", "units_fast:pair", "-o", str(tmp_path / "r.zip"), "--runs-dir", str(tmp_path / "runs"),
+            "--no-instructions"]
+    err = one_line_error(capsys, pr_report.main(args))
+    assert "BASE 'units:pair' is a case of yours (module:factory), not a build" in err
+    assert "bench.py --compare BASE_SPEC BRANCH_SPEC" in err and "record.sh" not in err
+
+
 def test_a_results_file_is_not_a_build_and_the_message_says_what_to_pass(tmp_path, capsys, monkeypatch):
     runs = tmp_path / "runs"
     make_label(runs, "base")

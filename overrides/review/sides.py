@@ -8,6 +8,7 @@ import os
 import shutil
 from typing import Sequence
 
+from overrides.cases import casenames
 from overrides.errors import UsageError
 
 ROLES = ("base", "branch")
@@ -68,6 +69,13 @@ def classify(spec: str, role: str, runs: str, allow_incomplete: bool = False) ->
             f"pass a label recorded with `scripts/record.sh --label NAME`{results_file}, an "
             "interpreter, or a virtualenv (`python bench.py --load FILE` prints a results file)")
     looks_like_interpreter = os.sep in spec or os.path.isdir(spec) or shutil.which(spec)
+    if not looks_like_interpreter and casenames.is_user_spec(spec):
+        raise UsageError(
+            f"{role.upper()} {spec!r} is a case of yours (module:factory), not a build: report.sh "
+            "compares two environments; two versions of your code in one environment are "
+            "`python bench.py --compare BASE_SPEC BRANCH_SPEC`, or give each version an "
+            "environment of its own and pass their interpreters (docs/cases.md, 'Two versions "
+            "of your code')")
     if not looks_like_interpreter:
         known = recorded.recorded_labels(runs)
         raise UsageError(
