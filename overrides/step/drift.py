@@ -129,7 +129,7 @@ def drifted(before: Snapshot, after: Snapshot, which: str) -> list[str]:
 def accumulated(found: int, meetings: int, which: str) -> list[str]:
     """One line where `which` step's backward found grads from the step before (none: it did not)."""
     if meetings and found / meetings > ACCUMULATED_SHARE:
-        return [f"the {which} step drifts: its backward found the grads of the step before in {found} of "
-                f"{meetings} leaf tensors: they accumulate from step to step (zero_grad missing?), so the "
-                "figures below time a changing step"]
+        return [f"the {which} step drifts: {found} of the {meetings} grads its backward wrote to leaf tensors "
+                "found the step before's grad still there: they accumulate from step to step (zero_grad "
+                "missing?), so the figures below time a changing step"]
     return []
