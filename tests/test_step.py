@@ -25,7 +25,7 @@ STEPS_MODULE = tiny_steps(
      "same": (None, "the same plain step on both sides: an A/A"),
      "kept": (None, "a step keeping each loss", "keep=[]"),
      "accumulating": (None, "a step that never zeroes its grads", "zero=False")},
-    prelude=f"SPIN_NS = {SPIN_NS}\n", rest='''
+    prelude=f"SPIN_NS = {SPIN_NS}\nfrom torch.utils._pytree import tree_map\n", rest='''
 
 def no_plain():
     return _step(None, True)
@@ -33,6 +33,68 @@ def no_plain():
 
 def sized(plain=False, batch=4):
     return _step(None, plain)
+
+
+class SpinWrapper(torch.Tensor):
+    """a wrapper subclass (int8-style: data inside, a tensor outside) spinning SPIN_NS a dispatch"""
+
+    @staticmethod
+    def __new__(cls, inner):
+        return torch.Tensor._make_wrapper_subclass(cls, inner.shape, dtype=inner.dtype, device=inner.device)
+
+    def __init__(self, inner):
+        self.inner = inner
+
+    def __tensor_flatten__(self):
+        return ["inner"], None
+
+    @staticmethod
+    def __tensor_unflatten__(inner, meta, size, stride):
+        return SpinWrapper(inner["inner"])
+
+    @classmethod
+    def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
+        end = time.perf_counter_ns() + SPIN_NS
+        while time.perf_counter_ns() < end:
+            pass
+        unwrap = lambda t: t.inner if isinstance(t, SpinWrapper) else t
+        return func(*tree_map(unwrap, args), **tree_map(unwrap, kwargs or {}))
+
+
+class Opaque(torch.Tensor):
+    """a wrapper subclass without __tensor_flatten__: nothing can copy it"""
+
+    @staticmethod
+    def __new__(cls, inner):
+        made = torch.Tensor._make_wrapper_subclass(cls, inner.shape, dtype=inner.dtype, device=inner.device)
+        made.inner = inner
+        return made
+
+    @classmethod
+    def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
+        unwrap = lambda t: t.inner if isinstance(t, Opaque) else t
+        return func(*tree_map(unwrap, args), **tree_map(unwrap, kwargs or {}))
+
+
+def _wrapped(cls, plain):
+    torch.manual_seed(0)
+    w = torch.randn(8, 8)
+    w = w if plain else cls(w)
+    x = torch.randn(4, 8, requires_grad=True)
+
+    def step():
+        F.linear(x, w).sum().backward()
+        x.grad = None
+
+    return step
+
+
+def spinning_wrapper(plain=False):
+    return _wrapped(SpinWrapper, plain)
+
+
+def opaque_wrapper(plain=False):
+    return _wrapped(Opaque, plain)
 
 
 def many(plain=False):
@@ -98,7 +160,9 @@ def test_the_op_table_finds_exactly_the_ops_the_step_calls(user_folder):
     captured = capture_step(wrapper.subclass, wrapper.user_dir)
     assert Counter(c.op for c in captured.calls) == Counter({"aten.t.default": 3, "aten.addmm.default": 2,
                                                             "aten.mm.default": 1})
-    assert all("wrapper subclass" in r.not_applicable for r in captured.replays)
+    # the int8 wrapper's ops are replayed on a copy of it and on plain twins of what it presents
+    assert captured.replays and all(not r.not_applicable and r.twin.startswith("ScaledInt8Tensor: new float32")
+                                    and "dequantize()'s values" in r.twin for r in captured.replays)
 
 
 def test_each_op_of_a_spinning_subclass_costs_the_spin_more_a_call(user_folder):
@@ -119,6 +183,24 @@ def test_each_op_of_a_spinning_subclass_costs_the_spin_more_a_call(user_folder):
         [(r.op, r.overhead_ns) for r in priced]
     assert [r.cost_ns for r in priced] == sorted((r.cost_ns for r in priced), reverse=True)
     assert table_sum_ns(rows) == pytest.approx(sum(r.calls * r.overhead_ns for r in priced))
+
+
+def test_each_op_of_a_spinning_wrapper_subclass_costs_the_spin_more_a_call(user_folder):
+    from overrides.step.factory import build_steps
+    from overrides.step.hooks import capture_step
+    from overrides.step.optable import price_ops
+
+    # its plain twin is a new float32 tensor of the shape it presents, holding its inner values
+    rows = price_ops(capture_step(build_steps("steptest:spinning_wrapper").subclass, str(user_folder)), time_s=0.15)
+    assert [r.op for r in rows] == ["aten.t.default"] and not rows[0].not_applicable, rows
+    assert 0.75 * SPIN_NS <= rows[0].overhead_ns <= 4 * SPIN_NS, rows[0]
+    assert rows[0].twin == ("SpinWrapper: new float32 (8, 8), as SpinWrapper presents them, holding the values "
+                            "of its inner .inner"), rows[0].twin
+    # one it cannot copy (no __tensor_flatten__) is n/a, said why
+    opaque = capture_step(build_steps("steptest:opaque_wrapper").subclass, str(user_folder))
+    assert [r.not_applicable for r in opaque.replays] == [
+        "Opaque is a wrapper subclass (it defines __torch_dispatch__) without __tensor_flatten__: no copy of it "
+        "can be made to replay its ops on"]
 
 
 def test_a_drifting_step_is_said(user_folder):

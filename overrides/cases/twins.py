@@ -95,7 +95,7 @@ def _outer_twin(value: torch.Tensor) -> tuple[torch.Tensor, str]:
                   f"holding {source}")
 
 
-def _plain_like(value: Any) -> tuple[Any, str]:
+def plain_like(value: Any) -> tuple[Any, str]:
     """(the plain twin of one operand, how it was made), read past your `__torch_function__`:
     building a twin must not run it (it may want what only your constructor sets)."""
     with torch._C.DisableTorchFunctionSubclass():
@@ -188,7 +188,7 @@ def plain_twin(spec: str) -> Case:
             make_operands=lambda: tuple(function()), warning=unlike(spec, operands, twins))
     make = case.make_operands
     try:
-        made = [_plain_like(operand) for operand in operands]
+        made = [plain_like(operand) for operand in operands]
     except Exception as exc:  # NoTwin says why; anything else, what raised
         why = str(exc) if isinstance(exc, NoTwin) else f"building it raised {type(exc).__name__}: {exc}"
         reason = f"no plain twin: {why.splitlines()[0] if why else type(exc).__name__}"
@@ -201,5 +201,5 @@ def plain_twin(spec: str) -> Case:
     how = "; ".join(dict.fromkeys(how for _, how in made))
     return dataclasses.replace(
         named, description=f"{spec}'s own operands as plain tensors: {how}",
-        make_operands=lambda: tuple(_plain_like(o)[0] for o in make()),
+        make_operands=lambda: tuple(plain_like(o)[0] for o in make()),
         warning=unlike(spec, operands, tuple(twin for twin, _ in made)))

@@ -60,6 +60,7 @@ class Replay:
     plain_kwargs: dict
     grad_enabled: bool  # the grad mode the op ran under (the optimizer's: off)
     not_applicable: str = ""  # why it cannot be replayed on plain tensors (then the copies are empty)
+    twin: str = ""  # how a wrapper operand's plain twin was made (cases/twins.py); "" without one
 
 
 @dataclasses.dataclass(frozen=True)
@@ -92,14 +93,31 @@ def _signature(args: Any, kwargs: Any) -> str:
     return text if len(text) <= SIGNATURE_CHARS else text[:SIGNATURE_CHARS - 3] + "..."
 
 
-def _wrapper_among(args: Any, kwargs: Any) -> str:
-    leaves, _ = tree_flatten((args, kwargs))
-    for leaf in leaves:
-        if isinstance(leaf, torch.Tensor) and type(leaf) not in (torch.Tensor, torch.nn.Parameter) \
-                and defines_torch_dispatch(type(leaf)):
-            return (f"{type(leaf).__name__} is a wrapper subclass (it defines __torch_dispatch__): no plain "
-                    "twin of its operands can be derived")
-    return ""
+def _is_wrapper(value: Any) -> bool:
+    return (isinstance(value, torch.Tensor) and type(value) not in (torch.Tensor, torch.nn.Parameter)
+            and defines_torch_dispatch(type(value)))
+
+
+def _wrapper_copy(value: torch.Tensor) -> torch.Tensor:
+    """A wrapper subclass's own copy to replay its ops on: rebuilt from clones of its inner
+    tensors (`__tensor_flatten__` / `__tensor_unflatten__`), so a replayed in-place op never
+    touches the step's tensor. A wrapper without them cannot be copied: its ops are n/a."""
+    from torch.utils._python_dispatch import is_traceable_wrapper_subclass
+
+    cls = type(value)
+    if not is_traceable_wrapper_subclass(value):
+        raise _NotReplayable(f"{cls.__name__} is a wrapper subclass (it defines __torch_dispatch__) without "
+                             "__tensor_flatten__: no copy of it can be made to replay its ops on")
+    names, meta = value.__tensor_flatten__()
+    inner = {name: getattr(value, name).detach().clone() for name in names}
+    copy = cls.__tensor_unflatten__(inner, meta, value.shape, value.stride())
+    if value.requires_grad and not copy.requires_grad:
+        copy.requires_grad_(True)
+    return copy
+
+
+class _NotReplayable(Exception):
+    """Why an operand cannot be replayed (said as its op's n/a)."""
 
 
 def _copies(value: Any) -> tuple[Any, Any]:
@@ -107,6 +125,8 @@ def _copies(value: Any) -> tuple[Any, Any]:
     if not isinstance(value, torch.Tensor):
         return value, value
     cls = type(value)
+    if _is_wrapper(value):
+        return _wrapper_copy(value), _wrapper_twin(value)[0]
     with torch._C.DisableTorchFunctionSubclass(), torch.no_grad():
         data = value.detach().as_subclass(torch.Tensor).clone()
         grads = value.requires_grad and (data.is_floating_point() or data.is_complex())
@@ -130,6 +150,26 @@ def _with_grad(value: torch.Tensor, *copies: torch.Tensor) -> None:
             copy.grad = held.detach().as_subclass(torch.Tensor).clone()
 
 
+def _wrapper_twin(value: torch.Tensor) -> tuple[torch.Tensor, str]:
+    """A wrapper operand's plain twin, as a case's (cases/twins.py: a new plain tensor of its
+    outer shape and dtype, holding its `dequantize()`'s values or an inner tensor's), and how."""
+    from overrides.cases.twins import NoTwin, plain_like
+
+    try:
+        with torch.no_grad():
+            twin, how = plain_like(value)
+    except NoTwin as exc:
+        raise _NotReplayable(f"no plain twin of {type(value).__name__}: {exc}") from None
+    return twin.detach().requires_grad_(value.requires_grad), how
+
+
+def _twins_made(args: Any, kwargs: Any) -> str:
+    """How each wrapper operand's twin was made, "" where there is none."""
+    leaves, _ = tree_flatten((args, kwargs))
+    made = [f"{type(leaf).__name__}: {_wrapper_twin(leaf)[1]}" for leaf in leaves if _is_wrapper(leaf)]
+    return "; ".join(dict.fromkeys(made))
+
+
 def _both(value: Any) -> tuple[Any, Any]:
     """`value` (an operand, or lists, tuples and dicts of them) copied twice (`_copies`)."""
     if isinstance(value, dict):
@@ -142,12 +182,13 @@ def _both(value: Any) -> tuple[Any, Any]:
 
 
 def _replay(kind: str, op: str, signature: str, func: Callable, args: tuple, kwargs: dict) -> Replay:
-    why = _wrapper_among(args, kwargs)
-    if why:
-        return Replay(kind, op, signature, func, (), {}, (), {}, torch.is_grad_enabled(), why)
-    (mine_args, mine_kwargs), (plain_args, plain_kwargs) = _both((tuple(args), dict(kwargs or {})))
+    try:
+        (mine_args, mine_kwargs), (plain_args, plain_kwargs) = _both((tuple(args), dict(kwargs or {})))
+        twin = _twins_made(args, kwargs)
+    except _NotReplayable as exc:
+        return Replay(kind, op, signature, func, (), {}, (), {}, torch.is_grad_enabled(), str(exc))
     return Replay(kind, op, signature, func, mine_args, mine_kwargs, plain_args, plain_kwargs,
-                  torch.is_grad_enabled())
+                  torch.is_grad_enabled(), twin=twin)
 
 
 class _Recorder:

@@ -47,6 +47,7 @@ class OpRow:
     overhead_ci_ns: tuple[float, float] = (math.nan, math.nan)
     not_applicable: str = ""  # why it was not timed
     subclass_ci_ns: tuple[float, float] = (math.nan, math.nan)  # subclass_ns's 95% interval
+    twin: str = ""  # how a wrapper operand's plain twin was made (hooks.Replay.twin), "" without one
 
     @property
     def overhead_ns(self) -> float:
@@ -176,7 +177,7 @@ def _priced(rows: dict, replays: dict, version: int, results: dict) -> tuple[OpR
             continue
         mine_low, mine_high = stats.quantile_ci95(mine.samples_ns)
         plain_low, plain_high = stats.quantile_ci95(plain.samples_ns)
-        priced[key] = dataclasses.replace(row, subclass_ns=stats.headline(mine.samples_ns),
+        priced[key] = dataclasses.replace(row, twin=replay.twin, subclass_ns=stats.headline(mine.samples_ns),
                                           plain_ns=stats.headline(plain.samples_ns),
                                           overhead_ci_ns=(mine_low - plain_high, mine_high - plain_low),
                                           subclass_ci_ns=(mine_low, mine_high))

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 
 from overrides.figures import json_figure, signed, whole
 from overrides.run_notes import spread_reason
@@ -73,6 +74,18 @@ def op_table(rows: tuple[OpRow, ...], step_overhead_ns: float) -> list[str]:
         body.append([row.op, row.signature, str(row.calls), signed(row.overhead_ns) if not row.not_applicable else "n/a",
                      _range(*row.overhead_ci_ns) if not row.not_applicable else "", cost, share])
     return ruled(body)
+
+
+def twin_lines(rows: tuple[OpRow, ...]) -> list[str]:
+    """Which plain tensors a wrapper subclass's ops were priced against: not its inner ones."""
+    ops: dict[str, list[str]] = {}
+    for row in rows:
+        if row.twin:  # one line for every shape: each row's operands say it (the JSON has each twin)
+            twin = re.sub(r" \([\d, ]*\)(, strides \([\d, ]*\))?", "", row.twin)
+            if row.op not in ops.setdefault(twin, []):
+                ops[twin].append(row.op)
+    return [f"  {', '.join(names)}: against plain twins of your wrapper's operands, of the shapes and strides "
+            f"above ({twin})" for twin, names in ops.items()]
 
 
 def site_table(rows: tuple[OpRow, ...], captured: Captured) -> list[str]:
@@ -213,7 +226,7 @@ def render(report: StepReport) -> str:
     lines += op_table(report.rows, op_table_baseline(report.timings, report.on_device).overhead_ns) if report.rows else [
         "  none: the step called no __torch_function__ or __torch_dispatch__ of a Tensor subclass"]
     if report.rows:
-        lines += [""] + site_table(report.rows, report.captured)
+        lines += twin_lines(report.rows) + [""] + site_table(report.rows, report.captured)
     lines += [""] + closure_lines(report.closure, HOST_OVERHEAD if report.on_device else STEP_OVERHEAD)
     if len(report.timings) > 1:
         lines += ["", "batch sweep:"] + sweep_lines(report.timings)
@@ -255,7 +268,7 @@ def _payload(report: StepReport, environment: dict) -> dict:
                      "sites": list(r.sites), "subclass_ns": json_figure(r.subclass_ns),
                      "plain_ns": json_figure(r.plain_ns), "overhead_ns": json_figure(r.overhead_ns),
                      "overhead_ci_ns": [json_figure(v) for v in r.overhead_ci_ns], "cost_ns": json_figure(r.cost_ns),
-                     "not_applicable": r.not_applicable or None} for r in report.rows],
+                     "not_applicable": r.not_applicable or None, "twin": r.twin or None} for r in report.rows],
             "calls": [dataclasses.asdict(call) for call in report.captured.calls],
             "closure": {"step_overhead_ns": json_figure(c.step_overhead_ns), "table_ns": json_figure(c.table_ns),
                         "table_ci_ns": [json_figure(v) for v in c.table_ci_ns],
