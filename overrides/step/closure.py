@@ -4,7 +4,7 @@ the step's overhead, and the part the ops do not explain sized and, where it can
 What the subclass adds is named beside the sum: the autograd nodes backward runs (`as_subclass`
 on a tensor that requires grad records an `aten::alias`, and backward an `AliasBackward0`; both
 in the row of the op that made them, as optable.py times each op with its backward), aten ops
-the plain step does not run, and ops that could not be replayed (a wrapper's). torch.profiler counts, for one step of each, the autograd nodes backward ran and
+the plain step does not run, and ops that could not be replayed (a wrapper without `__tensor_flatten__`). torch.profiler counts, for one step of each, the autograd nodes backward ran and
 the outermost aten ops; their difference a step is named here. The profiler counts, it is not
 timed, so its own slowness does not matter (it inflates dispatch-bound steps, pytorch#82793).
 """

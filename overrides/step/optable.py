@@ -9,8 +9,9 @@ a grad_fn) is timed with that backward, seeded with ones: the nodes your hook ad
 your op's cost. Without it, steps:mlp's ops explained ~60% of its overhead and six alias nodes
 most of the rest (benchmarks/README.md). An op's overhead a call is the difference of the two headlines; its interval is the
 widest the two headlines' intervals allow (yours' low less plain's high, and the reverse), so
-it is never narrower than what each side knows. Ops that cannot be replayed (backward, a
-wrapper subclass's operands) are n/a, with the reason, and left out of the sum.
+it is never narrower than what each side knows. A wrapper subclass's op runs on a copy of it
+against the plain twin a case gets (hooks.py). Ops that cannot be replayed (a wrapper nothing can
+copy, a replay that raises) are n/a, with the reason, and left out of the sum.
 """
 
 from __future__ import annotations
