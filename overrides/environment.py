@@ -223,3 +223,12 @@ def one_line(env: Environment) -> str:
         f"{counted(env.threads, 'torch thread')}"
         + (f", {env.cuda_device}" if env.cuda_device else "")
     )
+
+
+def interpreters_differ(base: Environment, branch: Environment) -> str:
+    """A line where the two sides of a comparison run different Python versions (else ""): a
+    delta between them is the interpreter's change as much as torch's."""
+    if not base.python or not branch.python or base.python == branch.python:
+        return ""
+    return (f"the sides run different Pythons ({base.python} and {branch.python}): each delta is the "
+            "interpreter's change as much as torch's; compare two builds on one Python to see torch's alone")

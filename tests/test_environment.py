@@ -119,3 +119,12 @@ def test_the_cpu_count_is_asked_in_one_place():
             asked.append(name)
     assert asked == ["overrides.children"], asked
     assert callgrind.count_jobs() == children.usable_cpus() == environment.collect(1).cpu_count
+
+
+def test_a_comparison_across_two_pythons_says_the_interpreter_moved_too():
+    here = environment.collect(1)
+    other = dataclasses.replace(here, python="3.12.1" if here.python != "3.12.1" else "3.13.0")
+    said = environment.interpreters_differ(here, other)
+    assert said.startswith(f"the sides run different Pythons ({here.python} and {other.python})"), said
+    assert "compare two builds on one Python" in said
+    assert environment.interpreters_differ(here, dataclasses.replace(here, torch_version="x")) == ""
