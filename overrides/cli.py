@@ -474,8 +474,9 @@ def run_compare(args) -> int:
     for side, named in zip(("base", "branch"), args.compare):
         print(f"{side}: {named}{' in ' + sys.executable if your_code else ''}: "
               f"{environment.one_line(environments[side])}")
-    if environment.interpreters_differ(environments["base"], environments["branch"]):
-        print(environment.interpreters_differ(environments["base"], environments["branch"]))
+    pythons = environment.interpreters_differ(environments["base"], environments["branch"])
+    if pythons:
+        print(pythons)
     print(f"wall time {outcome.wall_s:.0f} s" + (" (incomplete)" if outcome.failure
                                                   else " (interrupted)" if outcome.interrupted else ""),
           flush=True)  # shown even if --json cannot be written

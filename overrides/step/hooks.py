@@ -120,13 +120,16 @@ class _NotReplayable(Exception):
     """Why an operand cannot be replayed (said as its op's n/a)."""
 
 
-def _copies(value: Any) -> tuple[Any, Any]:
-    """(as your subclass, as a plain tensor) copies of an operand; plain tensors copied once."""
+def _copies(value: Any, twins: list) -> tuple[Any, Any]:
+    """(as your subclass, as a plain tensor) copies of an operand; plain tensors copied once. A
+    wrapper's twin is said in `twins` (how it was made)."""
     if not isinstance(value, torch.Tensor):
         return value, value
     cls = type(value)
     if _is_wrapper(value):
-        return _wrapper_copy(value), _wrapper_twin(value)[0]
+        twin, how = _wrapper_twin(value)
+        twins.append(f"{cls.__name__}: {how}")
+        return _wrapper_copy(value), twin
     with torch._C.DisableTorchFunctionSubclass(), torch.no_grad():
         data = value.detach().as_subclass(torch.Tensor).clone()
         grads = value.requires_grad and (data.is_floating_point() or data.is_complex())
@@ -163,32 +166,25 @@ def _wrapper_twin(value: torch.Tensor) -> tuple[torch.Tensor, str]:
     return twin.detach().requires_grad_(value.requires_grad), how
 
 
-def _twins_made(args: Any, kwargs: Any) -> str:
-    """How each wrapper operand's twin was made, "" where there is none."""
-    leaves, _ = tree_flatten((args, kwargs))
-    made = [f"{type(leaf).__name__}: {_wrapper_twin(leaf)[1]}" for leaf in leaves if _is_wrapper(leaf)]
-    return "; ".join(dict.fromkeys(made))
-
-
-def _both(value: Any) -> tuple[Any, Any]:
+def _both(value: Any, twins: list) -> tuple[Any, Any]:
     """`value` (an operand, or lists, tuples and dicts of them) copied twice (`_copies`)."""
     if isinstance(value, dict):
-        pairs = {key: _both(item) for key, item in value.items()}
+        pairs = {key: _both(item, twins) for key, item in value.items()}
         return {k: p[0] for k, p in pairs.items()}, {k: p[1] for k, p in pairs.items()}
     if isinstance(value, (list, tuple)):
-        pairs = [_both(item) for item in value]
+        pairs = [_both(item, twins) for item in value]
         return type(value)(p[0] for p in pairs), type(value)(p[1] for p in pairs)
-    return _copies(value)
+    return _copies(value, twins)
 
 
 def _replay(kind: str, op: str, signature: str, func: Callable, args: tuple, kwargs: dict) -> Replay:
+    twins: list[str] = []
     try:
-        (mine_args, mine_kwargs), (plain_args, plain_kwargs) = _both((tuple(args), dict(kwargs or {})))
-        twin = _twins_made(args, kwargs)
+        (mine_args, mine_kwargs), (plain_args, plain_kwargs) = _both((tuple(args), dict(kwargs or {})), twins)
     except _NotReplayable as exc:
         return Replay(kind, op, signature, func, (), {}, (), {}, torch.is_grad_enabled(), str(exc))
     return Replay(kind, op, signature, func, mine_args, mine_kwargs, plain_args, plain_kwargs,
-                  torch.is_grad_enabled(), twin=twin)
+                  torch.is_grad_enabled(), twin="; ".join(dict.fromkeys(twins)))
 
 
 class _Recorder:
