@@ -154,7 +154,7 @@ def test_the_op_table_finds_exactly_the_ops_the_step_calls(user_folder):
         "torch.Tensor.backward": 1, "torch.Tensor.add_": 2})
     assert {c.cls for c in captured.calls} == {"UnitTensor"}
     assert {(c.site, c.signature) for c in captured.calls if c.op == "torch.Tensor.backward"} == {
-        (f"steps.py:{_line_of('loss.backward()')} (step)", "f32[] as a leaf")}
+        (f"steps.py:{_line_of('loss.backward()')} (step)", "f32[]* as a leaf")}
     assert capture_step(pair.plain, pair.user_dir).calls == ()
     wrapper = build_steps("steps:mlp_int8")
     captured = capture_step(wrapper.subclass, wrapper.user_dir)
@@ -178,7 +178,7 @@ def test_each_op_of_a_spinning_subclass_costs_the_spin_more_a_call(user_folder):
     rows = price_ops(capture_step(pair.subclass, pair.user_dir), time_s=0.15)
     priced = [r for r in rows if not r.not_applicable]
     assert not [r.op for r in rows if r.not_applicable]
-    assert {r.signature for r in rows if r.op == "torch.Tensor.backward"} == {"f32[] as a leaf"}
+    assert {r.signature for r in rows if r.op == "torch.Tensor.backward"} == {"f32[]* as a leaf"}
     assert priced and all(0.75 * SPIN_NS <= r.overhead_ns <= 4 * SPIN_NS for r in priced), \
         [(r.op, r.overhead_ns) for r in priced]
     assert [r.cost_ns for r in priced] == sorted((r.cost_ns for r in priced), reverse=True)
@@ -266,7 +266,7 @@ def test_bench_py_step_prints_the_step_the_ops_the_closure_and_the_sweep(user_fo
                       "--json", "step.json")
     assert out.returncode == 0, out.stderr
     for said in ("plain twin", "torch.nn.functional.linear", f"steps.py:{_line_of('hidden = F.linear(x, w1).relu()')} (step)", "AliasBackward0 +",
-                 "f32[] as a leaf", "batch sweep:", "8, 32)"):
+                 "f32[]* as a leaf", "batch sweep:", "8, 32)"):
         assert said in out.stdout, (said, out.stdout)
     with open(user_folder / "step.json", encoding="utf-8") as src:
         saved = json.load(src)

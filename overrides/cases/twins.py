@@ -80,7 +80,14 @@ def _outer_twin(value: torch.Tensor) -> tuple[torch.Tensor, str]:
     values, source = _values(value)
     try:
         twin = torch.empty_strided(shape, strides, dtype=value.dtype, device=value.device)
-        if values is None:
+        if torch._debug_has_internal_overlap(twin) == 1:
+            # an expanded tensor (a stride of 0, as a DTensor's mean backward makes): its elements
+            # share memory, so nothing can be copied into it; its storage is filled, then viewed
+            size = twin.untyped_storage().nbytes() // twin.element_size()
+            filled = (torch.ones(size, dtype=value.dtype, device=value.device) if values is None
+                      else values.detach().reshape(-1)[:size].clone())
+            twin = filled.as_strided(shape, strides)
+        elif values is None:
             twin.fill_(1)
         else:
             twin.copy_(values)

@@ -37,6 +37,9 @@ class Closure:
     not_priced: tuple[tuple[str, int, str], ...]  # (op, calls a step, why) of the ops not timed
     extra_nodes: tuple[tuple[str, int], ...]  # autograd node -> how many more a step than plain
     extra_ops: tuple[tuple[str, int], ...]  # outermost aten op -> how many more a step than plain
+    # the same calls run back to back in the step's order, whole (optable.PricedStep): nan where not
+    in_order_ns: float = math.nan
+    in_order_ci_ns: tuple[float, float] = (math.nan, math.nan)
 
     @property
     def unexplained_ns(self) -> float:
@@ -86,11 +89,13 @@ def _more(mine: collections.Counter, plain: collections.Counter) -> tuple[tuple[
 
 
 def close(step_overhead_ns: float, step_overhead_ci_ns: tuple[float, float], rows: tuple[OpRow, ...],
-          plain_step: Callable[[], object], subclass_step: Callable[[], object]) -> Closure:
-    """The closure of one step pair: the table's sum, the ops not priced, and the autograd nodes
-    and outermost aten ops your step runs more (or fewer) of than its plain twin."""
+          plain_step: Callable[[], object], subclass_step: Callable[[], object],
+          in_order: tuple[float, tuple[float, float]] = (math.nan, (math.nan, math.nan))) -> Closure:
+    """The closure of one step pair: the table's sum, the ops not priced, the autograd nodes
+    and outermost aten ops your step runs more (or fewer) of than its plain twin, and (`in_order`)
+    what the calls cost back to back in the step's order, whole."""
     plain_nodes, plain_ops = profiled_counts(plain_step)
     mine_nodes, mine_ops = profiled_counts(subclass_step)
     not_priced = tuple((r.op, r.calls, r.not_applicable) for r in rows if r.not_applicable and not r.nested)
     return Closure(step_overhead_ns, step_overhead_ci_ns, table_sum_ns(rows), table_ci_ns(rows), not_priced,
-                   _more(mine_nodes, plain_nodes), _more(mine_ops, plain_ops))
+                   _more(mine_nodes, plain_nodes), _more(mine_ops, plain_ops), in_order[0], in_order[1])

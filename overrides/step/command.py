@@ -50,7 +50,7 @@ def run_step(args) -> int:
     from overrides.step.closure import close
     from overrides.step.factory import build_steps, find_factory
     from overrides.step.hooks import capture_step
-    from overrides.step.optable import price_ops
+    from overrides.step.optable import price_step
     from overrides.step.timing import DEFAULT_TIME_S, time_steps
 
     say = stderr_progress(args.quiet)
@@ -75,9 +75,11 @@ def run_step(args) -> int:
             timings.append(time_steps(pair, args.min_time or DEFAULT_TIME_S, args.threads, args.nrepreps, say))
     say and say(f"{args.step}: one step under the hooks, then each op timed on its operands")
     captured = capture_step(first.subclass, first.user_dir)
-    rows = price_ops(captured, threads=args.threads, progress=say)
+    priced = price_step(captured, threads=args.threads, progress=say)
+    rows = priced.rows
     against = output.op_table_baseline(tuple(timings), tuple(on_device))
-    closure = close(against.overhead_ns, against.overhead_ci_ns, rows, first.plain, first.subclass)
+    closure = close(against.overhead_ns, against.overhead_ci_ns, rows, first.plain, first.subclass,
+                    (priced.in_order_ns, priced.in_order_ci_ns))
     _show(args, output.StepReport(args.step, first.description, tuple(timings), captured, rows, closure,
                                   on_device=tuple(on_device)))
     return 1 if any(t.drift for t in timings) else 0

@@ -16,7 +16,7 @@ from overrides.clock import stats
 from overrides.comparison_report import verdict_rule
 from overrides.figures import json_figure, signed, whole
 from overrides.step.comparing import OpChange, StepComparison, ops_change
-from overrides.step.hooks import Captured
+from overrides.step.hooks import Captured, shown_operands
 from overrides.step.optable import OpRow
 from overrides.step.output import timing_warnings as step_warnings
 from overrides.step.timing import StepTiming
@@ -89,7 +89,7 @@ def op_table(changes: tuple[OpChange, ...]) -> list[str]:
              "change ns/step"]]
     for change in changes:
         row = change.row
-        body.append([row.op, row.signature, _calls(change), _overhead(change.base), _overhead(change.branch),
+        body.append([row.op, shown_operands(row.signature), _calls(change), _overhead(change.base), _overhead(change.branch),
                      signed(change.change_ns) if math.isfinite(change.change_ns) else "-",
                      _range(change.change_ci_ns),
                      signed(change.step_change_ns) if math.isfinite(change.step_change_ns) else "n/a"])

@@ -1,19 +1,31 @@
-"""One step of yours under a hook that sees every call of your subclass's `__torch_function__`
-and `__torch_dispatch__`: which ops, how many a step, from which line of your code, and the
-operands each op was called with, kept for the op table (optable.py).
+"""One step of yours under two recorders that see every op your subclasses take: which ops, how
+many a step, from which line of your code, and the operands each op was called with, kept for
+the op table (optable.py).
 
-Why sys.setprofile and not a wrapper on your class: it sees every class's hooks the step
-reaches (a subclass made inside your model, a wrapper the optimizer meets) without being told
-which, and leaves your classes untouched. A hook's call is counted once, at the outermost frame
-of its kind: `super().__torch_function__` is part of the call it serves. A `__torch_dispatch__`
-reached from inside a `__torch_function__` is counted, marked nested: its cost is in its
-caller's, so the table does not add it twice. The profiler hook slows this one step only; it
-is never timed.
+- `__torch_function__` calls: sys.setprofile, which sees every class's hook the step reaches (a
+  subclass made inside your model, a wrapper the optimizer meets) without being told which,
+  and leaves your classes untouched. A hook is known by what it is, the code of a Tensor
+  subclass's `__torch_function__` however it is defined (torchao's is
+  `classmethod(_dispatch__torch_function__)`), never by its function's name. A call is counted
+  once, at the outermost frame of its kind: `super().__torch_function__` is part of the call it
+  serves.
+- `__torch_dispatch__` calls: a dispatch mode, which sees each aten op with an operand of a class
+  that defines `__torch_dispatch__` before that class does, whether its dispatch then runs in
+  Python or in C++ (DTensor's, in torch 2.13, never reaches its Python `__torch_dispatch__`, so no
+  profiler sees it). The mode sees only the outermost op: the ops the class runs inside it run
+  with the mode set aside. Such an op is replayed forward alone, with grad off: it sits below
+  autograd, and the ops the step's backward sends through the class are rows of their own.
+  One reached from inside a `__torch_function__` is counted, marked nested: its cost is in its
+  caller's, so the table does not add it twice.
+
+torch's own tracing tensors (`torch._subclasses`: FakeTensor, FunctionalTensor) are no subclass
+of yours and are passed by. Both recorders slow this one step only; it is never timed.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import os
 import sys
 from typing import Any, Callable
@@ -22,7 +34,6 @@ import torch
 from torch.overrides import resolve_name
 from torch.utils._pytree import tree_flatten
 
-from overrides.cases.usercases import defines_torch_dispatch
 
 HOOKS = ("__torch_function__", "__torch_dispatch__")
 SIGNATURE_CHARS = 60  # an op's operands, as dtype[shape] ..., cut to this in the table
@@ -31,6 +42,7 @@ SIGNATURE_CHARS = 60  # an op's operands, as dtype[shape] ..., cut to this in th
 # own work is the plain step's too; what your subclass adds to the graph is the closure's).
 ON_A_LEAF = ("torch.Tensor.backward", "torch.autograd.backward")
 LEAF_MARK = " as a leaf"  # after such an op's operands in the table
+GRAD_MARK = "*"  # after an operand that requires grad, in a __torch_function__ call's operands
 
 
 @dataclasses.dataclass(frozen=True)
@@ -86,16 +98,41 @@ def short_op(op: str) -> str:
     return ".".join(parts[-2:]) if parts[-1].startswith("__") and len(parts) > 1 else parts[-1]
 
 
-def _signature(args: Any, kwargs: Any) -> str:
+def _signature(args: Any, kwargs: Any, grads: bool = False) -> str:
+    """The operands as dtype[shape], each; with `grads`, those that require grad marked
+    (GRAD_MARK): two calls alike but for that run different backwards, so they are two rows."""
     leaves, _ = tree_flatten((args, kwargs))
-    text = ", ".join(f"{str(t.dtype).replace('torch.float', 'f').replace('torch.', '')}"
-                     f"[{','.join(map(str, t.shape))}]" for t in leaves if isinstance(t, torch.Tensor))
-    return text if len(text) <= SIGNATURE_CHARS else text[:SIGNATURE_CHARS - 3] + "..."
+    return ", ".join(f"{str(t.dtype).replace('torch.float', 'f').replace('torch.', '')}"
+                     f"[{','.join(map(str, t.shape))}]{GRAD_MARK if grads and t.requires_grad else ''}"
+                     for t in leaves if isinstance(t, torch.Tensor))
+
+
+def shown_operands(signature: str) -> str:
+    """An op's operands as the table shows them: cut to SIGNATURE_CHARS (the JSON keeps them whole)."""
+    return signature if len(signature) <= SIGNATURE_CHARS else signature[:SIGNATURE_CHARS - 3] + "..."
+
+
+TRACING_MODULE = "torch._subclasses"  # FakeTensor, FunctionalTensor: torch's tools, no subclass of yours
+
+
+def dispatches(cls: type) -> bool:
+    """Whether `cls` takes aten ops in a `__torch_dispatch__` of its own (in Python or in C++),
+    short of torch's own tracing tensors and of a dispatch it disables."""
+    if cls in (torch.Tensor, torch.nn.Parameter) or cls.__module__.startswith(TRACING_MODULE):
+        return False
+    own = next((vars(klass)["__torch_dispatch__"] for klass in cls.__mro__
+                if klass not in (torch.Tensor, torch._C.TensorBase) and "__torch_dispatch__" in vars(klass)), None)
+    return own is not None and own is not torch._C._disabled_torch_dispatch_impl
 
 
 def _is_wrapper(value: Any) -> bool:
-    return (isinstance(value, torch.Tensor) and type(value) not in (torch.Tensor, torch.nn.Parameter)
-            and defines_torch_dispatch(type(value)))
+    return isinstance(value, torch.Tensor) and dispatches(type(value))
+
+
+def first_wrapper(args: Any, kwargs: Any) -> torch.Tensor | None:
+    """The first operand of a class with a dispatch of its own (`dispatches`), else None."""
+    leaves, _ = tree_flatten((args, kwargs))
+    return next((leaf for leaf in leaves if _is_wrapper(leaf)), None)
 
 
 def _wrapper_copy(value: torch.Tensor) -> torch.Tensor:
@@ -109,7 +146,9 @@ def _wrapper_copy(value: torch.Tensor) -> torch.Tensor:
         raise _NotReplayable(f"{cls.__name__} is a wrapper subclass (it defines __torch_dispatch__) without "
                              "__tensor_flatten__: no copy of it can be made to replay its ops on")
     names, meta = value.__tensor_flatten__()
-    inner = {name: getattr(value, name).detach().clone() for name in names}
+    # DTensor names its device mesh among them: what is no tensor is passed on as it is
+    inner = {name: getattr(value, name) for name in names}
+    inner = {name: item.detach().clone() if isinstance(item, torch.Tensor) else item for name, item in inner.items()}
     copy = cls.__tensor_unflatten__(inner, meta, value.shape, value.stride())
     if value.requires_grad and not copy.requires_grad:
         copy.requires_grad_(True)
@@ -177,25 +216,67 @@ def _both(value: Any, twins: list) -> tuple[Any, Any]:
     return _copies(value, twins)
 
 
-def _replay(kind: str, op: str, signature: str, func: Callable, args: tuple, kwargs: dict) -> Replay:
+def _replay(kind: str, op: str, signature: str, func: Callable, args: tuple, kwargs: dict, grad: bool) -> Replay:
     twins: list[str] = []
     try:
         (mine_args, mine_kwargs), (plain_args, plain_kwargs) = _both((tuple(args), dict(kwargs or {})), twins)
     except _NotReplayable as exc:
-        return Replay(kind, op, signature, func, (), {}, (), {}, torch.is_grad_enabled(), str(exc))
-    return Replay(kind, op, signature, func, mine_args, mine_kwargs, plain_args, plain_kwargs,
-                  torch.is_grad_enabled(), twin="; ".join(dict.fromkeys(twins)))
+        return Replay(kind, op, signature, func, (), {}, (), {}, grad, str(exc))
+    except Exception as exc:  # operands that cannot be copied: the op is n/a, said why
+        return Replay(kind, op, signature, func, (), {}, (), {}, grad,
+                      f"its operands could not be copied ({type(exc).__name__}: {exc})")
+    return Replay(kind, op, signature, func, mine_args, mine_kwargs, plain_args, plain_kwargs, grad,
+                  twin="; ".join(dict.fromkeys(twins)))
+
+
+def _first_code(function: Any) -> Any:
+    """The code that runs for a hook as its class holds it: a classmethod's or staticmethod's
+    function, unwrapped past decorators that keep `__wrapped__`; None for one written in C."""
+    function = getattr(function, "__func__", function)
+    try:
+        function = inspect.unwrap(function)
+    except Exception:  # a __wrapped__ chain that loops: the outermost then
+        pass
+    return getattr(function, "__code__", None)
+
+
+def hook_codes() -> dict:
+    """{code: hook kind} of every `__torch_function__` and `__torch_dispatch__` of torch.Tensor and
+    its subclasses as they stand: a hook known by what it is, whatever its function is named."""
+    codes, seen, stack = {}, set(), [torch.Tensor]
+    while stack:
+        cls = stack.pop()
+        for kind in HOOKS:
+            code = _first_code(inspect.getattr_static(cls, kind, None))
+            if code is not None:
+                codes.setdefault(code, kind)
+        for sub in type.__subclasses__(cls):
+            if sub not in seen:
+                seen.add(sub)
+                stack.append(sub)
+    return codes
+
+
+def _hook_arguments(frame) -> tuple[Any, Any, Any, Any]:
+    """(cls, func, args, kwargs) of a hook's frame, by position: the protocol passes them so
+    (`__torch_function__(cls, func, types, args=(), kwargs=None)`), whatever they are named."""
+    code, local = frame.f_code, frame.f_locals
+    value = [local.get(name) for name in code.co_varnames[:code.co_argcount]] + [None] * 5
+    return value[0], value[1], value[3] or (), value[4] or {}
 
 
 class _Recorder:
-    """The profile hook's state during the one step (never leaves this module)."""
+    """Both recorders' state during the one step (never leaves this module)."""
 
     def __init__(self, user_dir: str):
         self.user_dir = os.path.join(os.path.realpath(user_dir), "")
-        self.open: list[tuple[Any, str]] = []  # (frame, kind) of the hook calls under way
+        # (frame, kind) of the hook calls under way; a dispatched op's frame is None
+        self.open: list[tuple[Any, str]] = []
         self.calls: list[HookCall] = []
         self.replays: dict[tuple[str, str, str], Replay] = {}
         self.files: dict[str, bool] = {}
+        self.codes = hook_codes()
+        self.not_hooks: set = set()  # codes named like a hook that no class holds as one (a mode's)
 
     def _mine(self, filename: str) -> bool:
         if filename not in self.files:
@@ -210,39 +291,70 @@ class _Recorder:
             frame = frame.f_back
         return "(not in your files)"
 
+    def _kind(self, code) -> str | None:
+        kind = self.codes.get(code)
+        if kind is None and code.co_name in HOOKS and code not in self.not_hooks:
+            self.codes = hook_codes()  # a class made since the step began
+            kind = self.codes.get(code)
+            if kind is None:
+                self.not_hooks.add(code)
+        return kind
+
+    def record(self, kind: str, cls: type, func: Any, args: Any, kwargs: Any, caller, grad: bool) -> None:
+        """One hook call; its replay where it is the first of its op and operands, outermost."""
+        nested = bool(self.open)
+        # a dispatched op runs below autograd: whether its operands require grad changes nothing
+        op, signature = op_name(func), _signature(args, kwargs, grads=kind == "__torch_function__")
+        signature += LEAF_MARK if op in ON_A_LEAF else ""
+        self.calls.append(HookCall(kind, op, cls.__name__, self.site(caller), signature, nested))
+        key = (kind, op, signature)
+        if key not in self.replays and not nested:
+            self.replays[key] = _replay(kind, op, signature, func, args, kwargs, grad)
+
     def __call__(self, frame, event: str, arg: Any) -> None:
         if event == "return" and self.open and self.open[-1][0] is frame:
             self.open.pop()
             return
-        if event != "call" or frame.f_code.co_name not in HOOKS:
-            return
-        kind = frame.f_code.co_name
-        local = frame.f_locals
-        cls = local.get("cls")
-        if not (isinstance(cls, type) and issubclass(cls, torch.Tensor)) or any(k == kind for _, k in self.open):
+        if event != "call" or self._kind(frame.f_code) != "__torch_function__":
+            return  # a __torch_dispatch__ in Python is seen by the dispatch mode, as one in C++ is
+        cls, func, args, kwargs = _hook_arguments(frame)
+        cls = cls if isinstance(cls, type) else type(cls)
+        if not issubclass(cls, torch.Tensor) or any(k == "__torch_function__" for _, k in self.open):
             return  # a mode's hook, or super() inside a call already counted
-        nested = bool(self.open)
-        self.open.append((frame, kind))
-        func, args, kwargs = local.get("func"), local.get("args") or (), local.get("kwargs") or {}
-        op, signature = op_name(func), _signature(args, kwargs)
-        signature += LEAF_MARK if op in ON_A_LEAF else ""
-        self.calls.append(HookCall(kind, op, cls.__name__, self.site(frame.f_back), signature, nested))
-        key = (kind, op, signature)
-        if key not in self.replays and not nested:
+        self.record("__torch_function__", cls, func, args, kwargs, frame.f_back, torch.is_grad_enabled())
+        self.open.append((frame, "__torch_function__"))
+
+
+def _dispatch_mode(recorder: _Recorder):
+    """A dispatch mode that records each aten op with an operand of a class with a dispatch of
+    its own (`dispatches`), then lets the op run as it would (the mode set aside inside it)."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class SubclassOps(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            kwargs = kwargs or {}
+            wrapper = first_wrapper(args, kwargs)
+            if wrapper is None:
+                return func(*args, **kwargs)
+            # below autograd: replayed forward alone, grad off (backward's ops are rows of their own)
+            recorder.record("__torch_dispatch__", type(wrapper), func, args, kwargs, sys._getframe(1), False)
+            recorder.open.append((None, "__torch_dispatch__"))
             try:
-                self.replays[key] = _replay(kind, op, signature, func, args, kwargs)
-            except Exception as exc:  # operands that cannot be copied: the op is n/a, said why
-                self.replays[key] = Replay(kind, op, signature, func, (), {}, (), {}, torch.is_grad_enabled(),
-                                           f"its operands could not be copied ({type(exc).__name__}: {exc})")
+                return func(*args, **kwargs)
+            finally:
+                recorder.open.pop()
+
+    return SubclassOps()
 
 
 def capture_step(step: Callable[[], object], user_dir: str) -> Captured:
-    """Run `step` once under the hook; every hook call it made, and the operands to replay."""
+    """Run `step` once under both recorders; every hook call it made, and the operands to replay."""
     recorder = _Recorder(user_dir)
     previous = sys.getprofile()
     sys.setprofile(recorder)
     try:
-        step()
+        with _dispatch_mode(recorder):
+            step()
     finally:
         sys.setprofile(previous)
     return Captured(tuple(recorder.calls), tuple(recorder.replays.values()))

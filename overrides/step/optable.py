@@ -25,12 +25,21 @@ import torch
 
 from overrides.clock import stats
 from overrides.clock.timer import Target, TimerConfig, time_targets
-from overrides.step.hooks import Captured, Replay, short_op
+from overrides.step import kernels
+from overrides.step.hooks import ON_A_LEAF, Captured, Replay, short_op
+from overrides.step.kernels import Kernels
+from overrides.step.sequence import TOTAL, Call, time_sequences
 
-# Of timing per target: twenty ops, forty targets, about 25 s with warm-up. An op timed with its
-# backward through 256x256 weights (~100 us a call) read its overhead to within +-50 us at 0.3 s
-# on a loaded host, the cheap ones to within +-1 us.
+# Of timing per target, where an op is timed alone (on a CUDA device; an op's own kernels): an op
+# timed with its backward through 256x256 weights (~100 us a call) read its overhead to within
+# +-50 us at 0.3 s on a loaded host, the cheap ones to within +-1 us.
 DEFAULT_OP_TIME_S = 0.5
+# Of timing per sequence (sequence.py): each version's calls and their plain twins, in turn. A
+# DTensor MLP step's 57 calls take ~1.7 ms a round both ways: ~1,800 rounds, each op's headline
+# to within a few hundred ns.
+DEFAULT_SEQUENCE_S = 3.0
+KERNELS, TWIN_FORWARD = "kernels", "twin forward"  # the two more targets of an op whose kernels are its own
+PLAIN = "plain"  # (op, PLAIN, version): the plain twins of a version's op
 
 
 @dataclasses.dataclass(frozen=True)
@@ -49,10 +58,26 @@ class OpRow:
     not_applicable: str = ""  # why it was not timed
     subclass_ci_ns: tuple[float, float] = (math.nan, math.nan)  # subclass_ns's 95% interval
     twin: str = ""  # how a wrapper operand's plain twin was made (hooks.Replay.twin), "" without one
+    # The aten work your op runs inside its dispatch beyond its twin's (kernels.py): what ran,
+    # "" where it ran the twin's own ops (then own_kernels_ns is exactly 0) or was not looked at
+    kernels: str = ""
+    own_kernels_ns: float = math.nan  # a call: your op's kernels less the twin's op, forward, grad off
+    own_kernels_ci_ns: tuple[float, float] = (math.nan, math.nan)
+    redistributes: tuple[str, ...] = ()  # the collectives its dispatch ran (a DTensor redistributing)
 
     @property
     def overhead_ns(self) -> float:
         return self.subclass_ns - self.plain_ns
+
+    @property
+    def dispatch_ns(self) -> float:
+        """The overhead less your op's own kernels: Python, the library's logic, the wrapping."""
+        return self.overhead_ns - self.own_kernels_ns
+
+    @property
+    def dispatch_ci_ns(self) -> tuple[float, float]:
+        """The widest the overhead's and the own kernels' intervals allow."""
+        return (self.overhead_ci_ns[0] - self.own_kernels_ci_ns[1], self.overhead_ci_ns[1] - self.own_kernels_ci_ns[0])
 
     @property
     def cost_ns(self) -> float:
@@ -125,19 +150,86 @@ def _rows_unpriced(captured: Captured) -> dict[tuple[str, str, str], OpRow]:
             for key, row in rows.items()}
 
 
-def price_ops(captured: Captured, time_s: float = DEFAULT_OP_TIME_S, threads: int = 1,
-              progress: Callable[[str], None] | None = None) -> tuple[OpRow, ...]:
+@dataclasses.dataclass(frozen=True)
+class PricedStep:
+    """One step's op rows, and what its calls cost run back to back in its order, whole."""
+
+    rows: tuple[OpRow, ...]
+    # your calls' rounds less the plain twins' (each the headline of its round totals), a step;
+    # nan where the ops were timed alone (on a CUDA device) or none was timed
+    in_order_ns: float = math.nan
+    in_order_ci_ns: tuple[float, float] = (math.nan, math.nan)
+
+
+def price_step(captured: Captured, time_s: float | None = None, threads: int = 1,
+               progress: Callable[[str], None] | None = None) -> PricedStep:
     """Every op of `captured`, its calls a step and, where it can be replayed, its overhead a
-    call on the step's own operands; sorted by cost a step, the largest first (n/a last)."""
-    return price_versions((captured,), time_s, threads, progress)[0]
+    call on the step's own operands, in the step's order (sequence.py), split into dispatch and
+    your op's own kernels where it runs other aten work than its twin (kernels.py); sorted by
+    cost a step, the largest first (n/a last); and the calls' cost in order, whole."""
+    versions, results = _price((captured,), time_s, threads, progress, split_kernels=True)
+    mine, plain = results.get((TOTAL, 0)), results.get((TOTAL, 1))
+    if mine is None or plain is None or not mine.samples_ns:
+        return PricedStep(versions[0])
+    mine_low, mine_high = stats.quantile_ci95(mine.samples_ns)
+    plain_low, plain_high = stats.quantile_ci95(plain.samples_ns)
+    return PricedStep(versions[0], stats.headline(mine.samples_ns) - stats.headline(plain.samples_ns),
+                      (mine_low - plain_high, mine_high - plain_low))
 
 
-def price_versions(captures: Sequence[Captured], time_s: float = DEFAULT_OP_TIME_S, threads: int = 1,
-                   progress: Callable[[str], None] | None = None) -> tuple[tuple[OpRow, ...], ...]:
-    """price_ops for each of several versions of a step (`--compare A B --step`), in one
-    round-robin of the Timer core: an op called on the same operands (dtype and shape) by
-    several versions is timed on plain tensors once, beside each version's, so what the versions
-    differ by a call is what their own targets differ by, timed side by side."""
+def price_ops(captured: Captured, time_s: float | None = None, threads: int = 1,
+              progress: Callable[[str], None] | None = None) -> tuple[OpRow, ...]:
+    """price_step's rows."""
+    return price_step(captured, time_s, threads, progress).rows
+
+
+def _kernel_targets(key: tuple, replay: Replay, named: str) -> tuple[Kernels | None, dict]:
+    """(what the op runs inside, the two targets that price it apart: its kernels in sequence and
+    the twin's op forward, both grad off), or no targets where it runs the twin's own ops."""
+    found = kernels.record(replay)
+    if found is None or found.same or found.why_not or not found.ops:
+        return found, {}
+    device = on_cuda((*replay.plain_args, *replay.plain_kwargs.values()))
+    forward = functools.partial(replay.func, *replay.plain_args, **replay.plain_kwargs)
+    return found, {(key, KERNELS): Target(f"{named} its kernels", "x()", lambda: (kernels.in_sequence(found), device),
+                                          torch.no_grad),
+                   (key, TWIN_FORWARD): Target(f"{named} twin forward", "x()", lambda: (forward, device), torch.no_grad)}
+
+
+def _sequences(captures: Sequence[Captured], replays: list[dict], timed: dict) -> list[list[Call]]:
+    """Each version's calls in its step's order (the outermost, replayed ones): yours, then plain."""
+    out = []
+    for version, captured in enumerate(captures):
+        mine, plain = [], []
+        for call in captured.calls:
+            key = (call.kind, call.op, call.signature)
+            if call.nested or version not in timed.get(key, ()):
+                continue
+            replay = replays[version][key]
+            grad = backward_seed(replay)
+            mine.append(Call((key, version), _call(replay.func, replay.subclass_args, replay.subclass_kwargs, grad),
+                             replay.grad_enabled))
+            plain.append(Call((key, PLAIN, version), _call(replay.func, replay.plain_args, replay.plain_kwargs, grad),
+                              replay.grad_enabled))
+        out += [mine, plain]
+    return out
+
+
+def price_versions(captures: Sequence[Captured], time_s: float | None = None, threads: int = 1,
+                   progress: Callable[[str], None] | None = None,
+                   split_kernels: bool = False) -> tuple[tuple[OpRow, ...], ...]:
+    """price_ops for each of several versions of a step (`--compare A B --step`): each version's
+    calls and their plain twins timed in its step's order, all sequences in turn (sequence.py),
+    `time_s` each (DEFAULT_SEQUENCE_S). On a CUDA device each op alone, by the Timer core, `time_s`
+    a target (DEFAULT_OP_TIME_S), an op called on the same operands by several versions timed on
+    plain tensors once beside each version's. With `split_kernels` (one version), each op's own
+    kernels are priced apart from its dispatch, by the Timer core."""
+    return _price(captures, time_s, threads, progress, split_kernels)[0]
+
+
+def _price(captures: Sequence[Captured], time_s: float | None, threads: int, progress: Callable[[str], None] | None,
+           split_kernels: bool) -> tuple[tuple[tuple[OpRow, ...], ...], dict]:
+    """price_versions's rows, and every timing they came from (sequence.py's totals among them)."""
     rows = [_rows_unpriced(captured) for captured in captures]
     replays = [{(r.kind, r.op, r.signature): r for r in captured.replays} for captured in captures]
     timed: dict[tuple[str, str, str], list[int]] = {}  # op -> the versions that time it
@@ -145,24 +237,60 @@ def price_versions(captures: Sequence[Captured], time_s: float = DEFAULT_OP_TIME
         for key, replay in found.items():
             if not replay.not_applicable and key in ops:
                 timed.setdefault(key, []).append(version)
-    targets: dict[tuple, Target] = {}  # (op, version or None for plain) -> its target
+    on_gpu = any(on_cuda((*replays[v][key].plain_args, *replays[v][key].plain_kwargs.values())) is not None
+                 for key, versions in timed.items() for v in versions)
+    targets: dict[tuple, Target] = {}  # (op, version, or PLAIN and a version, or a kernels' part) -> its target
+    found: dict[tuple, Kernels | None] = {}  # op -> what it runs inside (split_kernels)
     for index, (key, versions) in enumerate(timed.items()):
         named = f"{index}:{short_op(key[1])} [{key[2]}]"
-        targets[key, None] = _target(replays[versions[0]][key], named, plain=True)
-        for version in versions:
-            targets[key, version] = _target(replays[version][key], f"{named} v{version}", plain=False)
-    results = {}
+        if on_gpu:
+            plain = _target(replays[versions[0]][key], named, plain=True)
+            for version in versions:
+                targets[key, PLAIN, version] = plain
+                targets[key, version] = _target(replays[version][key], f"{named} v{version}", plain=False)
+        if split_kernels and len(captures) == 1 and key[1] not in ON_A_LEAF:
+            found[key], parts = _kernel_targets(key, replays[0][key], named)
+            targets.update(parts)
+    results: dict[tuple, object] = {}
+    previous_threads = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        if timed and not on_gpu:
+            results.update(time_sequences(_sequences(captures, replays, timed), time_s or DEFAULT_SEQUENCE_S,
+                                          progress, f"{len(timed)} ops"))
+    finally:
+        torch.set_num_threads(previous_threads)
     if targets:
         # On CUDA the host's cost alone: the closure sets it against the step's host overhead.
-        run = time_targets(list(targets.values()), TimerConfig(min_time_s=time_s, threads=threads,
-                                                               device_figures=False), progress)
-        results = {t.name: t for t in run.targets}
-    return tuple(_priced(ops, found, version, {k: results[t.name] for k, t in targets.items()})
-                 for version, (ops, found) in enumerate(zip(rows, replays)))
+        run = time_targets(list(dict.fromkeys(targets.values())),
+                           TimerConfig(min_time_s=time_s if on_gpu and time_s else DEFAULT_OP_TIME_S,
+                                       threads=threads, device_figures=False), progress)
+        by_name = {t.name: t for t in run.targets}
+        results.update({key: by_name[target.name] for key, target in targets.items()})
+    return tuple(_priced(ops, made, version, results, found)
+                 for version, (ops, made) in enumerate(zip(rows, replays))), results
 
 
-def _priced(rows: dict, replays: dict, version: int, results: dict) -> tuple[OpRow, ...]:
-    """One version's rows with their timings (`results`: (op, version or None) -> the Timer's)."""
+def _split(row: OpRow, found: Kernels | None, results: dict, key: tuple) -> OpRow:
+    """`row` with its own kernels priced apart (kernels.py), where they were looked at."""
+    if found is None or found.why_not:
+        return row
+    row = dataclasses.replace(row, redistributes=found.redistributes)
+    if found.same or not found.ops:  # the twin's own ops: all of the overhead is dispatch
+        return dataclasses.replace(row, own_kernels_ns=0.0, own_kernels_ci_ns=(0.0, 0.0))
+    ran, twin = results.get((key, KERNELS)), results.get((key, TWIN_FORWARD))
+    if ran is None or twin is None or ran.error or twin.error:
+        return dataclasses.replace(row, kernels=found.described())
+    ran_low, ran_high = stats.quantile_ci95(ran.samples_ns)
+    twin_low, twin_high = stats.quantile_ci95(twin.samples_ns)
+    return dataclasses.replace(row, kernels=found.described(),
+                               own_kernels_ns=stats.headline(ran.samples_ns) - stats.headline(twin.samples_ns),
+                               own_kernels_ci_ns=(ran_low - twin_high, ran_high - twin_low))
+
+
+def _priced(rows: dict, replays: dict, version: int, results: dict, found: dict) -> tuple[OpRow, ...]:
+    """One version's rows with their timings (`results`: (op, version or None, or a kernels'
+    part) -> the Timer's), their own kernels apart where `found` has them."""
     priced = {}
     for key, row in rows.items():
         replay = replays.get(key)
@@ -172,16 +300,17 @@ def _priced(rows: dict, replays: dict, version: int, results: dict) -> tuple[OpR
         if replay.not_applicable:
             priced[key] = dataclasses.replace(row, not_applicable=replay.not_applicable)
             continue
-        mine, plain = results[key, version], results[key, None]
+        mine, plain = results[key, version], results[key, PLAIN, version]
         if mine.error or plain.error:
             priced[key] = dataclasses.replace(row, not_applicable=f"its replay raised: {mine.error or plain.error}")
             continue
         mine_low, mine_high = stats.quantile_ci95(mine.samples_ns)
         plain_low, plain_high = stats.quantile_ci95(plain.samples_ns)
-        priced[key] = dataclasses.replace(row, twin=replay.twin, subclass_ns=stats.headline(mine.samples_ns),
-                                          plain_ns=stats.headline(plain.samples_ns),
-                                          overhead_ci_ns=(mine_low - plain_high, mine_high - plain_low),
-                                          subclass_ci_ns=(mine_low, mine_high))
+        priced[key] = _split(dataclasses.replace(row, twin=replay.twin, subclass_ns=stats.headline(mine.samples_ns),
+                                                 plain_ns=stats.headline(plain.samples_ns),
+                                                 overhead_ci_ns=(mine_low - plain_high, mine_high - plain_low),
+                                                 subclass_ci_ns=(mine_low, mine_high)),
+                             found.get(key), results, key)
     return tuple(sorted(priced.values(), key=lambda r: (math.isnan(r.cost_ns), -(0 if math.isnan(r.cost_ns)
                                                                                   else r.cost_ns), -r.calls)))
 

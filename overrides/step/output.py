@@ -17,7 +17,8 @@ from overrides.step.closure import CLOSED_WITHIN, Closure
 from overrides.step.compiled_output import compiled_dict, compiled_lines
 from overrides.step.compiling import EagerAndCompiled
 from overrides.step.device import DeviceStepTiming
-from overrides.step.hooks import Captured
+from overrides.step.hooks import Captured, shown_operands
+from overrides.step.kernels import LOCALLY
 from overrides.step.optable import OpRow, by_site
 from overrides.step.timing import NEGLIGIBLE_SHARE, StepTiming, falls_under
 from overrides.tables import align, ruled
@@ -71,9 +72,39 @@ def op_table(rows: tuple[OpRow, ...], step_overhead_ns: float) -> list[str]:
         else:
             cost = signed(row.cost_ns)
             share = _pct(row.cost_ns / step_overhead_ns) if step_overhead_ns > 0 else "-"
-        body.append([row.op, row.signature, str(row.calls), signed(row.overhead_ns) if not row.not_applicable else "n/a",
+        body.append([row.op, shown_operands(row.signature), str(row.calls), signed(row.overhead_ns) if not row.not_applicable else "n/a",
                      _range(*row.overhead_ci_ns) if not row.not_applicable else "", cost, share])
     return ruled(body)
+
+
+def kernel_lines(rows: tuple[OpRow, ...]) -> list[str]:
+    """Where the overhead goes, for the ops whose dispatch runs aten work of its own (kernels.py):
+    its own kernels apart from the dispatch; and the ops that redistribute."""
+    split = [r for r in rows if r.kernels and not math.isnan(r.own_kernels_ns)]
+    lines = []
+    if split:
+        body = [["op", "operands", "overhead ns/call", "own kernels ns/call", "95% CI ns", "dispatch ns/call",
+                 "95% CI ns", "kernels: yours against the twin's"]]
+        for r in split:
+            body.append([r.op, shown_operands(r.signature), signed(r.overhead_ns), signed(r.own_kernels_ns),
+                         _range(*r.own_kernels_ci_ns), signed(r.dispatch_ns), _range(*r.dispatch_ci_ns), r.kernels])
+        lines += ["", "where the overhead goes, for ops your subclass runs other aten work for than its twin: its own "
+                  "kernels (that work, less the twin's op; forward, grad off) apart from dispatch (the rest: Python, "
+                  "the library's logic, wrapping)"] + ruled(body)
+    priced = [r for r in rows if not math.isnan(r.cost_ns) and not math.isnan(r.own_kernels_ns)]
+    if priced:
+        kernels_ns = sum(r.calls * r.own_kernels_ns for r in priced)
+        total = sum(r.cost_ns for r in priced)
+        lines.append(f"  of these {len(priced)} op{'s' if len(priced) > 1 else ''}' {signed(total)} ns a step: dispatch "
+                     f"{signed(total - kernels_ns)}, your subclass's own kernels {signed(kernels_ns)}"
+                     + ("" if split else " (each ran its twin's own aten ops: all of it is dispatch)"))
+    for r in rows:
+        if r.redistributes:
+            how = ("locally (its local tensor sliced, no collective)" if r.redistributes == (LOCALLY,)
+                   else f"with {', '.join(r.redistributes)}")
+            lines.append(f"  {r.op} [{shown_operands(r.signature)}] redistributes its operands {how}: its cost is the "
+                         "library's placement logic and the communication, not the twin's kernel")
+    return lines
 
 
 def twin_lines(rows: tuple[OpRow, ...]) -> list[str]:
@@ -119,6 +150,12 @@ def closure_lines(closure: Closure, against: str = STEP_OVERHEAD) -> list[str]:
     for why, ops in reasons.items():
         lines.append(f"  not priced: {', '.join(f'{op} x{n}' for op, n in ops.items())} a step ({why}): "
                      "their overhead is in the unexplained part")
+    if math.isfinite(closure.in_order_ns) and closure.step_overhead_ns > 0:
+        lines.append(f"  the same calls run back to back in your step's order, whole: {signed(closure.in_order_ns)} ns "
+                     f"a step ({_range(*closure.in_order_ci_ns)}), {closure.in_order_ns / closure.step_overhead_ns:.0%} "
+                     f"of the step's overhead (the rows add each call's undisturbed cost); the rest, "
+                     f"{signed(closure.step_overhead_ns - closure.in_order_ns)} ns, is what they cost more among the "
+                     "step's other work (their code and data colder), or work outside them")
     if closure.extra_nodes or closure.extra_ops:
         named = [f"{name} {n:+d}" for name, n in closure.extra_nodes] + [f"{name} {n:+d}" for name, n in closure.extra_ops]
         lines.append("  your step against its plain twin, a step (autograd nodes backward ran, outermost aten ops): "
@@ -226,7 +263,7 @@ def render(report: StepReport) -> str:
     lines += op_table(report.rows, op_table_baseline(report.timings, report.on_device).overhead_ns) if report.rows else [
         "  none: the step called no __torch_function__ or __torch_dispatch__ of a Tensor subclass"]
     if report.rows:
-        lines += twin_lines(report.rows) + [""] + site_table(report.rows, report.captured)
+        lines += twin_lines(report.rows) + kernel_lines(report.rows) + [""] + site_table(report.rows, report.captured)
     lines += [""] + closure_lines(report.closure, HOST_OVERHEAD if report.on_device else STEP_OVERHEAD)
     if len(report.timings) > 1:
         lines += ["", "batch sweep:"] + sweep_lines(report.timings)
@@ -268,7 +305,12 @@ def _payload(report: StepReport, environment: dict) -> dict:
                      "sites": list(r.sites), "subclass_ns": json_figure(r.subclass_ns),
                      "plain_ns": json_figure(r.plain_ns), "overhead_ns": json_figure(r.overhead_ns),
                      "overhead_ci_ns": [json_figure(v) for v in r.overhead_ci_ns], "cost_ns": json_figure(r.cost_ns),
-                     "not_applicable": r.not_applicable or None, "twin": r.twin or None} for r in report.rows],
+                     "not_applicable": r.not_applicable or None, "twin": r.twin or None,
+                     # where its dispatch ran other aten work than its twin: that work apart (kernels.py)
+                     "own_kernels_ns": json_figure(r.own_kernels_ns),
+                     "own_kernels_ci_ns": [json_figure(v) for v in r.own_kernels_ci_ns],
+                     "dispatch_ns": json_figure(r.dispatch_ns), "kernels": r.kernels or None,
+                     "redistributes": list(r.redistributes)} for r in report.rows],
             "calls": [dataclasses.asdict(call) for call in report.captured.calls],
             "closure": {"step_overhead_ns": json_figure(c.step_overhead_ns), "table_ns": json_figure(c.table_ns),
                         "table_ci_ns": [json_figure(v) for v in c.table_ci_ns],
