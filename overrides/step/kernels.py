@@ -83,10 +83,14 @@ class Kernels:
         return found or ((LOCALLY,) if self.redistributed else ())
 
     def described(self) -> str:
-        """`_to_copy, mm, mul against mm`: what ran inside, short of the views and wrappers' shells."""
-        mine = ", ".join(dict.fromkeys(_short(op.name) for op in self.ops)) or "none"
-        twin = ", ".join(dict.fromkeys(_short(key.split("(")[0]) for key in self.twin_ops)) or "none"
-        return f"{mine} against {twin}"
+        """`_to_copy, mm, mul against mm`: what ran inside, each op once; where the names are the
+        twin's own, with their operands (`mm(f32[16,64], f32[64,64]) against mm(f32[64,64], ...)`)."""
+        mine = list(dict.fromkeys(_short(op.name) for op in self.ops))
+        twin = list(dict.fromkeys(_short(key.split("(")[0]) for key in self.twin_ops))
+        if mine == twin:
+            mine = list(dict.fromkeys(_short(op.key.split("(")[0]) + "(" + op.key.split("(", 1)[1] for op in self.ops))
+            twin = list(dict.fromkeys(_short(key.split("(")[0]) + "(" + key.split("(", 1)[1] for key in self.twin_ops))
+        return f"{', '.join(mine) or 'none'} against {', '.join(twin) or 'none'}"
 
 
 def _short(name: str) -> str:

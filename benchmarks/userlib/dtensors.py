@@ -1,8 +1,7 @@
 """DTensor as FSDP2 and tensor parallel users meet it, on a fake process group of 4 ranks in one
 process (no network, no other processes): a 3-layer MLP whose parameters and inputs are
 Replicate DTensors, trained with SGD (`mlp`), and operand pairs for `bench.py --cases`
-(`pair`: Replicate; `sharded`: a Shard(0) operand beside a Replicate one; `partial`: a sum
-over a sharded dimension, which redistributes).
+(`pair`: Replicate; `sharded`: a Shard(0) operand beside a Replicate one).
 
 In torch 2.13 DTensor's dispatch runs in C++, so its Python `__torch_dispatch__` never runs."""
 import torch
