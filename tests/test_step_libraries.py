@@ -163,3 +163,47 @@ def test_bench_step_on_a_dtensor_step_prints_its_ops_and_the_rest_named(user_fol
     assert out.returncode == 0, out.stderr
     assert "none: the step called no" not in out.stdout and "aten.addmm.default" in out.stdout, out.stdout
     assert "they explain" in out.stdout and "the same calls run back to back in your step's order" in out.stdout
+
+
+RAISING_MODULE = '''
+import torch
+
+
+def at(call, plain):
+    x = torch.randn(4, 4, requires_grad=True)
+    made = [0]
+
+    def step():
+        made[0] += 1
+        if made[0] == call and not plain:
+            raise RuntimeError(f"a shape changed at call {call}")
+        (x * 2).sum().backward()
+        x.grad = None
+
+    return step
+
+
+def second(plain=False):
+    return at(2, plain)
+
+
+def fifth(plain=False):
+    return at(5, plain)
+
+
+def dtensor_second(plain=False):
+    import dtensors  # under torch.distributed, whose tracebacks print each line prefixed [rank0]:
+    dtensors.mesh()
+    return at(2, plain)
+'''
+
+
+@pytest.mark.parametrize("factory", ["second", "fifth", "dtensor_second"])
+def test_a_step_raising_on_a_later_call_is_one_line_and_exit_2(tmp_path, factory):
+    folder = tmp_path / "lib"
+    user_library(folder, raising=RAISING_MODULE)
+    out = bench_in(folder, "--step", f"raising:{factory}", "--min-time", "0.2", "-q")
+    call = 5 if factory == "fifth" else 2
+    assert out.returncode == 2 and out.stderr.count("\n") == 1 and "Traceback" not in out.stderr, out.stderr
+    assert out.stderr.startswith(f"bench.py: error: --step raising:{factory}: your code raised RuntimeError: a shape "
+                                 f"changed at call {call} at raising.py:"), out.stderr

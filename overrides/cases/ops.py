@@ -165,7 +165,12 @@ def not_applicable_reason(case: Case, op: Op) -> str | None:
     except AttributeError as exc:
         owner = getattr(exc, "obj", None)
         if any(owner is operand for operand in operands):
-            return f"{type(owner).__name__} has no .{exc.name}" + (
+            # a name no tensor has, one letter off a method it has, is a typo: said so
+            import torch
+
+            near = did_you_mean(exc.name, dir(owner)) if exc.name and not hasattr(torch.Tensor, exc.name) else ""
+            return f"{type(owner).__name__} has no .{exc.name}" + (near.replace(" did you mean ", " (did you mean .")
+                                                                   .replace("?", "?)") if near else "") + (
                 f"; {case.construction_hint}" if case.construction_hint else "")
     except TypeError as exc:
         if str(exc).startswith("unsupported operand type"):

@@ -38,7 +38,7 @@ from overrides.cases.casenames import (DEFAULT_DEVICE, DEFAULT_DTYPE, DEFAULT_SH
                                        SPEC_FORM, USER_DIR_VARIABLE, Case, Operands, asked_suffix, is_user_spec,
                                        side_spec, split_asked, split_user_spec, twin_of, twinned, user_stem)
 from overrides.cases.seedcases import X_VALUE, Y_VALUE, plain_operands
-from overrides.errors import UsageError
+from overrides.errors import UsageError, did_you_mean
 
 # The signature the notes and errors show for a factory that takes what is asked of it.
 FACTORY_SIGNATURE = 'def pair(shape=(1,), dtype=torch.float32, device="cpu")'
@@ -86,9 +86,10 @@ def lookup(spec: str, module, module_name: str, attribute: str, what: str = "cas
         try:
             value = getattr(value, part)
         except AttributeError:
+            names = [name for name in dir(value) if not name.startswith("_")]
             raise UsageError(
-                f"{what} {spec!r}: module {module_name} has no attribute {attribute!r}; "
-                f"name {expected} as {SPEC_FORM}") from None
+                f"{what} {spec!r}: module {module_name} has no attribute {attribute!r};"
+                f"{did_you_mean(part, names)} name {expected} as {SPEC_FORM}") from None
     return value
 
 

@@ -46,6 +46,19 @@ def add_arguments(parser) -> None:
 
 def run_step(args) -> int:
     """The whole of `--step`: exit 0, or 1 where a step drifts (its figures mix steps)."""
+    from overrides.step.factory import later_calls_said
+
+    say = stderr_progress(args.quiet)
+    if args.instructions:
+        return _run_counts(args, say)
+    with later_calls_said(args.step):
+        if args.compiled:
+            return _run_compiled(args, say)
+        return _run_eager(args, say)
+
+
+def _run_eager(args, say) -> int:
+    """`--step` without --compiled: the timings, op by op, the closure (run_step's docstring)."""
     from overrides.step import output
     from overrides.step.closure import close
     from overrides.step.factory import build_steps, find_factory
@@ -53,11 +66,6 @@ def run_step(args) -> int:
     from overrides.step.optable import price_step
     from overrides.step.timing import DEFAULT_TIME_S, time_steps
 
-    say = stderr_progress(args.quiet)
-    if args.instructions:
-        return _run_counts(args, say)
-    if args.compiled:
-        return _run_compiled(args, say)
     batches = list(dict.fromkeys(args.batch)) if args.batch else [None]
     device = _device(args)
     find_factory(args.step, batches=args.batch is not None, device=device)  # refused before anything runs
@@ -145,6 +153,19 @@ def run_step_compare(args) -> int:
     (overrides/step/comparing.py); exit 0, 1 where the branch regressed or a step drifts, or 3 where a
     later stretch could not run (its rebuild or a step raised: the stretches finished are shown)."""
     from overrides.cases.casenames import SPEC_FORM, is_user_spec
+    from overrides.step.factory import later_calls_said
+
+    not_steps = [name for name in args.compare if not is_user_spec(name)]
+    if not_steps:
+        raise UsageError(f"--compare {' '.join(args.compare)} --step: {not_steps[0]!r} is not a step factory; "
+                         f"name two ({SPEC_FORM}), each called with plain= (docs/step.md)")
+    say = stderr_progress(args.quiet)
+    with later_calls_said(args.compare[0]), later_calls_said(args.compare[1]):
+        return _compare(args, say)
+
+
+def _compare(args, say) -> int:
+    """run_step_compare's work, once its factories are known."""
     from overrides.step import compare_output
     from overrides.step.comparing import STRETCH_S, compare_steps, join_ops
     from overrides.step.factory import build_steps
@@ -152,11 +173,6 @@ def run_step_compare(args) -> int:
     from overrides.step.optable import price_versions
     from overrides.verdicts import REGRESSION
 
-    not_steps = [name for name in args.compare if not is_user_spec(name)]
-    if not_steps:
-        raise UsageError(f"--compare {' '.join(args.compare)} --step: {not_steps[0]!r} is not a step factory; "
-                         f"name two ({SPEC_FORM}), each called with plain= (docs/step.md)")
-    say = stderr_progress(args.quiet)
     base, branch = (build_steps(spec) for spec in args.compare)
     result = compare_steps(base, branch, args.min_time or STRETCH_S, args.threads, None, say,
                            args.threshold_ns, args.threshold_pct)

@@ -11,10 +11,11 @@ Anything else is refused in one line, before a step runs.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import inspect
 import os
-from typing import Callable
+from typing import Callable, Iterator
 
 from overrides.cases.casenames import SPEC_FORM, split_user_spec
 from overrides.cases.usercases import import_module, lookup
@@ -102,3 +103,34 @@ def build_steps(spec: str, batch: int | None = None, device: str | None = None) 
     doc = (getattr(factory, "__doc__", None) or "").strip().splitlines()
     return StepPair(spec, batch, device, plain, subclass, os.path.dirname(os.path.realpath(module.__file__)),
                     doc[0] if doc else "")
+
+
+def _yours(exc: BaseException, user_dir: str) -> str | None:
+    """`file.py:LINE (function)` of the innermost frame under `user_dir` that `exc` passed
+    through, or None where it came from no file of yours."""
+    found, tb = None, exc.__traceback__
+    while tb is not None:
+        path = os.path.realpath(tb.tb_frame.f_code.co_filename)
+        if path.startswith(os.path.join(user_dir, "")):
+            found = f"{os.path.relpath(path, user_dir)}:{tb.tb_lineno} ({tb.tb_frame.f_code.co_name})"
+        tb = tb.tb_next
+    return found
+
+
+@contextlib.contextmanager
+def later_calls_said(spec: str) -> Iterator[None]:
+    """Your factory or step raising on a later call (build_steps ran each step once): one line,
+    a UsageError naming where in your code, instead of a traceback from wherever the tool was
+    (the drift probe, the timing, the op table; under torch.distributed, each line prefixed)."""
+    _, module = find_factory(spec)
+    user_dir = os.path.dirname(os.path.realpath(module.__file__))
+    try:
+        yield
+    except Exception as exc:
+        where = None if isinstance(exc, UsageError) else _yours(exc, user_dir)
+        if where is None:
+            raise
+        first = str(exc).splitlines()[0] if str(exc) else ""
+        raise UsageError(f"--step {spec}: your code raised {type(exc).__name__}{': ' + first if first else ''} at "
+                         f"{where}, on a later call than its first (which ran); fix it, or make the step "
+                         "the same at every call") from None
