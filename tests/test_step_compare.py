@@ -223,3 +223,17 @@ def test_each_stretch_times_steps_built_afresh(user_folder):
     assert stretches >= MIN_STRETCHES
     assert built == ["comparetest:quiet", "comparetest:waiting"] * (stretches - 1)
     assert all(change > 0 for change in result.stretch_changes_ns)  # each stretch sees the wait
+
+
+def test_each_warning_names_its_side_in_an_a_a():
+    """An A/A compares one factory with itself: a warning naming the factory alone does not say
+    which step it is of."""
+    from overrides.step.compare_output import StepCompareReport, warnings
+    from overrides.step.comparing import StepComparison
+
+    steady = tuple(100_000.0 + i for i in range(200))
+    spread = tuple(100_000.0 * (1 + i / 50) for i in range(200))  # p1 to p5 8% of the headline apart: too spread
+    compared = StepComparison("lib:mlp", "lib:mlp", None, (1, 1, 1), steady, spread, spread, (), 1, 1.0, (0.0,) * 8)
+    said = warnings(StepCompareReport(compared, ("", ""), (), ()))
+    assert len(said) == 2 and said[0].startswith("warning: base lib:mlp [subclass step]") and \
+        said[1].startswith("warning: branch lib:mlp [subclass step]"), said

@@ -26,6 +26,13 @@ from overrides.verdicts import NO_CHANGE_CONFIDENCE
 # 2: the change is the mean of the stretches' (each of fresh builds), its interval Student's t
 # over them, and `change.stretches_ns` lists them; 1 took both from one build's samples.
 SCHEMA = "torch-function-overhead/step-compare/2"
+# Why each version's share here is not --step's: three steps take turns here, two there, and the
+# plain twin after a step of yours runs colder than after itself. Beside each other in one
+# process, a DTensor MLP's share read 1.24-1.27x three ways against 1.31-1.35x two ways, 3 of 3
+# (benchmarks/README.md, "Real libraries, priced").
+SHARE_NOTE = ("(each version's overhead and share: against the base's plain twin, the three steps in turn, so the "
+              "plain twin runs after a step of yours more often than under --step, colder: a share here reads a few "
+              "percent of the step lower than --step's; set it beside this mode's shares, and read the change below)")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -125,13 +132,14 @@ def render(report: StepCompareReport) -> str:
     lines = [f"two versions of your step: {described[0]} against {described[1]}{at}, "
              f"{c.threads} thread{'s' if c.threads > 1 else ''}"]
     lines += [f"drift: {line}" for line in c.drift]
-    lines += step_table(c) + [change_line(c), stretches_line(c)]
+    lines += step_table(c) + [SHARE_NOTE, change_line(c), stretches_line(c)]
     if c.incomplete:
         lines.append(f"incomplete: {c.incomplete}; the {len(c.stretch_changes_ns)} finished are judged above")
     lines += [verdict_rule(c.threshold_ns, c.threshold_pct),
               f"(threshold here: {whole(c.threshold)} ns a step; 99% CI {_range(c.change_ci_ns(NO_CHANGE_CONFIDENCE))})"]
     lines += ["", "op by op: each op of either version's __torch_function__ / __torch_dispatch__ in one step, timed "
-              "on the step's own operands, both versions beside one plain twin; overhead a call of each, and the change"]
+              "on the step's own operands in its step's order, beside its plain twins; overhead a call of each, and the "
+              "change"]
     if report.ops:
         lines += op_table(report.ops) + [ops_line(report)] + not_priced(report.ops)
     else:
@@ -142,7 +150,9 @@ def render(report: StepCompareReport) -> str:
 def warnings(report: StepCompareReport) -> list[str]:
     """Drift (once) and each step's spread, one line each, for stderr."""
     c = report.comparison
-    base, branch = c.timing("base"), c.timing("branch")
+    # each named by its side: an A/A's two are the same factory
+    base, branch = (dataclasses.replace(c.timing(which), spec=f"{which} {c.timing(which).spec}")
+                    for which in ("base", "branch"))
     out = step_warnings((base,))
     plain_spread = any(which == "plain" for which, _ in base.too_spread())
     out += [line for line in step_warnings((dataclasses.replace(branch, drift=()),))
