@@ -242,3 +242,27 @@ def test_a_frame_of_the_standard_library_is_not_your_code(tmp_path):
     mine = tmp_path / "mine.py"
     mine.write_text("x = 1\n")
     assert _yours(str(mine))
+
+
+def test_a_graph_that_returns_nothing_and_writes_nothing_is_said_dead_code():
+    """A step that computes and returns nothing: the backend drops its ops, and a compiled figure
+    of nothing must not stand silently beside the eager one; a step that writes in place (an
+    optimizer's update) or returns its loss is no dead code."""
+    import torch
+
+    from overrides.compiled import dynamo
+
+    weight, data = torch.randn(8, 8), torch.randn(4, 8)
+
+    def unused():
+        torch.nn.functional.linear(data, weight).relu()
+
+    def writes():
+        weight.add_(torch.nn.functional.linear(data, weight).sum())
+
+    dead = dynamo.compile_call(unused, backend="eager").record
+    assert dead.graphs == dead.dead_graphs == 1 and any("dead code" in line for line in dead.lines()), dead
+    for live in (writes, lambda: torch.nn.functional.linear(data, weight).relu().sum()):
+        record = dynamo.compile_call(live, backend="eager").record
+        assert record.graphs == 1 and not record.dead_graphs and not any("dead code" in line for line in record.lines())
+    assert dynamo.CompileRecord.from_dict(dead.to_dict()).dead_graphs == 1

@@ -96,6 +96,9 @@ class CompileRecord:
     breaks: tuple[GraphBreak, ...] = ()
     recompiles: tuple[str, ...] = ()  # each recompile's reason, first line
     failure: CompileFailure | None = None
+    # graphs holding ops that return nothing and write to nothing: the backend drops them as dead
+    # code (a step that returns no loss, an op whose result is unused), so nothing is timed
+    dead_graphs: int = 0
 
     @property
     def ok(self) -> bool:
@@ -111,6 +114,10 @@ class CompileRecord:
         if not self.failure and not self.frames:
             out.append("Dynamo compiled no frame: every call ran the function eagerly (as under a "
                        "TorchDispatchMode)")
+        elif not self.failure and self.graphs and self.dead_graphs == self.graphs:
+            out.append(f"{'its graph' if self.graphs == 1 else f'all {self.graphs} graphs'} returns nothing and writes "
+                       "to nothing, so the backend drops its ops as dead code and the compiled figure times none of "
+                       "the work: return the step's loss or output (the eager figure stands)")
         out += [b.line() for b in self.breaks]
         if self.recompiles:
             reasons = "; ".join(dict.fromkeys(self.recompiles))
@@ -127,7 +134,7 @@ class CompileRecord:
         failure = data.get("failure")
         return cls(data["backend"], data["compile_s"], data["frames"], data["graphs"], data["cache_hits"],
                    tuple(GraphBreak(**b) for b in data.get("breaks", ())), tuple(data.get("recompiles", ())),
-                   CompileFailure(**failure) if failure else None)
+                   CompileFailure(**failure) if failure else None, data.get("dead_graphs", 0))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -297,6 +304,33 @@ def compilations() -> int:
     return len(get_compilation_metrics())
 
 
+def _dead(graph) -> bool:
+    """An FX graph whose ops nothing uses: it outputs nothing, and no op writes in place (an
+    optimizer's `add_`, a `copy_` back into an input keep a graph alive without outputs)."""
+    from torch.utils._pytree import tree_flatten
+
+    ops = [n for n in graph.nodes if n.op in ("call_function", "call_method")]
+    outputs = [n for n in graph.nodes if n.op == "output"]
+    returned = tree_flatten(outputs[0].args)[0] if outputs else []
+    writes = any(str(getattr(n.target, "__name__", n.target)).rstrip("'>").endswith("_")
+                 or "setitem" in str(n.target) for n in ops)
+    return bool(ops) and not returned and not writes
+
+
+def _watching(backend: str, seen: list) -> Callable:
+    """`backend` as Dynamo hands it each graph, noting first whether the graph is dead code."""
+    from torch._dynamo import lookup_backend
+
+    compile_graph = lookup_backend(backend)
+
+    @functools.wraps(compile_graph)
+    def watched(gm, example_inputs, **kwargs):
+        seen.append(_dead(gm.graph))
+        return compile_graph(gm, example_inputs, **kwargs)
+
+    return watched
+
+
 def compile_call(fn: Callable, operands: Sequence = (), backend: str = DEFAULT_BACKEND,
                  warm_calls: int = WARM_CALLS, reset: bool = True) -> CompiledCall:
     """`torch.compile(fn, backend=backend)`, called once on `operands` (compiling) and
@@ -314,7 +348,8 @@ def compile_call(fn: Callable, operands: Sequence = (), backend: str = DEFAULT_B
     counters.clear()
     set_compilation_metrics_limit(METRICS_KEPT)
     before = compilations()
-    compiled = torch.compile(fn, backend=backend)
+    graphs_seen: list[bool] = []  # per graph the backend compiled: is it dead code?
+    compiled = torch.compile(fn, backend=_watching(backend, graphs_seen))
     failure = None
     started = time.perf_counter()
     compile_s = float("nan")
@@ -336,7 +371,7 @@ def compile_call(fn: Callable, operands: Sequence = (), backend: str = DEFAULT_B
                        if (m.recompile_reason or "").strip())
     record = CompileRecord(backend, compile_s, len(metrics), sum(1 for m in metrics if m.graph_op_count),
                            hits, graph_breaks(taken.graph_breaks(), dict(counters["graph_break"])),
-                           recompiles, failure)
+                           recompiles, failure, sum(graphs_seen))
     return CompiledCall(None if failure else compiled, record)
 
 
