@@ -490,5 +490,10 @@ def run_compare(args) -> int:
     return 1 if case_comparison.any_regression(outcome.comparisons) else 0
 
 
+# Said where Ctrl-C or SIGTERM stops a mode that keeps nothing of a run before its end (the timing
+# of cases keeps what it measured, and says so itself): one line, exit 130 or 143, no traceback.
+NOTHING_KEPT = "this mode keeps nothing of a run stopped before its end: nothing was printed or written"
+
+
 def main(argv: list[str] | None = None) -> int:
-    return run_command("bench.py", lambda: run(sys.argv[1:] if argv is None else argv))
+    return run_command("bench.py", lambda: run(sys.argv[1:] if argv is None else argv), interrupted=NOTHING_KEPT)

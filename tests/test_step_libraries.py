@@ -207,3 +207,31 @@ def test_a_step_raising_on_a_later_call_is_one_line_and_exit_2(tmp_path, factory
     assert out.returncode == 2 and out.stderr.count("\n") == 1 and "Traceback" not in out.stderr, out.stderr
     assert out.stderr.startswith(f"bench.py: error: --step raising:{factory}: your code raised RuntimeError: a shape "
                                  f"changed at call {call} at raising.py:"), out.stderr
+
+
+@pytest.mark.parametrize("mode, said", [
+    (["--step", "steps:mlp"], "timing the plain step and yours"),
+    (["--instructions", "--cases", "Tensor"], "counting"),
+])
+def test_sigterm_in_a_mode_that_keeps_nothing_is_one_line_and_143(user_folder, mode, said):
+    """SIGTERM (a CI job's timeout) once the mode's work has begun, as its progress says: one
+    line, the terminated status, and no traceback (--instructions and --step raised one, exit 1)."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    from conftest import ROOT
+
+    process = subprocess.Popen([sys.executable, os.path.join(ROOT, "bench.py"), *mode], cwd=user_folder,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    seen = []
+    for line in process.stderr:  # the hand-off: its progress says the work has begun
+        seen.append(line)
+        if said in line:
+            process.send_signal(signal.SIGTERM)
+            break
+    rest = process.stderr.read()
+    assert process.wait(timeout=120) == 143, (seen, rest)
+    assert rest.strip() == ("bench.py: terminated; this mode keeps nothing of a run stopped before its end: nothing "
+                            "was printed or written") and "Traceback" not in rest, rest
