@@ -468,3 +468,40 @@ def test_a_case_that_fails_in_the_batch_is_recorded_alone_and_costs_only_itself(
     assert os.path.exists(tmp_path / "0.svg") and not os.path.exists(tmp_path / "1.svg")
     with pytest.raises(UsageError, match="refuses every op"):
         flamegraph.record_together_or_alone(sys.executable, targets[::-1], seconds=1, stop_at_first=True)
+
+
+STUCK_MODULE = '''
+import os
+import time
+
+import torch
+
+BORN = os.getpid()
+
+
+class Stuck(torch.Tensor):
+    """runs in the process that built it; in a forked child, blocks for good (as OpenMP's pool did)"""
+
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        if os.getpid() != BORN:
+            time.sleep(3600)
+        return super().__torch_function__(func, types, args, kwargs or {})
+
+
+def pair():
+    return torch.ones(1).as_subclass(Stuck), torch.ones(1).as_subclass(Stuck)
+'''
+
+
+@pytest.mark.slow
+def test_a_recorded_loop_that_gets_stuck_is_an_error_not_a_recording(tmp_path):
+    """py-spy ends at its duration and exits 0 while the loop it traced never finished: that is
+    a stuck loop (an SVG of one frame at 100%), said in one line, exit 2, nothing left running."""
+    (tmp_path / "stuck.py").write_text(STUCK_MODULE)
+    out = subprocess.run([sys.executable, os.path.join(ROOT, "pyspybench.py"), "stuck:pair", "--record",
+                          str(tmp_path / "stuck.svg"), "--seconds", "0.5"], cwd=tmp_path, capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 2 and "was still running when py-spy's duration" in out.stderr, out.stderr
+    assert not [line for line in subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout.splitlines()
+                if "stuck:pair" in line]

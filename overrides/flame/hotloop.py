@@ -58,6 +58,11 @@ _PYSPY_TITLE = re.compile(r'(<text id="title"[^>]*>)[^<]*(</text>)')
 # runs at least this many times as long as start-up took, so it holds >= 80% of the samples
 # (5x: 83%; py-spy samples start-up no faster than the loop, 80-85 against 96-112 a second here).
 STARTUP_FACTOR = 5.0
+# Torch's CPU threads under --record, set before anything is built: bench.py times on one (its
+# --threads default), and the loop is forked after its warm-up; a parallel GEMM before the fork
+# starts OpenMP's pool, which is not fork-safe: the child hung, every sample one stack under
+# mkl_blas_sgemm_omp_driver, where py-spy took it for a loop that ran.
+LOOP_THREADS = 1
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -198,7 +203,22 @@ class Program:
         os.close(go_ahead)  # the loop reads the end of the pipe as the go-ahead
         _, status = os.waitpid(recorder, 0)
         code = os.waitstatus_to_exitcode(status)
-        if code == 0 and not _said_finished(finished):  # the loop died, py-spy did not
+        said = _said_finished(finished) if code == 0 else True
+        if said is None:  # stuck: killed, never taken for a loop that ran (its samples are one stuck frame)
+            import signal
+
+            from overrides import children
+
+            for pid in children.descendants(os.getpid()):
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except OSError:
+                    pass
+            print(f"pyspybench.py: error: the hot loop py-spy was recording ({self.title.partition(': ')[0] or 'the cases'}) "
+                  "was still running when py-spy's duration (the loop's seconds and a margin) ended: it was stuck "
+                  "and is killed; what py-spy wrote shows where", file=sys.stderr)
+            code = 2
+        elif code == 0 and not said:  # the loop died, py-spy did not
             from overrides import children
 
             loop = _reaped_loop()
@@ -311,13 +331,14 @@ def traced_now(pid: int) -> bool | None:
 LOOP_WORD_WAIT_S = 5.0
 
 
-def _said_finished(finished: int) -> bool:
-    """Whether the loop said it finished; True too while it still runs (py-spy went first)."""
+def _said_finished(finished: int) -> bool | None:
+    """Whether the loop said it finished (False: it died without saying so); None while it still
+    runs after py-spy, whose duration covers the loop and a margin, has ended: it is stuck."""
     import select
 
     readable, _, _ = select.select([finished], [], [], LOOP_WORD_WAIT_S)
     if not readable:
-        return True  # still running: py-spy ended first, which its own status says
+        return None
     return os.read(finished, 1) == b"1"
 
 
@@ -451,6 +472,12 @@ def from_command_line(argv: list[str] | None = None,
             record = exec_pyspy(args.pyspy or find_pyspy(sys.executable), args.record,
                                 args.format, args.rate or PYSPY_RATE_HZ,
                                 seconds * max(1, len(args.case)) + PACE_MAX_S + DURATION_MARGIN_S)
+        if record:
+            # before any operand or step is built: --record forks the loop, and OpenMP's pool,
+            # once started, does not survive a fork (torchao's int8 F.linear hung in the child)
+            import torch
+
+            torch.set_num_threads(LOOP_THREADS)
         if args.step:
             loops = [step_loop(args.step, args.plain, args.nreps, seconds or DEFAULT_SECONDS)]
         else:

@@ -14,16 +14,14 @@ from __future__ import annotations
 
 import contextlib
 
-from overrides.flame.hotloop import HotLoop, frame_name, step_name
+from overrides.flame.hotloop import LOOP_THREADS, HotLoop, frame_name, step_name
 
 # One step a turn: a step is ~0.1-10 ms, so the loop's own cost per turn (~50 ns) is nothing,
 # and a 50-step turn of a slow step would overrun --seconds by seconds.
 STEP_UNROLL = 1
 # Torch's CPU threads while the step is recorded: bench.py --step times it on one (its --threads
-# default), and --record forks the loop after a warm-up: a step that ran a parallel GEMM on
-# OpenMP's pool before the fork hung in the child (libgomp's pool is not fork-safe), every
-# sample one stack under mkl_blas_sgemm_omp_driver.
-STEP_THREADS = 1
+# default), with or without --record (hotloop.LOOP_THREADS says why --record needs it).
+STEP_THREADS = LOOP_THREADS
 
 
 def prepare(spec: str, plain: bool, nreps: int | None, seconds: float) -> HotLoop:
