@@ -235,3 +235,22 @@ def test_sigterm_in_a_mode_that_keeps_nothing_is_one_line_and_143(user_folder, m
     assert process.wait(timeout=120) == 143, (seen, rest)
     assert rest.strip() == ("bench.py: terminated; this mode keeps nothing of a run stopped before its end: nothing "
                             "was printed or written") and "Traceback" not in rest, rest
+
+
+def test_a_wrapper_without_flatten_is_copied_by_its_own_clone_and_not_counted_twice(user_folder):
+    """MaskedTensor has no __tensor_flatten__ but a clone() of its own kind: its ops replay on
+    that copy (they were all n/a). Its sum's backward sends ops through its dispatch, each a row of
+    its own, so the sum is timed forward alone: with its backward too, the table read 166% of the
+    step, every backward op counted twice."""
+    from overrides.step.factory import build_steps
+    from overrides.step.hooks import capture_step
+    from overrides.step.optable import backward_seed
+
+    pair = build_steps("masked:step")
+    captured = capture_step(pair.subclass, pair.user_dir)
+    assert captured.replays and not [(r.op, r.not_applicable) for r in captured.replays if r.not_applicable]
+    # copying an operand (its clone() runs its __torch_function__) is no call of the step's
+    assert not [c for c in captured.calls if c.op == "torch.Tensor.clone"], captured.calls
+    summed = next(r for r in captured.replays if r.op == "torch.Tensor.sum")
+    assert summed.grad_enabled and backward_seed(summed) is None
+    assert "__torch_dispatch__" in {c.kind for c in captured.calls if c.op == "aten.expand.default"}  # a row of its own

@@ -143,8 +143,16 @@ def _wrapper_copy(value: torch.Tensor) -> torch.Tensor:
 
     cls = type(value)
     if not is_traceable_wrapper_subclass(value):
-        raise _NotReplayable(f"{cls.__name__} is a wrapper subclass (it defines __torch_dispatch__) without "
-                             "__tensor_flatten__: no copy of it can be made to replay its ops on")
+        # its own clone() where it gives one of its kind (MaskedTensor's does): a copy as it makes them
+        try:
+            with torch.no_grad():
+                copy = value.detach().clone()
+        except Exception:
+            copy = None
+        if type(copy) is not cls:
+            raise _NotReplayable(f"{cls.__name__} is a wrapper subclass (it defines __torch_dispatch__) without "
+                                 "__tensor_flatten__: no copy of it can be made to replay its ops on")
+        return copy.requires_grad_(value.requires_grad) if value.requires_grad and copy.is_leaf else copy
     names, meta = value.__tensor_flatten__()
     # DTensor names its device mesh among them: what is no tensor is passed on as it is
     inner = {name: getattr(value, name) for name in names}
@@ -336,8 +344,15 @@ def _dispatch_mode(recorder: _Recorder):
             wrapper = first_wrapper(args, kwargs)
             if wrapper is None:
                 return func(*args, **kwargs)
-            # below autograd: replayed forward alone, grad off (backward's ops are rows of their own)
-            recorder.record("__torch_dispatch__", type(wrapper), func, args, kwargs, sys._getframe(1), False)
+            # below autograd: replayed forward alone, grad off (backward's ops are rows of their own);
+            # the profile hook set aside meanwhile: copying an operand (MaskedTensor's clone()) calls
+            # its class's __torch_function__, which is the recorder's, not the step's
+            profiler = sys.getprofile()
+            sys.setprofile(None)
+            try:
+                recorder.record("__torch_dispatch__", type(wrapper), func, args, kwargs, sys._getframe(1), False)
+            finally:
+                sys.setprofile(profiler)
             recorder.open.append((None, "__torch_dispatch__"))
             try:
                 return func(*args, **kwargs)

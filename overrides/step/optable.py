@@ -26,7 +26,7 @@ import torch
 from overrides.clock import stats
 from overrides.clock.timer import Target, TimerConfig, time_targets
 from overrides.step import kernels
-from overrides.step.hooks import ON_A_LEAF, Captured, Replay, short_op
+from overrides.step.hooks import ON_A_LEAF, Captured, Replay, first_wrapper, short_op
 from overrides.step.kernels import Kernels
 from overrides.step.sequence import TOTAL, Call, time_sequences
 
@@ -109,7 +109,31 @@ def backward_seed(replay: Replay) -> torch.Tensor | None:
         return None
     if not isinstance(out, torch.Tensor) or out.grad_fn is None or not out.is_floating_point():
         return None
-    return torch.ones(out.shape, dtype=out.dtype, device=out.device)
+    seed = torch.ones(out.shape, dtype=out.dtype, device=out.device)
+    return None if _backward_dispatches(replay, seed) else seed
+
+
+def _backward_dispatches(replay: Replay, seed: torch.Tensor) -> bool:
+    """Whether the op's backward, on your copies, sends ops through a subclass's dispatch: those
+    ops are rows of their own (hooks.py records them in the step's backward), so the op is timed
+    forward alone, never twice (MaskedTensor's sum: its backward's expand and unsqueeze)."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    seen = []
+
+    class Watch(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            if first_wrapper(args, kwargs or {}) is not None:
+                seen.append(func)
+            return func(*args, **(kwargs or {}))
+
+    try:
+        out = replay.func(*replay.subclass_args, **replay.subclass_kwargs)
+        with Watch(), torch._C.DisableTorchFunctionSubclass():
+            torch.autograd.backward(out, seed)
+    except Exception:  # the timing says how it fails
+        return False
+    return bool(seen)
 
 
 def on_cuda(values) -> torch.Tensor | None:
