@@ -26,13 +26,6 @@ from overrides.verdicts import NO_CHANGE_CONFIDENCE
 # 2: the change is the mean of the stretches' (each of fresh builds), its interval Student's t
 # over them, and `change.stretches_ns` lists them; 1 took both from one build's samples.
 SCHEMA = "torch-function-overhead/step-compare/2"
-# Why each version's share here is not --step's: three steps take turns here, two there, and the
-# plain twin after a step of yours runs colder than after itself. Beside each other in one
-# process, a DTensor MLP's share read 1.24-1.27x three ways against 1.31-1.35x two ways, 3 of 3
-# (benchmarks/README.md, "Real libraries, priced").
-SHARE_NOTE = ("(each version's overhead and share: against the base's plain twin, the three steps in turn, so the "
-              "plain twin runs after a step of yours more often than under --step, colder: a share here reads a few "
-              "percent of the step lower than --step's; set it beside this mode's shares, and read the change below)")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -132,7 +125,7 @@ def render(report: StepCompareReport) -> str:
     lines = [f"two versions of your step: {described[0]} against {described[1]}{at}, "
              f"{c.threads} thread{'s' if c.threads > 1 else ''}"]
     lines += [f"drift: {line}" for line in c.drift]
-    lines += step_table(c) + [SHARE_NOTE, change_line(c), stretches_line(c)]
+    lines += step_table(c) + [change_line(c), stretches_line(c)]
     if c.incomplete:
         lines.append(f"incomplete: {c.incomplete}; the {len(c.stretch_changes_ns)} finished are judged above")
     lines += [verdict_rule(c.threshold_ns, c.threshold_pct),

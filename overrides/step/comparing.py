@@ -45,7 +45,7 @@ from overrides.errors import UsageError
 from overrides.step import drift
 from overrides.step.factory import StepPair, build_steps
 from overrides.step.optable import OpRow
-from overrides.step.timing import SAME_COUNT, StepTiming, alternate, step_label
+from overrides.step.timing import EAGER_LEAD, SAME_COUNT, StepTiming, alternate, step_label
 from overrides.figures import signed, whole
 from overrides.verdicts import (DECIDED, DEFAULT_THRESHOLD_NS, DEFAULT_THRESHOLD_PCT, NO_CHANGE_CONFIDENCE, judge,
                                 threshold_for)
@@ -186,7 +186,7 @@ def compare_steps(base: StepPair, branch: StepPair, time_s: float = STRETCH_S, t
                 counts, more = alternate((base.plain, base.subclass, branch.subclass), time_s, pairs, say,
                                          f"{label}, stretch {stretch + 1}",
                                          what="the plain twin, the base and the branch",
-                                         same_count=SAME_COUNT, counts=counts)
+                                         lead=EAGER_LEAD, same_count=SAME_COUNT, counts=counts)
             except Exception as exc:  # a later stretch's build or step: the ones finished stand
                 if not stretch:
                     raise

@@ -44,6 +44,13 @@ PROGRESS_EVERY_NS = 1_000_000_000
 # its second copy 1-3% faster eager and 1-4% compiled, in every run, whatever the order; with one
 # untimed step before each sample, within about 1%. Two eager steps alone need none (A/A +-0.4%).
 LEAD_STEP = True
+# So also eager steps, with --step and --compare --step alike: each sample follows one untimed
+# step of its own, as each step of a training loop follows one of its own. Without it, three
+# steps in turn (--compare) never ran a step after itself, and the plain twin, run after the
+# DTensor steps, read colder than under --step (two in turn, each after itself half the time):
+# a DTensor MLP's share read 1.06-1.08x in --compare against 1.19-1.23x in --step, one process;
+# with it, 1.25x (benchmarks/README.md, "Real libraries, priced").
+EAGER_LEAD = True
 # Two versions of your step compared (--compare A B --step): the first step of a sample, after
 # another step ran, is slower than the ones after it, so a step sampled 2 at a time reads faster
 # a step than one sampled alone. With each its own count, a version that waits 20 us a call more
@@ -230,7 +237,7 @@ def time_steps(pair: StepPair, time_s: float = DEFAULT_TIME_S, threads: int = 1,
         for line in drifts:
             say(line)
         steps, (plain, subclass) = alternate((pair.plain, pair.subclass), time_s, pairs, say, label,
-                                             same_count=SAME_COUNT)
+                                             lead=EAGER_LEAD, same_count=SAME_COUNT)
     finally:
         torch.set_num_threads(previous_threads)
     return StepTiming(pair.spec, pair.batch, steps, plain, subclass, tuple(drifts), threads,
