@@ -72,6 +72,8 @@ def _run_eager(args, say) -> int:
     timings, on_device, first = [], [], None
     for batch in batches:
         pair = build_steps(args.step, batch, device)
+        if first is None and say:
+            say(f"{args.step}: {_estimate(pair, args.min_time or DEFAULT_TIME_S, len(batches), args.threads)}")
         first = first or pair
         if device is not None and device.startswith("cuda"):
             from overrides.step.device import time_on_device
@@ -91,6 +93,38 @@ def _run_eager(args, say) -> int:
     _show(args, output.StepReport(args.step, first.description, tuple(timings), captured, rows, closure,
                                   on_device=tuple(on_device)))
     return 1 if any(t.drift for t in timings) else 0
+
+
+# What a run costs beside its steps: the drift probe's collections, the capture and its replays'
+# copies, the profiler's start for the closure (~5-7 s on a DTensor MLP, whose steps take 2 ms)
+ESTIMATE_FIXED_S = 6.0
+
+
+def _estimate(pair, time_s: float, batches: int, threads: int) -> str:
+    """How long the run will take, from the fastest of three steps of each timed now: the drift probe's steps, the
+    timing (each sample after a step of its own), the ops in order and the closure's two steps."""
+    from overrides.clock.timer import clock_ns
+    from overrides.step import drift
+    from overrides.step.optable import DEFAULT_SEQUENCE_S
+
+    import torch
+
+    rounds, previous = [], torch.get_num_threads()
+    torch.set_num_threads(threads)  # as timed: two threads on a busy 2-CPU machine ran a step 100x slower
+    try:
+        for _ in range(3):  # the fastest of three: a library's first steps fill its caches
+            started = clock_ns()
+            pair.plain()
+            pair.subclass()
+            rounds.append((clock_ns() - started) / 1e9)
+    finally:
+        torch.set_num_threads(previous)
+    both_s = min(rounds)
+    total_s = (batches * (drift.PROBE_STEPS * both_s + 2 * time_s) + 2 * DEFAULT_SEQUENCE_S + 3 * both_s
+               + ESTIMATE_FIXED_S)
+    return (f"a step takes {both_s * 1e3:,.1f} ms plain and yours together: about {total_s:,.0f} s in all "
+            f"(its warm-up and drift probe, {2 * time_s:g} s of timing{f' at each of {batches} batches' if batches > 1 else ''}, "
+            "then op by op)")
 
 
 def _run_counts(args, say) -> int:
