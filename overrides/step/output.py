@@ -88,9 +88,9 @@ def kernel_lines(rows: tuple[OpRow, ...]) -> list[str]:
         for r in split:
             body.append([r.op, shown_operands(r.signature), signed(r.overhead_ns), signed(r.own_kernels_ns),
                          _range(*r.own_kernels_ci_ns), signed(r.dispatch_ns), _range(*r.dispatch_ci_ns), r.kernels])
-        lines += ["", "where the overhead goes, for ops your subclass runs other aten work for than its twin: its own "
-                  "kernels (that work, less the twin's op; forward, grad off) apart from dispatch (the rest: Python, "
-                  "the library's logic, wrapping)"] + ruled(body)
+        lines += ["", "where the overhead goes, for ops whose dispatch runs aten work other than the twin's: your "
+                  "subclass's own kernels (that work less the twin's op; forward, grad off) apart from dispatch (the "
+                  "rest: Python, the library's logic, wrapping)"] + ruled(body)
     priced = [r for r in rows if not math.isnan(r.cost_ns) and not math.isnan(r.own_kernels_ns)]
     if priced:
         kernels_ns = sum(r.calls * r.own_kernels_ns for r in priced)
