@@ -254,3 +254,25 @@ def test_a_wrapper_without_flatten_is_copied_by_its_own_clone_and_not_counted_tw
     summed = next(r for r in captured.replays if r.op == "torch.Tensor.sum")
     assert summed.grad_enabled and backward_seed(summed) is None
     assert "__torch_dispatch__" in {c.kind for c in captured.calls if c.op == "aten.expand.default"}  # a row of its own
+
+
+def test_ops_with_no_plain_twin_have_their_dispatch_priced_against_their_kernels(user_folder):
+    """NestedTensor's ragged dimension has no plain twin, so its ops' overhead is unknown (they
+    were n/a, and the table explained 0% of a +1.2 ms step); their dispatch is known all the same:
+    your op less the aten work its dispatch runs on its values."""
+    from overrides.step.closure import close
+    from overrides.step.factory import build_steps
+    from overrides.step.hooks import capture_step
+    from overrides.step.optable import price_step
+
+    pair = build_steps("jagged:step")
+    rows = price_step(capture_step(pair.subclass, pair.user_dir), time_s=0.3).rows
+    alone = [r for r in rows if r.mine_only and not r.nested]
+    assert alone and all("ragged dimension" in r.not_applicable for r in alone)
+    linear = next(r for r in alone if r.op == "torch.nn.functional.linear")
+    assert linear.kernels == "linear" and 0 < linear.kernels_ns < linear.subclass_ns, linear  # on its values
+    assert linear.dispatch_ns == pytest.approx(linear.subclass_ns - linear.kernels_ns)
+    queries = [r for r in alone if r.op == "aten.sym_size.default"]  # no aten work at all: all dispatch
+    assert queries and all(r.kernels_ns == 0.0 and r.dispatch_ns == r.subclass_ns for r in queries)
+    closure = close(1e6, (0.9e6, 1.1e6), rows, pair.plain, pair.subclass)
+    assert closure.dispatch_alone_ns == pytest.approx(sum(r.calls * r.dispatch_ns for r in alone))
