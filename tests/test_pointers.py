@@ -30,8 +30,9 @@ _BARE_ANCHOR = re.compile(r"(?<![\w./-])((?:[\w.-]+/)*[\w.-]+\.md)#([\w-]+)")
 # quote closes where no letter follows it, so "Where a verdict's seconds go" stays whole.
 _NAMED = re.compile(r"(?<![\w./-])((?:[\w.-]+/)*(?:[\w.-]+\.md|README))(?:'s)?[,:]?[ ]\(?"
                     r"(['\"])(.+?)\2(?![A-Za-z])")
-# A section of the same Markdown file: `see "Name" above`, `'Name' below`.
-_HERE = re.compile(r"(['\"])([A-Z][^'\"]{2,}?)\1(?![A-Za-z]),? (?:above|below)\b")
+# A section of the same Markdown file, or a paragraph's bold lead: `see "Name" above`, `'Name' below`.
+_HERE = re.compile(r"(\"|'(?=[A-Z]))([A-Z](?:(?!\1).){2,}?)\1(?![A-Za-z]),? (?:above|below)\b")
+_BOLD_LEAD = re.compile(r"^\*\*(.+?)\*\*", re.M)
 
 
 # Sections named before they are written: each entry is removed when its section lands (the
@@ -143,7 +144,8 @@ def broken_pointers(root: str = ROOT, pending=frozenset()) -> list[str]:
                         path, _, anchor = link.partition("#")
                         links.append((path or os.path.basename(rel), anchor, link))
                 for quote, name in _HERE.findall(prose):
-                    if not any(_plain(h).startswith(name) for h in headings(text)):
+                    leads = headings(text) + _BOLD_LEAD.findall(_FENCE.sub("", text))
+                    if not any(_plain(lead).startswith(name) for lead in leads):
                         broken.append(f"{rel}: {quote}{name}{quote} (no such heading here)")
             else:
                 links += [(path, anchor, f"{path}#{anchor}") for path, anchor in _BARE_ANCHOR.findall(prose)]
@@ -193,7 +195,8 @@ def test_the_check_finds_made_up_broken_pointers(tmp_path):
         "[gone](docs/gone.md), [wrong](docs/timing.md#how-sure), [here](#quick-start), "
         "[not here](#slow-start) and `[code](docs/nothing.md)`.\n"
         "```\n[in a fence](docs/nothing.md)\n```\n"
-        "As said in \"Quick start\" above, and in 'Slow start' below.\n")
+        "As said in \"Quick start\" above, and in 'Slow start' below; see \"The tool's lead\" above\n"
+        "and \"The tool's end\" below.\n\n**The tool's lead.** A paragraph.\n")
     (tmp_path / "docs" / "timing.md").write_text("# Timing\n## How sure is a number?\n"
                                                  "Back to the [README](../README.md#tool).\n")
     (tmp_path / "benchmarks" / "history.md").write_text("# Earlier\n## Docstring figures (moved)\n")
@@ -207,6 +210,7 @@ def test_the_check_finds_made_up_broken_pointers(tmp_path):
         "Y = \"report.md's 'Where the time went'\"  # a file the tool writes\n")
     assert broken_pointers(str(tmp_path)) == sorted([
         "README.md: 'Slow start' (no such heading here)",
+        "README.md: \"The tool's end\" (no such heading here)",
         "README.md: docs/gone.md (no such file)",
         "README.md: docs/timing.md#how-sure (no such anchor)",
         "README.md: #slow-start (no such anchor)",

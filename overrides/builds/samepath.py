@@ -377,7 +377,7 @@ def prime(where: Placement, extra_path: str = "") -> float:
         # One process primes a cache at a time. Two bench.py runs started at once on a fresh cache
         # (a test counting a step twice, CI jobs on one runner) both primed it, and the workers
         # started while the other prime still ran counted a step up to 1.5% apart from every
-        # later worker (benchmarks/README.md, 'Two runs at once on a fresh cache').
+        # later worker (benchmarks/history.md, 'Two runs at once on a fresh cache').
         lock_file = os.path.join(os.path.dirname(_bind_source(where.prime_key, "pycache")), PRIME_LOCK)
         with one_process_at_a_time(lock_file):
             if not still_primed(where, extra_path):
