@@ -17,7 +17,7 @@ something smaller than a slow spell. Over whole busy runs the floor still held m
 of the samples p2 needs, in every run (six runs kept by `benchmarks/headline_stats.py`). The
 10th percentile, the first choice, sits on the edge of that floor: in some of those runs it slid
 off it, and its spread across the runs was wider than the 2nd percentile's (figures:
-benchmarks/README.md, 'Docstring figures'). p2 stays on the floor while at least 2% of samples
+benchmarks/history.md, 'Docstring figures'). p2 stays on the floor while at least 2% of samples
 are undisturbed, and with the ~2,000 samples a case gets it still rests on ~40 of them, not one.
 """
 

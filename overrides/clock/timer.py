@@ -5,7 +5,7 @@ How it times, and why:
   the loop's own cost is spread over many calls; the operands and `torch` are fast locals.
 - The clock is `time.perf_counter_ns` (integer nanoseconds; a read is far from free in a VM,
   but it is paid once per sample of ~1 ms, so it is lost in the noise after the empty-loop
-  subtraction; figures: benchmarks/README.md, 'Docstring figures').
+  subtraction; figures: benchmarks/history.md, 'Docstring figures').
 - The same generated function with an empty body is timed alongside, and its undisturbed cost
   (loop turns plus the two clock reads: the same low quantile of the empty samples as the
   headline takes of the real ones) is removed from every sample; the output says so.

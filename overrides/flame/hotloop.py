@@ -244,7 +244,7 @@ class Program:
     def done(self) -> None:
         """Leave at once: tearing torch down takes time, which a profiler sampling the whole
         process (the seed command) would count against the loop's share (figures:
-        benchmarks/README.md, 'Docstring figures')."""
+        benchmarks/history.md, 'Docstring figures')."""
         sys.stdout.flush()
         sys.stderr.flush()
         if _FINISHED is not None:
@@ -507,5 +507,5 @@ def default_seconds(started_s_ago: float) -> float:
     """How long the loop runs when not told: DEFAULT_SECONDS, or long enough that a profiler
     sampling since the process started (`py-spy record -- python pyspybench.py CASE`) finds the
     loop in at least ~80% of its samples: start-up under py-spy --native took seconds, a large
-    part of a short loop's recording (figures: benchmarks/README.md, 'Docstring figures')."""
+    part of a short loop's recording (figures: benchmarks/history.md, 'Docstring figures')."""
     return max(DEFAULT_SECONDS, STARTUP_FACTOR * started_s_ago)
