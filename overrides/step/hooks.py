@@ -34,7 +34,6 @@ import torch
 from torch.overrides import resolve_name
 from torch.utils._pytree import tree_flatten
 
-
 HOOKS = ("__torch_function__", "__torch_dispatch__")
 SIGNATURE_CHARS = 60  # an op's operands, as dtype[shape] ..., cut to this in the table
 # Ops replayed on a leaf copy of their operand, not on the step's graph: backward through the
