@@ -278,3 +278,14 @@ def test_ops_with_no_plain_twin_have_their_dispatch_priced_against_their_kernels
     closure = close(1e6, (0.9e6, 1.1e6), rows, pair.plain, pair.subclass)
     assert closure.dispatch_alone_ns == pytest.approx(sum(r.calls * r.dispatch_ns for r in alone
                                                           if math.isfinite(r.dispatch_ns)))
+
+
+def test_misspelt_factories_and_methods_get_a_did_you_mean(user_folder):
+    """`dtensors:mlpp` was "no attribute" alone, and `--op "x.detah()"` ran as `n/a: DTensor has no
+    .detah`; an attribute your own code reads (units.py's `.unit`) is no typo of the op's."""
+    factory = bench_in(user_folder, "--step", "dtensors:mlpp")
+    assert factory.returncode == 2 and "has no attribute 'mlpp'; did you mean mlp?" in factory.stderr, factory.stderr
+    case = bench_in(user_folder, "--cases", "units:pairr")
+    assert case.returncode == 2 and "did you mean pair?" in case.stderr, case.stderr
+    method = bench_in(user_folder, "--cases", "units:pair", "--op", "x.detah()", "-n", "5", "-m", "5", "-q")
+    assert "n/a: UnitTensor has no .detah (did you mean .detach?)" in method.stdout, method.stdout
