@@ -159,7 +159,8 @@ def main() -> None:
                                       "stopped": stopped, "slow": slow, "base": args.base})
 
     print(f"bench.py vs the seed method, {args.k} invocations each, alternating, one run")
-    print(f"{'method':15s} {'wall s (median)':>16s} {'wall s (range)':>16s} {'/ seed (median, max)':>21s}  stopped, marked slow")
+    print(f"{'method':15s} {'wall s (median)':>16s} {'wall s (range)':>16s} "
+          f"{'/ seed (median, max)':>21s}  stopped, marked slow")
     for method in walls:
         w = walls[method]
         ratios = [mine / seed for mine, seed in zip(w, walls["seed"])]

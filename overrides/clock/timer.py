@@ -90,17 +90,25 @@ DEFAULT_MIN_TIME_S = 3.0  # per target, when no precision is asked for (TimerCon
 # machine finishes early; a busy one, whose samples spread, keeps sampling up to the cap.
 # Chosen in benchmarks/seed_vs_bench.py (see benchmarks/README.md).
 # Before the cap, rounds also stop once more samples no longer narrow what the figures can say
-# (TimerConfig.drift_stop, stopped "drift"): the headlines moved between the first and second
+# (TimerConfig.drift_max_width, stopped "drift"): the headlines moved between the first and second
 # half of the run by more than sampling explains (stats.drift, all targets together, as the
-# machine moves them) and every target's interval is already within that move. The 95%
-# interval covers sampling alone, as if the machine kept one speed; more samples narrow it, not
-# the machine's move, which is the larger part once it is the wider. Where no case reached
-# +-0.2%, every run sampled to the cap, and a headline known to +-0.2% moved by several percent
-# when the machine changed speed (figures: benchmarks/README.md, '`bench.py` within a third of
-# the seed method's time').
+# machine moves them) and every target's interval is already within that move and within
+# DRIFT_MAX_WIDTH. The 95% interval covers sampling alone, as if the machine kept one speed;
+# more samples narrow it, not the machine's move, which is the larger part once it is the
+# wider. Where no case reached +-0.2%, every run sampled to the cap, a headline known to +-0.2%
+# moved by several percent when the machine changed speed, and the figures spread as much
+# across runs cut at the floor as at the cap (figures: benchmarks/README.md, '`bench.py` within
+# a third of the seed method's time').
 DEFAULT_PRECISION = 0.002
-STOP_FLOOR_S = 1.0
+# Replayed on 10 runs kept whole (the cap), cutting each where a floor would have: the figures
+# spread across the runs alike at 0.75, 1, 1.5 s and the cap (see the section above), and the
+# floor is most of bench.py's time once the drift rule stops it near there.
+STOP_FLOOR_S = 0.75
 DEFAULT_MAX_TIME_S = 3.0
+# The widest interval (half of it, relative) a drift stop leaves on a figure: within the 1-2% two
+# runs of one build agree to (docs/timing.md). A run whose halves straddle a change of the
+# machine's speed by 60% saw a move that large and read +-8-34% at its floor; it samples on.
+DRIFT_MAX_WIDTH = 0.01
 PRECISION_CHECK_EVERY_NS = 200_000_000  # sorting every target's samples costs ~1 ms
 PROGRESS_EVERY_NS = 1_000_000_000  # progress callback cadence
 # A reference target (overrides/clock/speed.py: the run's speed) takes one sample every this
@@ -155,9 +163,10 @@ class TimerConfig:
     # after min_time_s and at the latest after max_time_s per target. None: no such rule.
     precision: float | None = None
     max_time_s: float | None = None
-    # With a precision: also stop before the cap once the machine's own movement, not sampling,
-    # limits every figure (see DEFAULT_PRECISION); False samples on to the precision or the cap.
-    drift_stop: bool = True
+    # With a precision: also stop before the cap once the machine's own move, not sampling,
+    # limits every figure, each interval within this (see DEFAULT_PRECISION, DRIFT_MAX_WIDTH);
+    # None samples on to the precision or the cap.
+    drift_max_width: float | None = DRIFT_MAX_WIDTH
     # On a CUDA device, also time the synchronized cost and the GPU's own per call (each sample,
     # beside the host's: overrides/clock/cuda.py). The A/B workers judge on the host's alone.
     device_figures: bool = True
@@ -357,14 +366,16 @@ class _Slot:
 
 def _why_stop(live: list[_Slot], config: TimerConfig) -> str | None:
     """"precision" when every headline is within config.precision, "drift" when the machine's
-    move between the run's halves is seen and every interval lies within it (see
-    DEFAULT_PRECISION), else None: more samples still narrow what the figures say."""
+    move between the run's halves is seen and every interval lies within it and within
+    config.drift_max_width (see DEFAULT_PRECISION), else None: more samples still narrow what the
+    figures say."""
     widths = [slot.precision() for slot in live]
     if all(width <= config.precision for width in widths):
         return "precision"
-    if config.drift_stop:
+    if config.drift_max_width is not None:
         moved = stats.drift([slot.raw_ns for slot in live])
-        if moved is not None and moved.seen and all(width <= abs(moved.shift) for width in widths):
+        limit = min(abs(moved.shift), config.drift_max_width) if moved is not None else 0.0
+        if moved is not None and moved.seen and all(width <= limit for width in widths):
             return "drift"
     return None
 
