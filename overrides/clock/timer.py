@@ -95,14 +95,14 @@ DEFAULT_MIN_TIME_S = 3.0  # per target, when no precision is asked for (TimerCon
 # machine moves them) and every target's interval is already within that move and within
 # DRIFT_MAX_WIDTH. The 95% interval covers sampling alone, as if the machine kept one speed;
 # more samples narrow it, not the machine's move, which is the larger part once it is the
-# wider. Where no case reached +-0.2%, every run sampled to the cap, a headline known to +-0.2%
-# moved by several percent when the machine changed speed, and the figures spread as much
-# across runs cut at the floor as at the cap (figures: benchmarks/README.md, '`bench.py` within
-# a third of the seed method's time').
+# wider. Where no case reached +-0.2%, every run sampled to the cap, and a headline known to
+# +-0.2% moved by several percent when the machine changed speed; runs cut where this rule
+# stops spread a little more across runs than runs sampled to the cap, and less than the seed
+# method's (figures: benchmarks/README.md, '`bench.py` within a third of the seed method's time').
 DEFAULT_PRECISION = 0.002
-# Replayed on 10 runs kept whole (the cap), cutting each where a floor would have: the figures
-# spread across the runs alike at 0.75, 1, 1.5 s and the cap (see the section above), and the
-# floor is most of bench.py's time once the drift rule stops it near there.
+# Most of bench.py's time once the drift rule stops near it: 0.75 s a case keeps the run within
+# a third of the seed method's time where the seed takes ~21 s (1 s did not, by turns); runs cut
+# at 0.75 and 1 s spread alike across runs (benchmarks/stop_replay.py, the section above).
 STOP_FLOOR_S = 0.75
 DEFAULT_MAX_TIME_S = 3.0
 # The widest interval (half of it, relative) a drift stop leaves on a figure: within the 1-2% two
