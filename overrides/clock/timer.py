@@ -98,7 +98,7 @@ DEFAULT_MIN_TIME_S = 3.0  # per target, when no precision is asked for (TimerCon
 # wider. Where no case reached +-0.2%, every run sampled to the cap, and a headline known to
 # +-0.2% moved by several percent when the machine changed speed; runs cut where this rule
 # stops spread a little more across runs than runs sampled to the cap, and less than the seed
-# method's (figures: benchmarks/README.md, '`bench.py` within a third of the seed method's time').
+# method's (figures: benchmarks/README.md ("bench.py within a third of the seed method's time").
 DEFAULT_PRECISION = 0.002
 # Most of bench.py's time once the drift rule stops near it: 0.75 s a case keeps the run within
 # a third of the seed method's time where the seed takes ~21 s (1 s did not, by turns); runs cut
