@@ -13,9 +13,11 @@ import os
 from typing import Callable, Sequence
 
 from overrides import children, case_comparison, run_report, results
+from overrides.builds.keep import Kept
 from overrides.comparison_settings import UNPAIRED, ComparisonSettings, CountSettings
 from overrides.errors import UsageError
-from overrides.files import write_json_atomic, write_text_atomic
+from overrides.files import write_text_atomic
+from overrides.review.manifest import Flamegraph
 from overrides.review.sides import ROLES, Side, live_folder
 
 
@@ -89,9 +91,8 @@ def measure(sides: Sequence[Side], case_names: Sequence[str] | None, op: str | N
             # An interpreter: kept as record.sh would, so flamegraphs land beside it.
             folder = live_folder(runs_dir, side.role, [s.label for s in sides])
             recorder = record.Recorder(runs_dir, folder, side.python, names, op, say)
-            recorder.manifest.update(results=f"{folder}.json", text=f"{folder}.txt",
-                                     measured_by="paired A/B in report.sh",
-                                     kept={"skipped": "measured by report.sh from an interpreter"})
+            recorder.update(results=f"{folder}.json", text=f"{folder}.txt", measured_by="paired A/B in report.sh",
+                            kept=Kept(skipped="measured by report.sh from an interpreter"))
             results.save(runs[side.role], recorder.path(f"{folder}.json"))
             write_text_atomic(recorder.path(f"{folder}.txt"), run_report.table(runs[side.role]) + "\n")
             recorder.save()
@@ -114,9 +115,7 @@ def measure(sides: Sequence[Side], case_names: Sequence[str] | None, op: str | N
                 instructions=bool(ab_config.instruction_seeds),
                 seeds=ab_config.instruction_seeds, keep_build=False, force=True,
                 progress=say)  # live_folder: a report.sh run's folder, never a label
-            recorded[side.role].manifest["measured_by"] = "report.sh, unpaired"
-            write_json_atomic(os.path.join(recorded[side.role].directory, recorded_runs.MANIFEST),
-                              recorded[side.role].manifest)
+            recorded[side.role] = recorded_runs.saved(recorded[side.role], measured_by="report.sh, unpaired")
     evidence.recorded = recorded
     runs = {role: results.load(recorded[role].results_path) for role in ROLES}
     comparisons = case_comparison.compare_runs(runs["base"], runs["branch"], ab_config.threshold_ns,
@@ -234,15 +233,16 @@ def record_flamegraphs(evidence: Evidence, side: Side, cases: Sequence[str], op:
         lost = [target.case for target in targets if target.case not in done]
         evidence.notes.append(f"No {side.role} flamegraph for {', '.join(lost)}: {exc}.")
         evidence.incomplete.append(f"{side.role}: {exc}")
+    manifest = recorded.manifest
     for rec in made:
         found[rec.case] = rec.svg_path, list(rec.folded_paths)
-        if not side.label:
-            recorded.manifest.setdefault("flamegraphs", {})[rec.case] = {
-                "svg": os.path.basename(rec.svg_path), "folded": os.path.basename(rec.folded_path),
-                "recordings": [os.path.basename(path) for path in rec.folded_paths],
-                "samples": rec.samples, "seconds": seconds}
-    if made and not side.label:
-        write_json_atomic(os.path.join(recorded.directory, recorded_runs.MANIFEST), recorded.manifest)
+        manifest = manifest.with_flamegraph(Flamegraph(
+            rec.case, os.path.basename(rec.svg_path), os.path.basename(rec.folded_path), rec.samples, seconds,
+            tuple(os.path.basename(path) for path in rec.folded_paths)))
+    if made and not side.label:  # a label's folder keeps what record.sh recorded
+        recorded = recorded_runs.saved(recorded, flamegraphs=manifest.flamegraphs)
+        if side.role in evidence.recorded:
+            evidence.recorded[side.role] = recorded
     return {case: found.get(case) for case in cases}
 
 
@@ -252,7 +252,8 @@ def _recordings_of(recorded, case: str) -> tuple[str, list[str]] | None:
     found = recorded.flamegraph(case)
     if found is None:
         return None
-    listed = recorded.manifest.get("flamegraphs", {}).get(case, {}).get("recordings") or []
+    entry = recorded.manifest.flamegraph(case)
+    listed = entry.recordings if entry is not None else ()
     paths = [os.path.join(recorded.directory, name) for name in listed]
     if len(paths) > 1 and all(os.path.exists(path) for path in paths):
         return found[0], paths
