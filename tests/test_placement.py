@@ -118,10 +118,10 @@ def test_two_installs_of_one_torch_map_the_same_library_pages(second_install, to
     python, torch_dir = second_install
     outcome = run_ab(torch_python, python, seedcases.SEED_CASES[:1], [DEFAULT_OP], TINY)
     record = outcome.settings.placement
-    assert record["views"] and record["matched"], record
-    assert record["replaced_per_pair"] == [] and record["shared_libraries"] >= 5
+    assert record.views and record.matched, record
+    assert record.replaced_per_pair == () and record.shared_libraries >= 5
     # read from both workers' /proc/PID/maps: the big library is one file for both
-    assert {"libtorch_cpu.so", "libtorch_python.so"} <= set(record["verified_shared"])
+    assert {"libtorch_cpu.so", "libtorch_python.so"} <= set(record.verified_shared)
     # ... and imported torch from its view, seen at the one fixed path both sides share
     expected = os.path.join(samepath.FIXED_ROOT, "view") if samepath.place(sys.executable).fixed else "overrides-views-"
     assert expected in outcome.branch_run.environment.torch_path
@@ -139,10 +139,10 @@ def test_a_changed_library_is_copied_anew_for_every_pair(second_install, torch_p
         with open(changed, "wb") as library:
             library.write(original)
     record = outcome.settings.placement
-    assert record["matched"], record
-    assert record["replaced_per_pair"] == ["torch/lib/libshm.so"]
-    assert record["copies_on"] not in placement.MEMORY_FILE_SYSTEMS  # tmpfs pages move the clock
-    assert "libshm.so" not in record["verified_shared"] and "libtorch_cpu.so" in record["verified_shared"]
+    assert record.matched, record
+    assert record.replaced_per_pair == ("torch/lib/libshm.so",)
+    assert record.copies_on not in placement.MEMORY_FILE_SYSTEMS  # tmpfs pages move the clock
+    assert "libshm.so" not in record.verified_shared and "libtorch_cpu.so" in record.verified_shared
     assert outcome.settings.pairs == 2 and all(c.ci95_ns for c in outcome.comparisons)
 
 
@@ -176,7 +176,7 @@ def test_two_copies_of_one_torch_at_paths_of_different_lengths_count_the_same(co
     to the Python files, an A/A of two such copies counted SubTensor -583 instructions a call on
     one seed; through the views' copies of the Python files it counts exactly the same."""
     outcome = copies_counted_first  # conftest.py: the copies, counted under seed 1
-    assert outcome.settings.placement["matched"], outcome.settings.placement
+    assert outcome.settings.placement.matched, outcome.settings.placement
     assert outcome.settings.instructions.seeds == (1,)
     for c in outcome.comparisons:
         assert c.base_instructions and c.branch_instructions == c.base_instructions, c

@@ -76,11 +76,13 @@ from overrides.cases.casenames import Case
 from overrides.cases.ops import Op
 from overrides.counts import records
 from overrides.case_comparison import Comparison
-from overrides.comparison_settings import PAIRED, ComparisonSettings, CountSettings
+from overrides.comparison_settings import (PAIRED, ComparisonSettings, CountSettings, LibraryPlacement, NotTimed,
+                                           StartupPaths)
 from overrides.run_settings import RunSettings
 from overrides.environment import Environment
 from overrides.errors import UsageError
 from overrides.results import CaseResult, RunResult
+from overrides.sides import ROLES, Sides
 from overrides.verdicts import NO_CHANGE_CONFIDENCE
 
 HASH_SEED_LIMIT = 2**32 - 1  # PYTHONHASHSEED's largest value
@@ -292,7 +294,7 @@ class _Sides:
     views: placement.Views
     import_paths: dict  # side -> its view, or without views its kept copy (or None)
     sources: dict  # side -> the folder that stands for it (a view is new every comparison)
-    same_path: dict  # samepath.record: how both start from one path
+    same_path: StartupPaths  # samepath.record: how both start from one path
 
 
 def _placed(base: Interpreter, branch: Interpreter, config: ABConfig, say: Callable[[str], None]) -> _Sides:
@@ -309,10 +311,10 @@ def _placed(base: Interpreter, branch: Interpreter, config: ABConfig, say: Calla
                     "branch": views.paths["branch"] or branch.torch_root}
     sources = ({side: root for side, root in zip(placement.SIDES, plan.roots)} if views.paths["base"]
                else dict(import_paths))
-    same_path = samepath.record(samepath.place(python, import_paths[side], os.getcwd(), in_tool=True,
-                                               source=sources[side])
-                                for side, python in (("base", base.executable), ("branch", branch.executable)))
-    say(f"start-up paths: {same_path['summary']}")
+    same_path = StartupPaths.from_dict(samepath.record(
+        samepath.place(python, import_paths[side], os.getcwd(), in_tool=True, source=sources[side])
+        for side, python in (("base", base.executable), ("branch", branch.executable))))
+    say(f"start-up paths: {same_path.summary}")
     return _Sides(base.executable, branch.executable, views, import_paths, sources, same_path)
 
 
@@ -384,10 +386,10 @@ def _run_pairs(sides: _Sides, pooled: Pooled, config: ABConfig, settled: dict,
 
 def _finish(base: Interpreter, branch: Interpreter, pooled: Pooled, config: ABConfig,
             views: placement.Views, pairs_done: int, stopped: str, interrupted: bool,
-            started: float, counted: "Counted | None", same_path: dict, deaths: Sequence[str] = (),
+            started: float, counted: "Counted | None", same_path: StartupPaths, deaths: Sequence[str] = (),
             failure: str = "") -> ABResult:
     """The timed pairs' results, judged with the instruction counts where they were counted."""
-    user_modules = {side: pooled.environments.get(side, Environment()).user_modules for side in ("base", "branch")}
+    user_modules = Sides.of([pooled.environments.get(side, Environment()).user_modules for side in ROLES])
     settings = ComparisonSettings(
         mode=PAIRED, pairs=pairs_done, pairs_asked=config.pairs,
         max_seconds=config.max_seconds if config.pairs is None else None,
@@ -395,18 +397,18 @@ def _finish(base: Interpreter, branch: Interpreter, pooled: Pooled, config: ABCo
         threads=config.threads, fix_layout=config.fix_layout, hash_seed_base=config.hash_seed_base,
         threshold_ns=config.threshold_ns, threshold_pct=config.threshold_pct,
         no_change_confidence=NO_CHANGE_CONFIDENCE, calls_per_sample=tuple(pooled.calls),
-        placement=views.record(), same_path=same_path,
-        torch_roots={"base": base.torch_root, "branch": branch.torch_root},
+        placement=LibraryPlacement.from_dict(views.record()), same_path=same_path,
+        torch_roots=Sides(base.torch_root, branch.torch_root),
         estimator="mean over pairs of the median log ratio of neighbouring samples",
         # n/a (the op does not apply) or failed, in words, for the notes
-        not_timed={f"{case.name} [{op.name}]": error
-                   for (case, op), error in zip(pooled.targets, pooled.errors) if error} or None,
+        not_timed=tuple(NotTimed(f"{case.name} [{op.name}]", error)
+                        for (case, op), error in zip(pooled.targets, pooled.errors) if error),
         # two versions of your code, one interpreter: the row is named by the base's
-        your_code=dict(zip(("base", "branch"), config.your_code)) if config.your_code else None,
+        your_code=Sides.of(config.your_code) if config.your_code else None,
         workers_died=tuple(deaths),  # each cost its pair, retried up to WORKER_RETRIES
         incomplete=failure,
         # which file of yours each side's clock ran
-        user_modules=user_modules if any(user_modules.values()) else None)
+        user_modules=user_modules if any(user_modules) else None)
     runs = {}
     for side in ("base", "branch"):
         case_results = tuple(
