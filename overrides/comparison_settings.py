@@ -15,26 +15,11 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Mapping
 
+from overrides.files import fields_from_dict, fields_to_dict
 from overrides.sides import Sides
 
 PAIRED = "paired A/B"
 UNPAIRED = "unpaired"
-
-
-def _fields_to_dict(record) -> dict:
-    """Every field of `record` under its own name, in field order, tuples as lists."""
-    return {f.name: list(v) if isinstance(v := getattr(record, f.name), tuple) else v
-            for f in dataclasses.fields(record)}
-
-
-def _fields_from_dict(cls, data: Mapping, tuples: tuple[str, ...] = ()):
-    """`cls` from the keys of `data` it has a field for (the others left to their defaults)."""
-    known = {f.name for f in dataclasses.fields(cls)}
-    values = {key: value for key, value in data.items() if key in known}
-    for name in tuples:
-        if values.get(name) is not None:
-            values[name] = tuple(values[name])
-    return cls(**values)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -61,11 +46,11 @@ class LibraryPlacement:
     view_seconds: float = 0.0
 
     def to_dict(self) -> dict:
-        return _fields_to_dict(self)
+        return fields_to_dict(self)
 
     @classmethod
     def from_dict(cls, data: Mapping) -> "LibraryPlacement":
-        return _fields_from_dict(cls, data, ("roots", "replaced_per_pair", "fixed", "verified_shared"))
+        return fields_from_dict(cls, data)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -79,11 +64,11 @@ class StartupPaths:
     summary: str = ""
 
     def to_dict(self) -> dict:
-        return _fields_to_dict(self)
+        return fields_to_dict(self)
 
     @classmethod
     def from_dict(cls, data: Mapping) -> "StartupPaths":
-        return _fields_from_dict(cls, data)
+        return fields_from_dict(cls, data)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -11,6 +11,7 @@ from overrides.environment import Environment
 from overrides.results import CaseResult, RunResult
 from overrides.comparison_settings import ComparisonSettings
 from overrides.run_settings import RunSettings
+from overrides.sides import Sides
 
 
 def test_verdict_rules():
@@ -51,8 +52,10 @@ def test_unpaired_is_inconclusive_when_one_side_ran_on_a_busy_machine():
 
 def test_payload_is_versioned():
     (c,) = case_comparison.compare_runs(_run([1000.0] * 50), _run([1000.0] * 50))
-    payload = case_comparison.comparison_payload([c], ComparisonSettings(threshold_ns=20), {})
+    payload = case_comparison.comparison_payload([c], ComparisonSettings(threshold_ns=20),
+                                                 Sides(Environment(python="3.11.9"), Environment(python="3.12.1")))
     assert payload["schema"] == case_comparison.COMPARISON_SCHEMA and payload["paired"] is False
+    assert payload["environments"]["branch"]["python"] == "3.12.1"  # keyed by side, as files always were
     assert set(payload["comparisons"][0]) >= {"case", "base_ns", "branch_ns", "delta_ns", "ci95_ns", "verdict"}
 
 
@@ -179,8 +182,6 @@ def test_a_paired_comparisons_settings_written_before_read_their_parts_by_attrib
     """tests/old_files/comparison3_paired_settings.json: the "settings" of a paired report.sh's
     base.json, written before the settings' parts were records (main at 541a900)."""
     from overrides.comparison_settings import LibraryPlacement, NotTimed, StartupPaths
-    from overrides.sides import Sides
-
     with open(os.path.join(ROOT, "tests", "old_files", "comparison3_paired_settings.json"), encoding="utf-8") as src:
         written = json.load(src)
     side = RunSettings.from_dict(written)

@@ -44,7 +44,7 @@ def test_plan_shares_identical_libraries_and_replaces_differing_ones(tmp_path):
     assert plan.fixed == ("torch/lib/libtorch_cuda.so",)  # GPU-only: never run, not copied
 
     with placement.Views(plan) as views:
-        base_view, branch_view = views.paths["base"], views.paths["branch"]
+        base_view, branch_view = views.paths
         assert len(base_view) == len(branch_view)  # the two import paths stay alike
         both = [os.path.realpath(os.path.join(v, "torch/lib/libsame.so")) for v in (base_view, branch_view)]
         assert both[0] == both[1] == str(tmp_path / "a" / "torch" / "lib" / "libsame.so")
@@ -102,10 +102,10 @@ def test_against_a_kept_copy_both_views_hold_torch_alone(tmp_path):
     (site / "typing_extensions.py").write_text("")
     whole = placement.plan(str(site / "torch"), str(kept / "torch"))
     with placement.Views(whole) as views:
-        assert "sympy" in os.listdir(views.paths["base"]) and "sympy" not in os.listdir(views.paths["branch"])
+        assert "sympy" in os.listdir(views.paths.base) and "sympy" not in os.listdir(views.paths.branch)
     alone = placement.plan(str(site / "torch"), str(kept / "torch"), torch_only=True)
     with placement.Views(alone) as views:
-        listed = [sorted(os.listdir(views.paths[side])) for side in placement.SIDES]
+        listed = [sorted(os.listdir(view)) for view in views.paths]
         assert listed[0] == listed[1] == ["torch", "torchgen"]
 
 

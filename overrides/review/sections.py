@@ -64,9 +64,8 @@ def python_call_sections(evidence, comparisons, all_cases: bool, pack: Pack) -> 
             "source": f"sys.setprofile + {base.bytecode_counter or 'bytecodes not counted'}",
             "calls_counted": base.calls, "bytecodes_counted": counted,
             "unit": "calls and own bytecodes per call of the case",
-            "base": {"calls": round(base_calls, 3), "bytecodes": round(base_codes, 3) if counted else None},
-            "branch": {"calls": round(branch_calls, 3),
-                       "bytecodes": round(branch_codes, 3) if counted else None},
+            **Sides((base_calls, base_codes), (branch_calls, branch_codes)).to_dict(lambda figures: {
+                "calls": round(figures[0], 3), "bytecodes": round(figures[1], 3) if counted else None}),
             "functions": [row.to_dict() for row in rows]}
         if not rows:
             if all_cases or c.verdict in (*CHANGED, CLOCK_ONLY):

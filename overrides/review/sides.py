@@ -10,8 +10,7 @@ from typing import Sequence
 
 from overrides.cases import casenames
 from overrides.errors import UsageError
-
-ROLES = ("base", "branch")
+from overrides.sides import ROLES
 
 
 @dataclasses.dataclass(frozen=True)
