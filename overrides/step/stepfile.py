@@ -82,6 +82,8 @@ class OpFigures:
     own_kernels_ci_ns: tuple[float | None, ...] = (None, None)
     dispatch_ns: float | None = None
     kernels: str | None = None
+    no_twin: bool = False  # priced on its own (no plain twin runs it): its cost, not an overhead
+    kernels_ns: float | None = None
     redistributes: tuple[str, ...] = ()
 
     @classmethod
@@ -90,7 +92,7 @@ class OpFigures:
                    json_figure(r.plain_ns), json_figure(r.overhead_ns), tuple(json_figure(v) for v in r.overhead_ci_ns),
                    json_figure(r.cost_ns), r.not_applicable or None, r.twin or None, json_figure(r.own_kernels_ns),
                    tuple(json_figure(v) for v in r.own_kernels_ci_ns), json_figure(r.dispatch_ns), r.kernels or None,
-                   tuple(r.redistributes))
+                   r.mine_only, json_figure(r.kernels_ns), tuple(r.redistributes))
 
     def to_dict(self) -> dict:
         return fields_to_dict(self)
