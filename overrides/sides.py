@@ -16,7 +16,8 @@ from typing import Any, Callable, Generic, Iterator, Mapping, Sequence, TypeVar
 T = TypeVar("T")
 U = TypeVar("U")
 
-BASE, BRANCH = "base", "branch"
+BASE = "base"
+BRANCH = "branch"
 ROLES = (BASE, BRANCH)  # in this order everywhere: base first
 
 
