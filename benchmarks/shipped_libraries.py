@@ -119,6 +119,7 @@ LIBRARIES = {
     "masked": ("masked", None, "x + y", "torch.masked"),
 }
 STEP_FACTORY = {"dtensor": "mlp"}  # the rest: step
+VERDICT_SHOWN = 90  # characters of a verdict in the printed table
 
 BY_HAND = r'''
 import importlib, json, sys, time, warnings
@@ -299,6 +300,8 @@ def main() -> int:
                 say(f"{library}: {args.python} cannot import {needs}; skipped")
                 continue
             rows += check_library(library, args.python, folder, set(args.skip), log, args.repeats)
+    for r in rows:  # the table keeps its width: a long verdict (what compile did) is whole in the log
+        r["verdict"] = r["verdict"] if len(r["verdict"]) <= VERDICT_SHOWN else r["verdict"][:VERDICT_SHOWN - 3] + "..."
     widths = [max(len(str(r[key])) for r in rows + [{"library": "library", "check": "check", "tool": "tool",
                                                      "by_hand": "by hand", "verdict": "verdict"}])
               for key in ("library", "check", "tool", "by_hand", "verdict")]
