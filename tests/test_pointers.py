@@ -36,9 +36,8 @@ _BOLD_LEAD = re.compile(r"^\*\*(.+?)\*\*", re.M)
 
 
 # Sections named before they are written: each entry is removed when its section lands (the
-# test below fails then, to say so). "Real libraries, priced": benchmarks/shipped_libraries.py's
-# figures, which the step wing's comments cite and its owner is writing up.
-PENDING = {("benchmarks/README.md", "Real libraries, priced")}
+# test below fails then, to say so). None now.
+PENDING: set = set()
 
 
 def github_anchor_base(heading: str) -> str:

@@ -96,7 +96,7 @@ class Pack:
             self.stop_pictures()
         return failed
 
-    def _write(self, name: str, payload) -> str:
+    def write(self, name: str, payload) -> str:
         """`payload` (text, or what goes into JSON) as `name` in the work folder; its path."""
         path = os.path.join(self.workdir, name)
         if isinstance(payload, str):
@@ -115,15 +115,19 @@ class Pack:
     def write_zip(self, output: str, report_md: str, evidence) -> None:
         """The ZIP, whole or not at all: report.md, each side's bench output (.json, .txt),
         comparison.json, differential.json and every figure."""
-        members = {"report.md": self._write("report.md", report_md)}
+        members = {"report.md": self.write("report.md", report_md)}
         for role, run in evidence.runs.roles():
-            members[f"{role}.json"] = self._write(f"{role}.json", results.to_dict(run))
-            members[f"{role}.txt"] = self._write(f"{role}.txt", run_report.table(run) + "\n")
-        members["comparison.json"] = self._write("comparison.json", comparison_list(evidence.comparisons))
-        members["differential.json"] = self._write("differential.json", {
+            members[f"{role}.json"] = self.write(f"{role}.json", results.to_dict(run))
+            members[f"{role}.txt"] = self.write(f"{role}.txt", run_report.table(run) + "\n")
+        members["comparison.json"] = self.write("comparison.json", comparison_list(evidence.comparisons))
+        members["differential.json"] = self.write("differential.json", {
             "schema": DIFFERENTIAL_SCHEMA, "cases": list(self.differentials.values())})
-        for figure in self.files:
-            members[figure.name] = figure.path
+        self.write_members(output, members)
+
+    def write_members(self, output: str, members: dict[str, str]) -> None:
+        """The one ZIP writer of every report (report.sh's, and its `--step`): `members` (name in
+        the ZIP -> path), then every figure added, written whole or not at all."""
+        members = dict(members, **{figure.name: figure.path for figure in self.files})
         with atomic_path(output, suffix=".zip", what="the report") as tmp:
             with zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as bundle:
                 for name, path in members.items():

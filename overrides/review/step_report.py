@@ -18,7 +18,6 @@ import math
 import os
 import subprocess
 import tempfile
-import zipfile
 from typing import Callable, Sequence
 
 from overrides import ROOT, children
@@ -26,7 +25,7 @@ from overrides.case_comparison import UNPAIRED_PROCESS_CV
 from overrides.clock import stats
 from overrides.errors import UsageError
 from overrides.figures import signed
-from overrides.files import atomic_path, write_json_atomic, write_text_atomic
+from overrides.files import write_text_atomic
 from overrides.review.markdown import in_details
 from overrides.review.pack import Pack, without_picture
 from overrides.sides import ROLES, Sides
@@ -309,29 +308,15 @@ def build(spec: str, sides, output: str, seconds: float | None, flamegraphs: boo
                 text = without_picture([text], png)[0]
             if notes and "## Notes" not in text:
                 text += "\n## Notes\n\n" + "\n".join(f"- {note}" for note in notes) + "\n"
-            members = {"report.md": _written(workdir, "report.md", text)}
+            members = {"report.md": pack.write("report.md", text)}
             for run in (base, branch):
-                members[f"{run.role}.txt"] = _written(workdir, f"{run.role}.txt", run.text)
+                members[f"{run.role}.txt"] = pack.write(f"{run.role}.txt", run.text)
                 members[f"{run.role}-step.json"] = os.path.join(workdir, f"{run.role}-step.json")
-            members["comparison.json"] = _written(workdir, "comparison.json", comparison.to_dict())
-            for figure in pack.files:
-                members[figure.name] = figure.path
-            with atomic_path(output, suffix=".zip", what="the report") as tmp:
-                with zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as bundle:
-                    for name, path in members.items():
-                        bundle.write(path, name)
+            members["comparison.json"] = pack.write("comparison.json", comparison.to_dict())
+            pack.write_members(output, members)
         finally:
             pack.stop_pictures()
     return comparison
-
-
-def _written(workdir: str, name: str, payload) -> str:
-    path = os.path.join(workdir, name)
-    if isinstance(payload, str):
-        write_text_atomic(path, payload)
-    else:
-        write_json_atomic(path, payload)
-    return path
 
 
 def summary(comparison: StepComparison) -> str:

@@ -143,15 +143,6 @@ class StepComparison:
                                                       (self.branch_ns, self.branch, self.steps_per_sample[2]))])
 
 
-def check_drift(base: StepPair, branch: StepPair) -> list[str]:
-    """The base's two steps and the branch's step, each run alone for drift.PROBE_STEPS (their
-    warm-up too); one line per drift found."""
-    after, plain_drift = drift.probe(base.plain, "plain", drift.snapshot(0))
-    after, base_drift = drift.probe(base.subclass, BASE, after)
-    _, branch_drift = drift.probe(branch.subclass, BRANCH, after)
-    return plain_drift + base_drift + branch_drift
-
-
 def rebuilt(pair: StepPair) -> StepPair:
     """The same step built afresh: its factory called again, with the same batch and device."""
     return build_steps(pair.spec, pair.batch, pair.device)
@@ -172,7 +163,7 @@ def compare_steps(base: StepPair, branch: StepPair, time_s: float = STRETCH_S, t
     started = clock_ns()
     try:
         say(f"{label}: warming up the three steps and looking for drift ({drift.PROBE_STEPS} steps each)")
-        drifts = check_drift(base, branch)
+        drifts = drift.check(("plain", base.plain), (BASE, base.subclass), (BRANCH, branch.subclass))
         for line in drifts:
             say(line)
         counts, samples, changes, first = None, ((), (), ()), (), (base, branch)
@@ -181,7 +172,11 @@ def compare_steps(base: StepPair, branch: StepPair, time_s: float = STRETCH_S, t
             try:
                 if stretch:
                     base = branch = None  # the last stretch's steps freed before the next are built
-                    base, branch = rebuild(first[0]), rebuild(first[1])
+                    if stretch % 2:  # built in turns, as sampled in turns: neither always built second
+                        branch = rebuild(first[1])
+                        base = rebuild(first[0])
+                    else:
+                        base, branch = rebuild(first[0]), rebuild(first[1])
                     for step in (base.plain, base.subclass, branch.subclass):
                         for _ in range(WARM_STEPS):
                             step()

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import gc
+from typing import Callable
 
 import torch
 
@@ -111,6 +112,17 @@ def probe(step, which: str, before: Snapshot) -> tuple[Snapshot, list[str]]:
     finally:
         watch.remove()
     return after, drifted(start, after, which) + accumulated(watch.found, watch.meetings, which)
+
+
+def check(*steps: tuple[str, Callable]) -> list[str]:
+    """Each (name, step) run alone for PROBE_STEPS in turn (their warm-up too), each probe
+    starting where the one before it left: one line per drift found. The one drift check of
+    every mode (`--step`, `--compare --step`, `--compiled`, `--device`)."""
+    before, lines = snapshot(0), []
+    for which, step in steps:
+        before, found = probe(step, which, before)
+        lines += found
+    return lines
 
 
 def drifted(before: Snapshot, after: Snapshot, which: str) -> list[str]:

@@ -131,11 +131,8 @@ def steps_per_sample(step: Callable) -> int:
 
 
 def check_drift(pair: StepPair) -> list[str]:
-    """Each step run alone for drift.PROBE_STEPS (their warm-up too); one line per drift found."""
-    start = drift.snapshot(0)
-    after_plain, plain_drift = drift.probe(pair.plain, "plain", start)
-    _, subclass_drift = drift.probe(pair.subclass, "subclass", after_plain)
-    return plain_drift + subclass_drift
+    """The plain twin, then yours, each run alone for drift.PROBE_STEPS (drift.check)."""
+    return drift.check(("plain", pair.plain), ("subclass", pair.subclass))
 
 
 def balanced_orders(count: int) -> tuple[tuple[int, ...], ...]:
