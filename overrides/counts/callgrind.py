@@ -57,11 +57,11 @@ from __future__ import annotations
 import atexit
 import dataclasses
 import json
+import math
 import os
 import shutil
 import tempfile
 import threading
-import time
 from typing import Callable, Mapping, Sequence
 
 from overrides import children

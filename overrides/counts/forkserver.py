@@ -42,12 +42,15 @@ against), `ended`.
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import gc
 import json
 import os
+import select
 import subprocess
 import sys
+import threading
 import time
 
 from overrides import children, entry
@@ -62,6 +65,8 @@ ROLE = "count-fork"
 COUNTED_BY = "forked/1"
 FORK = b"fork\n"  # the line that forks a child, read whole by os.read: the server reads nothing else
 SERVER_SPEC = "{}"  # what the server parses before torch, as a counting process parsed its spec
+POLL_S = 0.5  # how often a silent server is looked at: is it still there?
+STDERR_KEPT = 40  # last lines of a server's stderr kept, for what its death says
 
 
 # ---------------------------------------------------------------------------------------------
@@ -161,13 +166,22 @@ class Served:
 
 
 class Server:
-    """A server under valgrind for one build and hash seed; `run` counts one job in a child."""
+    """A server under valgrind for one build and hash seed; `run` counts one job in a child.
+
+    Its stdout is read by select, never blocking past POLL_S: a child whose server died (killed)
+    keeps the pipe open, so the server's end is watched, and then its whole process group (the
+    children it forked) killed. Its stderr is drained as it comes (a child's warnings, a print of
+    yours, over many children) and its last lines kept for what a death says."""
 
     def __init__(self, launch: valgrind.Launch, who: str):
         self.launch = launch
         self.who = who
         self.imported_s: float | None = None
         self.served = 0
+        self._buffer = b""
+        self._said: collections.deque = collections.deque(maxlen=STDERR_KEPT)
+        self._drain = threading.Thread(target=self._drain_stderr, daemon=True)
+        self._drain.start()
 
     @property
     def process(self) -> subprocess.Popen:
@@ -213,6 +227,7 @@ class Server:
             self.process.stdin.close()  # the server leaves at the end of its stdin
         except OSError:
             pass
+        children.kill_group(self.process)  # and nothing it forked outlives it
         self.launch.close()
 
     def _write(self, text: str) -> None:
@@ -220,12 +235,15 @@ class Server:
             self.process.stdin.write(text)
             self.process.stdin.flush()
         except (BrokenPipeError, OSError):
-            valgrind.died(self.process, self.who, "being given a job")
+            self._died("being given a job")
 
     def _read(self, key: str, doing: str) -> dict:
         """The next message holding `key`; a child's end first is its death (CountingDied) or
-        what it said (UsageError); the server's end, how it ended (valgrind.died)."""
-        for line in self.process.stdout:
+        what it said (UsageError); the server's end, how it ended (_died)."""
+        while True:
+            line = self._line()
+            if line is None:
+                self._died(doing)
             said = entry.message(line)
             if isinstance(said, dict) and key in said:
                 return said
@@ -234,7 +252,40 @@ class Server:
             if isinstance(said, dict) and "ended" in said:
                 raise CountingDied(f"the counting process for {self.who} {children.ended(said['ended'])} "
                                    f"while {doing}")
-        valgrind.died(self.process, self.who, doing)
+
+    def _line(self) -> str | None:
+        """The next line the server or a child of it wrote; None once the server has ended."""
+        fd = self.process.stdout.fileno()
+        while b"\n" not in self._buffer:
+            ready, _, _ = select.select([fd], [], [], POLL_S)
+            if ready:
+                chunk = os.read(fd, 1 << 16)
+                if not chunk:
+                    return None
+                self._buffer += chunk
+            elif self.process.poll() is not None:
+                return None
+        line, _, self._buffer = self._buffer.partition(b"\n")
+        return line.decode(errors="replace")
+
+    def _drain_stderr(self) -> None:
+        try:
+            for line in self.process.stderr:
+                self._said.append(line.rstrip("\n"))
+        except (OSError, ValueError):
+            pass
+
+    def _died(self, doing: str) -> None:
+        """Raise how the server ended, its group killed first: a UsageError where it said why
+        (a torch that does not import), else CountingDied."""
+        children.kill_group(self.process)
+        code = self.process.wait()
+        self._drain.join(timeout=5)
+        said = next((line for line in reversed(self._said) if line.strip() and not line.startswith("==")), "")
+        if code > 0 and said:
+            raise UsageError(f"the counting process for {self.who} ended early: {said}")
+        raise CountingDied(f"the counting process for {self.who} {children.ended(code)} while {doing}"
+                           + (f" ({said})" if said else ""))
 
 
 def _alive(pid: int) -> bool:
