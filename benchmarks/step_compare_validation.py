@@ -8,7 +8,7 @@ ROUNDS rounds, each with steps built afresh, as bench.py builds and times them
   what one wait lasts undisturbed (the headline of 500 timed waits) is measured each round, and
   the change is quoted against both: calls x that, and calls x the nominal 20 us;
 - an A/A: steps:mlp against itself (two builds): its verdict must be "no change".
-Then, once, the op table of the known change (optable.price_versions, 0.5 s a target): each op's
+Then, once, the op table of the known change (optable.price_versions, each version's calls in order): each op's
 change a call against the wait. Prints each round, then the tallies.
 
     .venv/bin/python benchmarks/step_compare_validation.py [ROUNDS]

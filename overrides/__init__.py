@@ -1,20 +1,30 @@
 """Measure what `__torch_function__` dispatch costs per call, and show a reviewer where it went.
 
-The package is in wings, one folder each (docs/layout.md draws them and the direction of the
-imports between them; tests/test_imports.py checks it):
+The package is in layers, lowest first: a module imports from its own layer and those below,
+never from above (docs/layout.md draws them; tests/test_imports.py checks the imports, and
+tests/test_package_docs.py that this list names every layer and every module at the root):
+- basics, at the root: what every wing may use: `errors` (the one usage error), `files`
+  (whole-or-nothing files), `progress`, `children` (child processes Ctrl-C stops), `entry` (the
+  one way a process of the tool's own starts, and its protocol), `argtypes`, `modes` (which
+  flags combine), `variables` (the tool's environment variables), `verdicts` (the one verdict
+  rule), `tables` (every table's layout), `figures` (how a figure is written);
 - `cases/`: what is called (operands and ops) and the registry of named cases;
-- `clock/`: the Timer core, its statistics, the pinned heap and layout;
-- `builds/`: the builds compared: interpreters, kept copies, library views, one start-up path;
+- `clock/`: the Timer core, its statistics, the pinned heap and layout; beside it `builds/`: the
+  builds compared: interpreters, kept copies, library views, one start-up path;
 - `flame/`: flamegraphs with py-spy, and the SVGs this tool draws;
 - `counts/`: instruction counts (Callgrind) and Python calls, and where they went;
-- `ab/`: the paired comparison of two builds;
+- records, at the root: `results` (result records, the versioned JSON), `case_comparison` (a
+  comparison's deltas and verdicts), `comparison_settings` and `run_settings` (how a comparison,
+  and one run, were made), `environment` (what a result was measured on);
+- workflows, at the root: `single_run` (cases into a results record), `run_report` and
+  `run_notes` (one run's tables and notes), `comparison_report` (a comparison's), `budget` (the
+  overhead budget for CI), `device_report` (a run on CUDA); beside them `compiled/`: eager
+  against compiled (`bench.py --compiled`);
+- `step/`: your training step (`bench.py --step`);
+- `ab/`: the paired comparison of two builds (`bench.py --compare`);
 - `review/`: record.sh and report.sh;
-- `history/`: `bench.py --history`, the counts across many builds.
-At the root, the basics every wing may use (`errors`, `files`, `progress`, `children`,
-`argtypes`, `verdicts`: the one verdict rule, `tables`, `figures`), the records (`results`: the
-versioned JSON; `case_comparison`, `environment`) and what makes and prints them (`single_run`,
-`run_report`, `run_notes`, `comparison_report`, `budget`, `device_report`), and `cli`,
-bench.py's command line.
+- `history/`: `bench.py --history`, the counts across many builds;
+- command, at the root: `cli`, bench.py's command line.
 """
 
 import os

@@ -6,7 +6,7 @@ Why counts, and why these seeds. Instruction counts see no machine noise: under 
 (one memory layout) the same build counts the same to the instruction, so a budget is checked
 under the very seeds it was written with, seed by seed, and a row's change is the mean of its
 per-seed changes. Layout still moves a case's count from one seed to the next (figures:
-benchmarks/README.md, 'Docstring figures'); a row's margin is that spread over its seeds
+benchmarks/history.md, 'Docstring figures'); a row's margin is that spread over its seeds
 (MARGIN_SPREAD_SHARE of their range): tight where the counts are exact, wider where layout
 moves them; never below `--compare`'s own threshold on counts for a small change (50
 instructions) nor above it for a large case (0.75% of the count), so a budget misses nothing a

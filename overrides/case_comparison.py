@@ -135,7 +135,7 @@ class Comparison:
         shim's interval over five pairs reached from below zero to about its whole size), and
         the counts' exact instructions at the case's ns per instruction (`instructions_as_ns`,
         within a few ns of the shim's size there) are the better figure (figures:
-        benchmarks/README.md, 'Docstring figures')."""
+        benchmarks/history.md, 'Docstring figures')."""
         return not (self.verdict in MOVED and self.counts_verdict == self.verdict
                     and self.clock_verdict != self.verdict and self.instructions_as_ns is not None)
 
@@ -179,7 +179,7 @@ def with_counts(comparisons, count_comparisons, sure_clock: dict | None = None) 
     `sure_clock` maps (case, op) to the clock's verdict at NO_CHANGE_CONFIDENCE, where the
     caller has it: a clock that goes against the counts' "no change" must be as sure as that
     claim (a 95% "regression" after five pairs flagged an untouched case as "clock only" in
-    comparisons of kept copies; figures: benchmarks/README.md, 'Docstring figures'). Without
+    comparisons of kept copies; figures: benchmarks/history.md, 'Docstring figures'). Without
     it, the clock's own verdict is used. Where the counts cannot decide, the clock's own verdict
     is the verdict."""
     by_key = {(c.case, c.op): c for c in count_comparisons}

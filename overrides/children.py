@@ -1,9 +1,10 @@
-"""Child processes that Ctrl-C stops at once: valgrind (`callgrind.py`) and py-spy (`flamegraph.py`);
+"""Child processes that Ctrl-C stops at once: valgrind (`counts/valgrind.py`) and py-spy
+(`flame/flamegraph.py`);
 and how any child ended, in words (`ended`); how many this process may run at once
 (`usable_cpus`).
 
 Why it exists. report.sh went on for a long while after Ctrl-C to its own process (figures:
-benchmarks/README.md, 'Docstring figures'): the valgrind workers were waited for by threads,
+benchmarks/history.md, 'Docstring figures'): the valgrind workers were waited for by threads,
 and a thread pool's exit waits for its threads, which waited for valgrind to finish counting
 (and the pool then started the seeds still queued).
 With Ctrl-C sent to the whole process group, py-spy wrote a partial recording and its traced

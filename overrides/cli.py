@@ -58,7 +58,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--min-time", type=positive_float, default=None,
                         metavar="SECONDS",
                         help=f"sample each case at least this long when -m is not given, then "
-                             f"stop once every figure is known to +-{DEFAULT_PRECISION * 100:.1f}%% or at "
+                             f"stop once every figure is known to +-{DEFAULT_PRECISION * 100:.1f}%%, or once "
+                             f"the machine's move outweighs every interval (docs/timing.md), or at "
                              f"max(SECONDS, {DEFAULT_MAX_TIME_S:g}) (default {STOP_FLOOR_S:g}; a "
                              f"run of many cases and ops is scaled to about {DEFAULT_RUN_BUDGET_S:g} s)")
     parser.add_argument("--threads", type=positive_int, default=1, metavar="N",

@@ -14,6 +14,7 @@ import math
 
 from overrides.cases.casenames import BASELINE_CASE, split_shaped, twinned
 from overrides.clock import stats
+from overrides.clock.timer import DRIFT_MAX_WIDTH
 from overrides.counts import records
 from overrides.progress import counted
 from overrides.results import CaseResult, RunResult
@@ -194,6 +195,14 @@ def _catalog_notes(run: RunResult) -> list[str]:
         notes.append(f"sampling stopped at the time cap ({run.settings.max_time_s:.3g} s per case) "
                      f"before every figure was known to +-{run.settings.precision:.1%}: {why}; "
                      "the intervals say how sure each figure is")
+    if run.settings.stopped == "drift" and run.settings.precision:
+        moved = stats.drift([r.samples_ns for r in run.results if r.ok])
+        by = f" by {moved.shift:+.1%}" if moved is not None else ""
+        notes.append(f"sampling stopped before every figure was known to +-{run.settings.precision:.1%}: "
+                     f"the figures moved together{by} between the first and second half of the run, more "
+                     "than sampling explains (the machine's speed moved them), and every 95% interval was "
+                     f"already within that move and within +-{DRIFT_MAX_WIDTH:.0%}; more samples narrow "
+                     "the intervals, not the machine's move (docs/timing.md)")
     return notes
 
 

@@ -19,7 +19,7 @@ Verdict rules, with threshold T = max(threshold_ns, threshold_pct% of base):
   clock must be 99% sure to say so (`case_comparison.with_counts`), as sure as the counts' `no change`;
 - `disagree` (with instruction counts): the clock and the counts each found a change, in
   opposite directions (as torch 2.14.1 against 2.12.1 did on plain Tensor here; figures:
-  benchmarks/README.md, 'Docstring figures'): fewer instructions that cost more cycles
+  benchmarks/history.md, 'Docstring figures'): fewer instructions that cost more cycles
   (memory, atomics, branches), or the reverse; a reviewer must look, but neither view alone is
   the verdict;
 - where the counts are `inconclusive` (their seeds' layouts spread too far, or the change sits
@@ -29,7 +29,7 @@ Verdict rules, with threshold T = max(threshold_ns, threshold_pct% of base):
   named (`clock_unexplained`): the same work got faster or slower (memory, caches, atomics or
   threads), not only the code. torch 2.12.1 -> 2.14.1 read SubTensor faster on the clock by far
   more than its fewer instructions cost at its ns per instruction (figures:
-  benchmarks/README.md, 'Docstring figures'): the verdict "improvement" is right, and the
+  benchmarks/history.md, 'Docstring figures'): the verdict "improvement" is right, and the
   instructions account for a small part of it;
 - `inconclusive`: anything else (the data cannot carry a claim either way), and, unpaired,
   whenever one side's run was contended (`stats.contended`: busy for most of the run).
@@ -111,7 +111,7 @@ def clock_and_counts(clock_verdict: str, counts_verdict: str | None, sure_clock:
     that moved where the counts rule out a change is said so, not called a regression. Counts
     that cannot decide (their seeds' layouts spread too far) leave the verdict to the clock:
     the bare shim's three seeds once read an interval of instructions reaching below zero while
-    the clock read a regression, 99% sure (figures: benchmarks/README.md, 'Docstring figures').
+    the clock read a regression, 99% sure (figures: benchmarks/history.md, 'Docstring figures').
     `sure_clock`, the clock's verdict at NO_CHANGE_CONFIDENCE where known, is what may go
     against the counts (see case_comparison.with_counts). Without counts (`counts_verdict`
     None), the clock's verdict."""

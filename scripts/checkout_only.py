@@ -10,7 +10,7 @@ import sys
 
 MESSAGE = ("torch-function-overhead is not installed with pip: it runs from this checkout "
            "(make bench, or python bench.py inside the environment whose torch you measure; "
-           "see README.md, Quick start), and installing its package would replace PyPI's "
+           "see docs/pythons.md, 'Setting up'), and installing its package would replace PyPI's "
            "'overrides' package")
 
 

@@ -10,7 +10,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # The supported range (docs/pythons.md; pyproject.toml's requires-python)
-SUPPORTED=(3.11 3.12 3.13)  # 3.10: README says why not
+SUPPORTED=(3.11 3.12 3.13)  # 3.10: docs/pythons.md says why not
 VERSIONS=("$@")
 if [ ${#VERSIONS[@]} -eq 0 ]; then  # every supported version but the one make test runs on
   own=$("${PYTHON:-python3}" -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null || true)

@@ -158,11 +158,13 @@ def test_load_rejects_a_file_that_is_not_ours(bench, tmp_path):
     assert out.returncode == 2 and "not a results file of this tool" in out.stderr
 
 
-def _interrupt_once(args: list[str], started: str, timeout_s: float = 180) -> tuple[int, str, str]:
-    """Run bench.py with `args`, press Ctrl-C once `started` shows in its progress, and return
-    (exit status, stdout, stderr). Ctrl-C as at a terminal: a suite started in the background
-    by a non-interactive shell inherits SIGINT ignored, and Python then keeps ignoring it (the
-    whole run went on)."""
+def _interrupt_once(args: list[str], ready: str, timeout_s: float = 180) -> tuple[int, str, str]:
+    """Run bench.py with `args`, press Ctrl-C as soon as a progress line matches `ready` (a regex;
+    its group `n`, where it has one, at least MIN_ROUNDS), and return (exit status, stdout,
+    stderr). The run itself says on stderr that it is where the test needs it: nothing is timed
+    by sleeping, so a loaded machine makes the wait longer, never the interrupt early or late.
+    Ctrl-C as at a terminal: a suite started in the background by a non-interactive shell
+    inherits SIGINT ignored, and Python then keeps ignoring it (the whole run went on)."""
     import signal
     import time
 
@@ -170,19 +172,31 @@ def _interrupt_once(args: list[str], started: str, timeout_s: float = 180) -> tu
                             stderr=subprocess.PIPE, text=True,
                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.monotonic() + timeout_s  # a busy machine: imports and calibration take longer
-    seen = ""
-    while started not in seen and time.monotonic() < deadline and proc.poll() is None:
-        seen += proc.stderr.readline()
-    time.sleep(1.5)
+    seen, there = "", None
+    while there is None and time.monotonic() < deadline and proc.poll() is None:
+        line = proc.stderr.readline()
+        seen += line
+        match = re.search(ready, line)
+        if match and int(match.groupdict().get("n") or MIN_ROUNDS) >= MIN_ROUNDS:
+            there = match
+    if there is None:
+        proc.kill()
+        proc.communicate()
+        raise AssertionError(f"no progress line matching {ready!r} in {timeout_s} s:\n{seen[-3000:]}")
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=timeout_s)  # an ignored Ctrl-C fails below, not here
     return proc.returncode, out, seen + err
 
 
+# Rounds of samples each case has before Ctrl-C: as many as a figure needs (timer.MIN_SAMPLES).
+MIN_ROUNDS = 20
+
+
 @pytest.mark.slow
 def test_ctrl_c_keeps_what_was_measured_and_exits_130(tmp_path):
     path = tmp_path / "partial.json"
-    status, out, err = _interrupt_once(["--min-time", "30", "--json", str(path)], "round-robin")
+    status, out, err = _interrupt_once(["--min-time", "30", "--json", str(path)],
+                                       r"round-robin: .*\(round (?P<n>\d+)\)")
     assert status == 130, err  # 128 + SIGINT, as a shell reports a command Ctrl-C stopped
     assert "interrupted" in out and "Traceback" not in err
     assert json.loads(path.read_text())["interrupted"] is True
@@ -194,10 +208,11 @@ def test_ctrl_c_keeps_what_was_measured_and_exits_130(tmp_path):
 @pytest.mark.slow
 def test_ctrl_c_in_compare_prints_the_partial_table_and_exits_130(tmp_path, torch_python):
     path = tmp_path / "comparison.json"
-    # One pair done (the second starting) before Ctrl-C, so the table has figures to show.
+    # One pair done and the second sampling (it says so after a second of it) before Ctrl-C, so
+    # the table has figures to show and the interrupt lands in a pair.
     status, out, err = _interrupt_once(
         ["--compare", torch_python, torch_python, "--no-instructions", "--cases", "Tensor",
-         "--pair-seconds", "0.5", "--json", str(path)], "pair 2")
+         "--pair-seconds", "2", "--json", str(path)], r"pair 2\b.*: sampling, round")
     assert status == 130, err
     assert "Traceback" not in err
     assert out.startswith("case ") and re.search(r"^Tensor\s+[\d,]+\s+[\d,]+", out, re.M), out

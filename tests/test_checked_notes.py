@@ -74,6 +74,19 @@ def test_a_time_cap_blames_a_busy_machine_only_where_the_samples_show_one(small_
     assert "the machine was busy" not in run_report.table(quiet)
 
 
+def test_a_run_stopped_by_the_machines_move_says_how_far_it_moved(small_run):
+    # The move is read again from the samples kept: here the second half of every case's 400
+    # samples 5% slower than the first.
+    samples = tuple(1000.0 + i % 7 if i < 200 else 1050.0 + i % 7 for i in range(400))
+    moved = tuple(dataclasses.replace(r, samples_ns=samples) for r in small_run.results)
+    drifted = dataclasses.replace(small_run, results=moved, settings=dataclasses.replace(
+        small_run.settings, stopped="drift", max_time_s=3.0, precision=0.002))
+    text = run_report.table(drifted)
+    assert ("sampling stopped before every figure was known to +-0.2%: the figures moved together by "
+            "+5.0% between the first and second half of the run") in text
+    assert "sampling stopped" not in run_report.table(small_run)  # -m 30: no rule, no such note
+
+
 @pytest.mark.slow
 def test_an_a_a_of_your_case_does_not_say_the_build_moved(tmp_path):
     with open(f"{ROOT}/benchmarks/userlib/units.py") as source:

@@ -291,7 +291,7 @@ def _wait_traced(pid: int, timeout: float = 120.0) -> None:
     """Until py-spy (--native) has attached to `pid` (its TracerPid set), then a moment of
     sampling: on a loaded machine attaching took longer than the second once waited."""
     deadline = time.monotonic() + timeout
-    from overrides.flame.hotloop import traced_now
+    from overrides.flame.watch import traced_now
 
     while time.monotonic() < deadline and not traced_now(pid):
         time.sleep(0.05)

@@ -5,7 +5,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 
 import pytest
 
@@ -189,18 +188,19 @@ def test_a_primed_cache_is_fresh_until_a_file_it_loaded_or_a_folder_it_loaded_fr
     assert not samepath.still_primed(where, "")
 
 
-# A process priming the side's cache, started with others at once: it waits for its go-ahead
-# (a file), primes, and says whether it ran the native prime itself.
+# A process priming the side's cache, started with others at once: it says it is ready (a line
+# on its stdout), waits for its go-ahead (a line on its stdin), primes, and says whether it ran
+# the native prime itself.
 _PRIME_AT_ONCE = """
-import os, sys, time
+import sys
 sys.path.insert(0, {root!r})
 from overrides.builds import samepath
 ran = []
 native = samepath._prime
 samepath._prime = lambda *args: (ran.append(1), native(*args))
 where = samepath.place({python!r})
-while not os.path.exists({go!r}):
-    time.sleep(0.01)
+print("ready", flush=True)
+sys.stdin.readline()
 samepath.prime(where)
 print(len(ran), samepath.still_primed(where, ""))
 """
@@ -212,13 +212,19 @@ def test_two_processes_priming_one_fresh_cache_at_once_prime_it_once(tmp_path):
     from overrides.ab import shimenv
 
     side = shimenv.make_shim_env(sys.executable, str(tmp_path / "side"), None)
-    go = str(tmp_path / "go")
     env = dict(os.environ, XDG_CACHE_HOME=str(tmp_path / "cache"))  # a fresh cache of their own
-    code = _PRIME_AT_ONCE.format(root=ROOT, python=side.python, go=go)
-    processes = [subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE,
-                                  stderr=subprocess.PIPE, text=True) for _ in range(2)]
-    time.sleep(1.0)  # both started and waiting; each prime is a native `import torch`, seconds long
-    open(go, "w").close()
+    code = _PRIME_AT_ONCE.format(root=ROOT, python=side.python)
+    processes = [subprocess.Popen([sys.executable, "-c", code], env=env, stdin=subprocess.PIPE,
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    # Both ready before either goes: a fixed sleep here let a child slower to start than the sleep
+    # find its go-ahead already given, and prime once the other had, so the test could pass
+    # without two primes at once. Each prime is a native `import torch`, seconds long: two
+    # go-aheads a moment apart prime at the same time.
+    ready = [process.stdout.readline() for process in processes]
+    assert ready == ["ready\n"] * 2, [process.communicate(timeout=300)[1][-2000:] for process in processes]
+    for process in processes:
+        process.stdin.write("go\n")
+        process.stdin.flush()
     said = []
     for process in processes:
         out, err = process.communicate(timeout=300)

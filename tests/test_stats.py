@@ -56,3 +56,21 @@ def test_median_interval_is_exact_for_a_few_values_and_covers_as_said():
         draws = rng.standard_cauchy((4000, n))  # heavy tails: a t-interval's assumption fails, this one's holds
         covered = np.mean([low <= 0 <= high for low, high in (stats.median_ci(list(d), confidence) for d in draws)])
         assert confidence - 0.01 <= covered <= 1.0, (n, confidence, covered)
+
+
+def test_drift_sees_the_halves_of_a_run_move_together_and_not_sampling_noise():
+    rng = np.random.default_rng(3)
+
+    def run(n, shift=0.0):  # a fast floor with a slow tail, as a case's samples are here
+        samples = 1000 * (1 + rng.exponential(0.05, n)) + np.where(rng.random(n) < 0.3, 500, 0)
+        samples[n // 2:] *= 1 + shift
+        return list(samples)
+
+    moved = stats.drift([run(800, 0.03), run(800, 0.03), run(800, 0.02)])
+    assert moved.seen and moved.shift == pytest.approx(0.027, abs=0.01), moved
+    assert stats.drift([run(800, -0.03)]).shift < 0
+    # Samples of one speed throughout: the move is sampling noise, seen about 5% of the time.
+    seen = sum(stats.drift([run(800), run(800)]).seen for _ in range(300))
+    assert seen / 300 <= 0.12, seen
+    assert stats.drift([run(30)]) is None  # halves too short for an interval
+    assert stats.drift([]) is None

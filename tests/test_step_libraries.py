@@ -6,6 +6,7 @@ is a dispatch mode written here, DTensor's own placements, and the kernels torch
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 
 import pytest
@@ -254,3 +255,37 @@ def test_a_wrapper_without_flatten_is_copied_by_its_own_clone_and_not_counted_tw
     summed = next(r for r in captured.replays if r.op == "torch.Tensor.sum")
     assert summed.grad_enabled and backward_seed(summed) is None
     assert "__torch_dispatch__" in {c.kind for c in captured.calls if c.op == "aten.expand.default"}  # a row of its own
+
+
+def test_ops_with_no_plain_twin_have_their_dispatch_priced_against_their_kernels(user_folder):
+    """NestedTensor's ragged dimension has no plain twin, so its ops' overhead is unknown (they
+    were n/a, and the table explained 0% of a +1.2 ms step); their dispatch is known all the same:
+    your op less the aten work its dispatch runs on its values."""
+    from overrides.step.closure import close
+    from overrides.step.factory import build_steps
+    from overrides.step.hooks import capture_step
+    from overrides.step.optable import price_step
+
+    pair = build_steps("jagged:step")
+    rows = price_step(capture_step(pair.subclass, pair.user_dir), time_s=0.3).rows
+    alone = [r for r in rows if r.mine_only and not r.nested]
+    assert alone and all("ragged dimension" in r.not_applicable for r in alone)
+    linear = next(r for r in alone if r.op == "torch.nn.functional.linear")
+    assert linear.kernels == "linear" and 0 < linear.kernels_ns < linear.subclass_ns, linear  # on its values
+    assert linear.dispatch_ns == pytest.approx(linear.subclass_ns - linear.kernels_ns)
+    queries = [r for r in alone if r.op == "aten.sym_size.default"]  # no aten work at all: all dispatch
+    assert queries and all(r.kernels_ns == 0.0 and r.dispatch_ns == r.subclass_ns for r in queries)
+    closure = close(1e6, (0.9e6, 1.1e6), rows, pair.plain, pair.subclass)
+    assert closure.dispatch_alone_ns == pytest.approx(sum(r.calls * r.dispatch_ns for r in alone
+                                                          if math.isfinite(r.dispatch_ns)))
+
+
+def test_misspelt_factories_and_methods_get_a_did_you_mean(user_folder):
+    """`dtensors:mlpp` was "no attribute" alone, and `--op "x.detah()"` ran as `n/a: DTensor has no
+    .detah`; an attribute your own code reads (units.py's `.unit`) is no typo of the op's."""
+    factory = bench_in(user_folder, "--step", "dtensors:mlpp")
+    assert factory.returncode == 2 and "has no attribute 'mlpp'; did you mean mlp?" in factory.stderr, factory.stderr
+    case = bench_in(user_folder, "--cases", "units:pairr")
+    assert case.returncode == 2 and "did you mean pair?" in case.stderr, case.stderr
+    method = bench_in(user_folder, "--cases", "units:pair", "--op", "x.detah()", "-n", "5", "-m", "5", "-q")
+    assert "n/a: UnitTensor has no .detah (did you mean .detach?)" in method.stdout, method.stdout

@@ -8,5 +8,8 @@ worker pairs, judged case by case.
 - `estimates.py`: what the pairs say, pooled into verdicts, and when to stop;
 - `countfirst.py`: the instruction counts made before the pairs;
 - `named.py`: what changed in the cases that moved, by name (their Python calls, counted);
-- `shimenv.py`: known-cost "branch" environments, for validating the verdicts.
+- `shimenv.py`: known-cost "branch" environments, for validating the verdicts: a fixture of
+  tests/ and benchmarks/ alike, kept here since both import it and its truth is measured in a
+  fresh process as entry.py's `shim-truth` role (the tool's processes start only through
+  entry.py, whose roles are this package's modules).
 """

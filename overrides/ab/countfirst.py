@@ -3,7 +3,7 @@ that a case the counts decide needs no more than MIN_PAIRS of the clock.
 
 Counted after the pairs (the first version), most A/A comparisons ran the clock to its time cap
 and only then counted, although the counts said "no change" to the instruction
-(figures: benchmarks/README.md, 'Docstring figures').
+(figures: benchmarks/history.md, 'Docstring figures').
 """
 
 from __future__ import annotations

@@ -169,7 +169,7 @@ def decided(clock: Comparison, counts_verdict: str | None) -> bool:
     (at EARLY_STOP_CONFIDENCE) does not go against them. A clock that does is sampled on to the
     cap before it may be called `clock only`: after a few pairs, a confident clock has read a
     change beyond the threshold in an A/A comparison whose counts were equal
-    (figures: benchmarks/README.md, 'Docstring figures')."""
+    (figures: benchmarks/history.md, 'Docstring figures')."""
     if counts_verdict is None:
         return clock.verdict in DECIDED
     return clock_and_counts(clock.verdict, counts_verdict) not in (CLOCK_ONLY, DISAGREE)

@@ -1,7 +1,7 @@
 """Paired, interleaved A/B: two environments measured side by side, with intervals you can trust.
 
 Why each piece is there (the figures that were the evidence, measured on the 2-core VM this was
-built on: benchmarks/README.md, 'Docstring figures'):
+built on: benchmarks/history.md, 'Docstring figures'):
 - One persistent worker process per environment (`overrides/ab/worker.py`); the parent asks for
   one ~1 ms sample at a time, alternating base and branch for each case (and which goes first
   alternates every round), so only one worker runs at a time and both see the same machine.

@@ -210,7 +210,7 @@ def shim_truth_ns(work: str, seconds: float = TRUTH_SECONDS) -> dict[str, float]
     cost anywhere from far below zero to far above it. Twins need no switching. What remains is
     layout luck: the twin is another class, its objects sit elsewhere, and one process's figure
     is off by that luck; the mean over many processes with different hash seeds
-    (truth_across_processes) removes it (figures: benchmarks/README.md, 'Docstring figures').
+    (truth_across_processes) removes it (figures: benchmarks/history.md, 'Docstring figures').
     """
     import math
 
@@ -252,7 +252,7 @@ def truth_across_processes(work: str, processes: int = TRUTH_PROCESSES,
     """`shim_truth_ns` in fresh processes, each with its own hash seed (its own layout), averaged.
 
     One process carries its layout's luck; the mean over TRUTH_PROCESSES is as free of it as
-    the A/B estimate it checks (figures: benchmarks/README.md, 'Docstring figures').
+    the A/B estimate it checks (figures: benchmarks/history.md, 'Docstring figures').
     """
     from overrides.clock.allocator import MALLOC_ENV
 

@@ -5,5 +5,7 @@ their files.
 - `keep.py`: the copy of a recorded build that record.sh keeps for a paired report;
 - `placement.py`: each side's view of its shared libraries, one file for identical ones;
 - `samepath.py`, `samepath_enter.py`: every side started from one path, in a private mount
-  namespace (`samepath_enter.py` runs as a script and imports nothing of the package).
+  namespace (`samepath_enter.py` runs as a script and imports nothing of the package);
+- `trash.py`: folders the tool no longer needs (the views), removed by a detached process after
+  it exits.
 """

@@ -5,7 +5,7 @@ physical pages the kernel gave its file, and those pages stay put while the file
 every separate install of a library carries a fixed "placement" offset of its own. In the
 paired A/B, with nothing changed in the code, a virtualenv against its `cp -a` copy (and further
 copies) read SubTensor apart by amounts of either sign, and a hard-linked copy (`cp -al`: the
-same inode, so the same pages) close to nothing (figures: benchmarks/README.md, 'Docstring
+same inode, so the same pages) close to nothing (figures: benchmarks/history.md, 'Docstring
 figures'). Two installs of one wheel differ for no reason in the code, by more than the
 threshold, and no interval over pairs sees it, because every pair maps the same pages.
 
@@ -26,7 +26,7 @@ What it does, once per comparison:
   file with scattered 4 KB pages where a disk file system (ext4 on this kernel) caches it in
   large folios, and two torch releases compared with the copies on /dev/shm read SubTensor's
   change many times larger than with them on ext4, mapped from each install, or without views
-  (benchmarks/gap_probe.py; figures: benchmarks/README.md, 'Docstring figures'): the tmpfs
+  (benchmarks/gap_probe.py; figures: benchmarks/history.md, 'Docstring figures'): the tmpfs
   copies made an "improvement" of page-backing, which no user's install has. Libraries only a
   GPU runs (CUDA, ROCm, Triton) are left where they are: the benchmark never executes them, and
   copying them would cost seconds per pair.
@@ -37,7 +37,7 @@ What it does, once per comparison:
   two installs' own paths, and their lengths moved allocations: with nothing changed, two kept
   copies counted apart (Callgrind) when the views linked the Python files, and alike to the
   instruction on every case and seed with the files copied, or with links whose targets had
-  paths of one length (figures: benchmarks/README.md, 'Docstring figures'). Copying torch's
+  paths of one length (figures: benchmarks/history.md, 'Docstring figures'). Copying torch's
   files is quick, a whole site-packages takes seconds, more beside a busy neighbour; hard links
   take a fraction of that. Other files (headers, binaries, `__pycache__`) stay links: nothing
   resolves them.
@@ -163,7 +163,7 @@ def same_bytes(a: str, b: str, known: dict | None = None) -> bool:
     """Whether files `a` and `b` hold the same bytes. `known` (see `SameBytesMemo`) remembers
     the answers for files as they stand (device, inode, size, modification and change times):
     two installs of a CUDA wheel share gigabytes of libraries, which would otherwise be read
-    whole every comparison, for seconds (figures: benchmarks/README.md, 'Docstring figures')."""
+    whole every comparison, for seconds (figures: benchmarks/history.md, 'Docstring figures')."""
     if os.path.samefile(a, b):
         return True
     stat_a, stat_b = os.stat(a), os.stat(b)
@@ -227,7 +227,7 @@ def plan(base_torch_dir: str | None, branch_torch_dir: str | None, torch_only: b
     else: the two views then list the same names, and every other package is imported from each
     interpreter's own site-packages, at the same fixed path on both sides (samepath). A view of a
     whole site-packages against a kept copy's counted SubTensor apart with nothing changed
-    (figures: benchmarks/README.md, 'Docstring figures')."""
+    (figures: benchmarks/history.md, 'Docstring figures')."""
     if not sys.platform.startswith("linux"):
         return PlacementPlan(None, reason="views are made on Linux only")
     if not base_torch_dir or not branch_torch_dir:

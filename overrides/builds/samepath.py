@@ -6,7 +6,7 @@ builds while it starts: `sys.executable`, `sys.prefix`, site-packages, every mod
 the checkout on `sys.path`. Two virtualenvs of one wheel whose paths differed in length and name
 (`/tmp/x/main`, `/tmp/x/fix-subclass-dispatch-env`) counted SubWithTorchFunction apart, mostly
 in one direction over the seeds, and a `cp -a` copy at a longer path read SubTensor apart
-through `--compare` (figures: benchmarks/README.md, 'Docstring figures'): an offset that belongs
+through `--compare` (figures: benchmarks/history.md, 'Docstring figures'): an offset that belongs
 to the pair of environments, which no interval over seeds carries, on code that is byte for
 byte the same.
 
@@ -33,7 +33,7 @@ FIXED_ROOT holds, as bind mounts:
   checkout, kept between runs, refreshed as sources change), compiled at the fixed paths. What
   that loaded is remembered beside the cache (MANIFEST), so a later process that finds every
   file and folder as it was skips the prime (seconds a side; figures:
-  benchmarks/README.md, 'Docstring figures').
+  benchmarks/history.md, 'Docstring figures').
 Nothing is mounted outside the namespace and nothing is left behind; the kernel removes the
 mounts when the process ends.
 
@@ -69,7 +69,7 @@ ENTER_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "samepat
 # the threshold, which the mean over seeds must pass): without the fixed path, two installs of
 # one wheel and a `cp -a` copy at a longer path read means over three seeds of up to +104
 # instructions a call (SubWithTorchFunction; single seeds up to +202), nothing changed
-# (benchmarks/README.md, "One path for both sides"). 150 clears the largest mean by ~1.4x.
+# (benchmarks/history.md, "One path for both sides"). 150 clears the largest mean by ~1.4x.
 PATH_ALLOWANCE_INSTRUCTIONS = 150.0
 PROBE_TIMEOUT_S = 60
 VENV_CONFIG = "pyvenv.cfg"
@@ -251,7 +251,7 @@ def _same_venv_config(prefix: str, cache: str) -> str | None:
     (VENV_CONFIG_PER_FOLDER: `command = ... -m venv /the/env`, `prompt = ...`), written into
     the side's cache, to be mounted over the original: the interpreter reads the whole file at
     start-up, and the `command` line was what still told two installs of one wheel apart
-    (figures: benchmarks/README.md, 'Docstring figures'). None for an interpreter that is not a
+    (figures: benchmarks/history.md, 'Docstring figures'). None for an interpreter that is not a
     virtualenv."""
     lines = _venv_config_lines(prefix)
     if lines is None:
@@ -280,7 +280,7 @@ def _linked_interpreter(python: str, prefix: str, cache: str) -> str | None:
     python3.11`, `--copies` (some tools' default) copies it. The interpreter builds strings from
     that path as it starts (`/proc/self/exe`, `sys._base_executable`, each link resolved on the
     way), and those alone told a `--copies` virtualenv from a linked one of the same wheel apart
-    (figures: benchmarks/README.md, 'Docstring figures'). The same bytes run either way: a copy
+    (figures: benchmarks/history.md, 'Docstring figures'). The same bytes run either way: a copy
     only when it is byte for byte its base's file. None when the prefix is no virtualenv or the
     copy differs."""
     home = _venv_home(prefix)
@@ -370,7 +370,7 @@ def prime(where: Placement, extra_path: str = "") -> float:
     torch is compiled anew). Returns the seconds it took; nothing to do unless `where` is fixed.
     Keyed by `prime_key`, not the whole launcher: a comparison's timing workers primed their
     side again after its counting processes had (one side after the other, before the first
-    pair) (figures: benchmarks/README.md, 'Docstring figures')."""
+    pair) (figures: benchmarks/history.md, 'Docstring figures')."""
     if not where.fixed:
         return 0.0
     key = (where.prime_key, extra_path)
@@ -383,7 +383,7 @@ def prime(where: Placement, extra_path: str = "") -> float:
         # One process primes a cache at a time. Two bench.py runs started at once on a fresh cache
         # (a test counting a step twice, CI jobs on one runner) both primed it, and the workers
         # started while the other prime still ran counted a step up to 1.5% apart from every
-        # later worker (benchmarks/README.md, 'Two runs at once on a fresh cache').
+        # later worker (benchmarks/history.md, 'Two runs at once on a fresh cache').
         lock_file = os.path.join(os.path.dirname(_bind_source(where.prime_key, "pycache")), PRIME_LOCK)
         with one_process_at_a_time(lock_file):
             if not still_primed(where, extra_path):

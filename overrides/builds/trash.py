@@ -2,7 +2,7 @@
 
 Why it exists. A comparison's two views hold thousands of hard links (placement.py). Removed on
 a thread, the interpreter waited for it at exit: 1.3 s of an A/A on this 2-CPU machine, after
-its table was out (benchmarks/README.md, 'The views removed after exit'). So a folder leaves its
+its table was out (benchmarks/history.md, 'The views removed after exit'). So a folder leaves its
 path at once (renamed aside) and a detached process removes it (entry.py's `remove` role, which
 forks and leaves the process this one waits for), taking with it any folder an earlier remover
 left unfinished (killed with its machine, say).

@@ -1,6 +1,6 @@
 """Every case by name and what it is, without importing torch.
 
-`import torch` takes seconds (figures: benchmarks/README.md, 'Docstring figures'), and not
+`import torch` takes seconds (figures: benchmarks/history.md, 'Docstring figures'), and not
 every process needs it: `bench.py` checks `--cases` here before torch is imported, so a typo is
 refused at once; `--list` prints these names and descriptions; and the parent of `--compare`
 never imports torch at all (each side's worker does, in its own interpreter), so it works from

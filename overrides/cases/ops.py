@@ -165,10 +165,12 @@ def not_applicable_reason(case: Case, op: Op) -> str | None:
     except AttributeError as exc:
         owner = getattr(exc, "obj", None)
         if any(owner is operand for operand in operands):
-            # a name no tensor has, one letter off a method it has, is a typo: said so
+            # a name the statement asks for (`x.detah()`) that no tensor has, close to one its
+            # class has, is a typo: said so (an attribute your own code reads is not the op's)
             import torch
 
-            near = did_you_mean(exc.name, dir(owner)) if exc.name and not hasattr(torch.Tensor, exc.name) else ""
+            asked = exc.name and f".{exc.name}" in case.stmt_for(op) and not hasattr(torch.Tensor, exc.name)
+            near = did_you_mean(exc.name, dir(type(owner))) if asked else ""
             return f"{type(owner).__name__} has no .{exc.name}" + (near.replace(" did you mean ", " (did you mean .")
                                                                    .replace("?", "?)") if near else "") + (
                 f"; {case.construction_hint}" if case.construction_hint else "")

@@ -7,7 +7,7 @@ fake regression in a case no change could touch. With `MALLOC_TOP_PAD_` set in t
 (so in force from the first allocation of start-up) the same pair read next to nothing. Setting
 the same value with `mallopt` after start-up was not enough: the base-vs-venv A/A still showed
 SubTensor and WithTorchFunction apart, and far less with the variable, run back to back
-(figures: benchmarks/README.md, 'Docstring figures'). So every process
+(figures: benchmarks/history.md, 'Docstring figures'). So every process
 that times is started with `MALLOC_ENV`: the A/B workers and the Callgrind worker by their
 parent, `bench.py` by re-executing itself once before importing torch (`overrides/clock/layout.py`).
 """

@@ -10,7 +10,7 @@ once, before torch is imported, with:
 
 Why: with randomisation and a random hash seed, the 2nd percentile of one build spread across
 invocations by more than the seed method's minimum did; pinned, it spread far less, in the same
-run, the two interleaved (`benchmarks/seed_vs_bench.py`; figures: benchmarks/README.md,
+run, the two interleaved (`benchmarks/seed_vs_bench.py`; figures: benchmarks/history.md,
 'Docstring figures'). The figure then belongs to one layout: another build, interpreter path or
 environment is another layout, some way away by luck alone, so builds are compared with
 `--compare` (layouts varied between pairs and matched within each), never across two runs.

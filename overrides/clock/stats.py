@@ -17,12 +17,13 @@ something smaller than a slow spell. Over whole busy runs the floor still held m
 of the samples p2 needs, in every run (six runs kept by `benchmarks/headline_stats.py`). The
 10th percentile, the first choice, sits on the edge of that floor: in some of those runs it slid
 off it, and its spread across the runs was wider than the 2nd percentile's (figures:
-benchmarks/README.md, 'Docstring figures'). p2 stays on the floor while at least 2% of samples
+benchmarks/history.md, 'Docstring figures'). p2 stays on the floor while at least 2% of samples
 are undisturbed, and with the ~2,000 samples a case gets it still rests on ~40 of them, not one.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import Sequence
 
@@ -93,6 +94,41 @@ def quantile_ci(values: Sequence[float], q: float = HEADLINE_QUANTILE,
     low = max(0, math.floor(n * q - half_width))
     high = min(n - 1, math.ceil(n * q + half_width))
     return (ordered[low], ordered[high])
+
+
+@dataclasses.dataclass(frozen=True)
+class Drift:
+    """How far the headlines moved between the first and the second half of a run, all its
+    targets together: each headline's move relative to it (second half less first), averaged,
+    signed, because the machine's speed moves every case of a round-robin run alike; and the 95%
+    margin that sampling alone leaves on that average (each half's quantile_ci95, combined in
+    quadrature as for independent estimates)."""
+
+    shift: float
+    margin: float
+
+    @property
+    def seen(self) -> bool:
+        """The headlines moved by more than sampling explains: the machine's speed moved them."""
+        return abs(self.shift) > self.margin
+
+
+def drift(runs: Sequence[Sequence[float]]) -> Drift | None:
+    """The Drift of targets timed together, each's samples in the order taken (one per round);
+    None where any has fewer than 2 x MIN_TRUSTED_SAMPLES samples (no halves to compare)."""
+    shifts, variances = [], []
+    for samples in runs:
+        half = len(samples) // 2
+        head = headline(samples) if half >= MIN_TRUSTED_SAMPLES else 0.0
+        if head <= 0:
+            return None
+        first, second = samples[:half], samples[half:]
+        shifts.append((headline(second) - headline(first)) / head)
+        variances.append(sum(((high - low) / 2 / head) ** 2
+                             for low, high in (quantile_ci95(first), quantile_ci95(second))))
+    if not shifts:
+        return None
+    return Drift(sum(shifts) / len(shifts), math.sqrt(sum(variances)) / len(shifts))
 
 
 def median_ci(values: Sequence[float], confidence: float = 0.95) -> tuple[float, float]:

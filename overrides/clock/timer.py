@@ -5,7 +5,7 @@ How it times, and why:
   the loop's own cost is spread over many calls; the operands and `torch` are fast locals.
 - The clock is `time.perf_counter_ns` (integer nanoseconds; a read is far from free in a VM,
   but it is paid once per sample of ~1 ms, so it is lost in the noise after the empty-loop
-  subtraction; figures: benchmarks/README.md, 'Docstring figures').
+  subtraction; figures: benchmarks/history.md, 'Docstring figures').
 - The same generated function with an empty body is timed alongside, and its undisturbed cost
   (loop turns plus the two clock reads: the same low quantile of the empty samples as the
   headline takes of the real ones) is removed from every sample; the output says so.
@@ -60,14 +60,16 @@ CALIBRATION_PROBES = 6  # per burst: the first after a gap runs cold, the rest a
 CALIBRATION_BURST_NS = 3_000_000
 CALIBRATION_GAP_S = 0.02
 # Slow spells can last seconds, longer than calibration can wait. Once, after RECALIBRATE_AT of
-# the run (and at least RECALIBRATE_MIN_ROUNDS rounds), each calibrated target's fastest sample
+# the run's floor (and at least RECALIBRATE_MIN_ROUNDS rounds), each calibrated target's fastest sample
 # is checked against its calibration: per call (both with the loop's cost removed) below
 # RECALIBRATE_BELOW of what calibration measured means calibration ran in a slow spell. Such a
 # target is resized from that sample, and every target's samples so far are dropped (round-robin
 # is fair only while all targets cover the same stretch of time): the run gets RECALIBRATE_AT
 # longer, and only when calibration was fooled. Samples slower than calibration are left alone:
-# that is the run's own slow spell, not a wrong calibration.
-RECALIBRATE_AT = 0.1  # of the run's budget (or of its fixed samples)
+# that is the run's own slow spell, not a wrong calibration. Of the floor (min_time_s), not of
+# the cap (the first version): a run that stops near its floor (the drift rule, DEFAULT_PRECISION)
+# lost 30% of it to a check at a tenth of the cap, 1.2 s of bench.py's 4.
+RECALIBRATE_AT = 0.1  # of the run's floor (or of its fixed samples)
 RECALIBRATE_MIN_ROUNDS = 10
 # Fastest sample / calibration over the catalog here (torch.add, x.shape, x+y): 0.87-1.05, quiet
 # or with a CPU hog on each core. Below 0.7 (calibration slowed by more than 40%) is no jitter.
@@ -87,9 +89,26 @@ DEFAULT_MIN_TIME_S = 3.0  # per target, when no precision is asked for (TimerCon
 # interval, relative to it), and at the latest after DEFAULT_MAX_TIME_S per target. A quiet
 # machine finishes early; a busy one, whose samples spread, keeps sampling up to the cap.
 # Chosen in benchmarks/seed_vs_bench.py (see benchmarks/README.md).
+# Before the cap, rounds also stop once more samples no longer narrow what the figures can say
+# (TimerConfig.drift_max_width, stopped "drift"): the headlines moved between the first and second
+# half of the run by more than sampling explains (stats.drift, all targets together, as the
+# machine moves them) and every target's interval is already within that move and within
+# DRIFT_MAX_WIDTH. The 95% interval covers sampling alone, as if the machine kept one speed;
+# more samples narrow it, not the machine's move, which is the larger part once it is the
+# wider. Where no case reached +-0.2%, every run sampled to the cap, and a headline known to
+# +-0.2% moved by several percent when the machine changed speed; runs cut where this rule
+# stops spread a little more across runs than runs sampled to the cap, and less than the seed
+# method's (figures: benchmarks/README.md ("bench.py within a third of the seed method's time").
 DEFAULT_PRECISION = 0.002
-STOP_FLOOR_S = 1.0
+# Most of bench.py's time once the drift rule stops near it: 0.75 s a case keeps the run within
+# a third of the seed method's time where the seed takes ~21 s (1 s did not, by turns); runs cut
+# at 0.75 and 1 s spread alike across runs (benchmarks/stop_replay.py, the section above).
+STOP_FLOOR_S = 0.75
 DEFAULT_MAX_TIME_S = 3.0
+# The widest interval (half of it, relative) a drift stop leaves on a figure: within the 1-2% two
+# runs of one build agree to (docs/timing.md). A run whose halves straddle a change of the
+# machine's speed by 60% saw a move that large and read +-8-34% at its floor; it samples on.
+DRIFT_MAX_WIDTH = 0.01
 PRECISION_CHECK_EVERY_NS = 200_000_000  # sorting every target's samples costs ~1 ms
 PROGRESS_EVERY_NS = 1_000_000_000  # progress callback cadence
 # A reference target (overrides/clock/speed.py: the run's speed) takes one sample every this
@@ -144,6 +163,10 @@ class TimerConfig:
     # after min_time_s and at the latest after max_time_s per target. None: no such rule.
     precision: float | None = None
     max_time_s: float | None = None
+    # With a precision: also stop before the cap once the machine's own move, not sampling,
+    # limits every figure, each interval within this (see DEFAULT_PRECISION, DRIFT_MAX_WIDTH);
+    # None samples on to the precision or the cap.
+    drift_max_width: float | None = DRIFT_MAX_WIDTH
     # On a CUDA device, also time the synchronized cost and the GPU's own per call (each sample,
     # beside the host's: overrides/clock/cuda.py). The A/B workers judge on the host's alone.
     device_figures: bool = True
@@ -174,7 +197,8 @@ class TimingRun:
     rounds: int
     wall_s: float
     interrupted: bool
-    # Why sampling stopped: "precision" (every headline precise enough), "time cap", "time"
+    # Why sampling stopped: "precision" (every headline precise enough), "drift" (the machine's
+    # movement, not sampling, limits every headline: see DEFAULT_PRECISION), "time cap", "time"
     # (min_time_s, no precision asked), "samples given" (-m), "interrupted", "nothing to time".
     stopped: str = "time"
     # The reference target's samples, when one was given (see REFERENCE_EVERY).
@@ -340,6 +364,22 @@ class _Slot:
                            empty_ns / self.calls, self.error, self.device, device_ns)
 
 
+def _why_stop(live: list[_Slot], config: TimerConfig) -> str | None:
+    """"precision" when every headline is within config.precision, "drift" when the machine's
+    move between the run's halves is seen and every interval lies within it and within
+    config.drift_max_width (see DEFAULT_PRECISION), else None: more samples still narrow what the
+    figures say."""
+    widths = [slot.precision() for slot in live]
+    if all(width <= config.precision for width in widths):
+        return "precision"
+    if config.drift_max_width is not None:
+        moved = stats.drift([slot.raw_ns for slot in live])
+        limit = min(abs(moved.shift), config.drift_max_width) if moved is not None else 0.0
+        if moved is not None and moved.seen and all(width <= limit for width in widths):
+            return "drift"
+    return None
+
+
 def _recalibrate(live: list[_Slot], say: Callable[[str], None]) -> tuple[str, ...]:
     """Resize every target whose calibration a slow spell fooled (see RECALIBRATE_BELOW) and
     drop every target's samples, so the rounds start over; their names (none: nothing touched)."""
@@ -405,7 +445,7 @@ def time_targets(
                 now = _clock()
                 if config.samples is not None:
                     done = rounds >= config.samples
-                    fraction = rounds / config.samples
+                    fraction = into_floor = rounds / config.samples
                     stopped = "samples given"
                 else:
                     elapsed = now - rounds_start
@@ -417,16 +457,18 @@ def time_targets(
                             done, stopped = True, "time cap"
                         elif now >= next_check:
                             next_check = now + PRECISION_CHECK_EVERY_NS
-                            if all(s.precision() <= config.precision for s in live):
-                                done, stopped = True, "precision"
+                            why = _why_stop(live, config)
+                            if why is not None:
+                                done, stopped = True, why
                     fraction = 1.0 if done else min(1.0, elapsed / max(cap_ns, 1))
+                    into_floor = elapsed / max(budget_ns, 1)
                 if done or now >= next_report:
                     say(f"timing {counted(len(live), 'case')} round-robin: {fraction:4.0%} "
                         f"(round {rounds})")
                     next_report = now + PROGRESS_EVERY_NS
                 if done:
                     break
-                if not checked and rounds >= RECALIBRATE_MIN_ROUNDS and fraction >= RECALIBRATE_AT:
+                if not checked and rounds >= RECALIBRATE_MIN_ROUNDS and into_floor >= RECALIBRATE_AT:
                     checked = True
                     recalibrated = _recalibrate(live, say)
                     if recalibrated:

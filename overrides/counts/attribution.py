@@ -7,7 +7,7 @@ function whose work changed and nothing else, but the line that calls it, the ch
 interpreter's own instructions is that function's work (with the call), exactly. The report
 prices such a function with it, where py-spy's samples put the bare shim's `_shim`, and a small
 helper's call site, anywhere within a range several times the true cost (figures:
-benchmarks/README.md, 'Docstring figures').
+benchmarks/history.md, 'Docstring figures').
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 The Python-call counts (`pycalls.py`) say exactly which function the branch calls more or less
 often, but py-spy's own time of that function leaves out the call itself: the frame is made and
 torn down on the caller's line, and for a small helper that is much of its cost (figures:
-benchmarks/README.md, 'Docstring figures'). The caller's line that makes the call,
+benchmarks/history.md, 'Docstring figures'). The caller's line that makes the call,
 with everything that runs under it, holds all of it. This module finds those lines: in the
 branch, the lines of each caller that call the function and name it (a call through C code, from
 a line that does not name the function, is no call site: its line holds the whole C call); in

@@ -2,7 +2,7 @@
 
 Why it exists. The wall-clock differential (py-spy) prices functions by their share of ~1000
 samples, so on a real pair of builds it named nothing, or one function at several times the
-whole call's change (figures: benchmarks/README.md, 'Docstring figures'). Instruction counts
+whole call's change (figures: benchmarks/history.md, 'Docstring figures'). Instruction counts
 are deterministic: under a given hash seed the same build counts the same to the instruction.
 With `--separate-callers` (overrides/counts/callgrind.py, `tree=True`) Callgrind names every
 function by its chain of callers, so the last repeat of a case's loop is a call tree with exact
@@ -199,7 +199,7 @@ def interpreter_delta(deltas: dict[str, float]) -> float:
     `own_deltas` over every `is_interpreter` function. Where one Python function's work is all
     that changed (by the Python-call counts), this is that function's work, exactly: the report
     prices it with this where py-spy's samples cannot (the bare shim's `_shim`, whose samples put it
-    anywhere in a range several times its true cost; figures: benchmarks/README.md, 'Docstring
+    anywhere in a range several times its true cost; figures: benchmarks/history.md, 'Docstring
     figures')."""
     return sum(delta for name, delta in deltas.items() if is_interpreter(name))
 

@@ -40,7 +40,7 @@ def read_total(path: str) -> int:
     """A dump's total instructions from its header alone; the whole dump when the header has
     none. A count's repeats need only their totals until one is chosen: parsing every repeat's
     call paths took a noticeable time per counting process, in the parent, one process's after
-    the other's (figures: benchmarks/README.md, 'Docstring figures')."""
+    the other's (figures: benchmarks/history.md, 'Docstring figures')."""
     with open(path, encoding="utf-8", errors="replace") as src:
         for number, line in enumerate(src):
             if line.startswith(("summary:", "totals:")):

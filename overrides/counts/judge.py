@@ -55,7 +55,7 @@ LAYOUT_SPREAD_TRUSTED = 2.0
 LAYOUT_SPREAD_UNTRUSTED = 4.0
 # Counts made from one path on both sides (overrides/builds/samepath.py) are deterministic: two installs
 # or copies of one build counted 0.0 apart on every case and seed in every A/A comparison so far
-# (benchmarks/README.md, "One path for both sides"), while any change of code a case runs moved
+# (benchmarks/history.md, "One path for both sides"), while any change of code a case runs moved
 # its count at every seed (the bare shim's untouched Tensor: 0 on some seeds, -4..-19 on others).
 # So a case whose delta stays within this many instructions on every seed is "no change", from
 # its first seed on: the same instructions ran.

@@ -203,7 +203,7 @@ def bytecodes_counted() -> bool:
     """Whether this interpreter's bytecode counter counts every bytecode of every call: a known
     function called three times must read three times one call's count, above zero (settrace's
     opcode events read nothing on 3.12.1 and missed some on 3.13.0; figures:
-    benchmarks/README.md, 'Docstring figures')."""
+    benchmarks/history.md, 'Docstring figures')."""
     counter = Counter(sys.path)
 
     def three_calls():

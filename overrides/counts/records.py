@@ -120,7 +120,7 @@ def as_saved(runs: Sequence[CountRun]) -> tuple[CountRun, ...]:
 def _pack_stacks(stacks: dict) -> dict:
     """Call paths as indices into one list of names: the same few hundred names recur in
     thousands of paths (a results file written out in full was many megabytes for the four
-    seed cases; figures: benchmarks/README.md, 'Docstring figures')."""
+    seed cases; figures: benchmarks/history.md, 'Docstring figures')."""
     names: dict[str, int] = {}
     paths = [[[names.setdefault(name, len(names)) for name in path], round(value, 3)]
              for path, value in stacks.items()]

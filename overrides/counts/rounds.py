@@ -1,7 +1,7 @@
 """Which hash seeds a comparison counts under, and counting in rounds until the counts decide.
 
 A verdict on counts must not rest on one layout unless the counts are exact, and one more seed
-costs a whole valgrind process (figures: benchmarks/README.md, 'Docstring figures'): so a
+costs a whole valgrind process (figures: benchmarks/history.md, 'Docstring figures'): so a
 comparison draws its seeds afresh (`fresh_seeds`), counts a round's worth at once (one valgrind
 process per CPU), and counts again, for the cases still undecided only, while more seeds could
 decide them (`count_until_decided`).
@@ -78,7 +78,7 @@ def more_seeds_could_decide(c: CountComparison, max_seeds: int = MAX_COMPARE_SEE
     is no spread yet to go on. A case more seeds cannot decide (its delta sits near the
     threshold, or moves too much by layout) is left to the clock rather than counted on: the
     bare shim's untouched WithTorchFunction, whose delta spread across zero over the seeds, once
-    took several seeds of valgrind to stay "inconclusive" (figures: benchmarks/README.md,
+    took several seeds of valgrind to stay "inconclusive" (figures: benchmarks/history.md,
     'Docstring figures')."""
     if c.why:
         return False  # the sides do not count alike: more seeds measure the same offset

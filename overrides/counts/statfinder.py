@@ -7,7 +7,7 @@ before the user's module and its attribute names, so the names land at other add
 interpreter's type-attribute cache (indexed by a name's address) collides elsewhere: one more
 file in the user's folder (a `--json` output, a budget file, `subtensor.svg`) moved SubTensor by
 +119 instructions a call and a user case by +63; one untracked file in this checkout moved them
-by +74 and -88, on the same seed, in the same interpreter (figures: benchmarks/README.md,
+by +74 and -88, on the same seed, in the same interpreter (figures: benchmarks/history.md,
 'Counts that do not read a folder'). A budget written in one checkout and checked in a clean CI
 clone would fail on nothing.
 

@@ -25,7 +25,8 @@ from overrides import ROOT, children
 from overrides.errors import UsageError, place_error
 from overrides.files import write_text_atomic
 from overrides.flame import flamesvg
-from overrides.flame.hotloop import DEFAULT_SECONDS, PACE_MAX_S, frame_name, step_name
+from overrides.flame.hotloop import DEFAULT_SECONDS, frame_name, step_name
+from overrides.flame.watch import PACE_MAX_S
 from overrides.flame.pyspy import PYSPY_RATE_HZ, find_pyspy
 from overrides.flame.stacks import (hook_shares, hot_loop_stacks, hot_loop_total, is_subclass_hook, merged,
                                     read_folded)

@@ -25,23 +25,13 @@ from typing import Callable, ContextManager, Iterator
 from overrides.argtypes import OneLineParser, positive_float, positive_int
 from overrides.errors import UsageError, run_command
 from overrides.flame.pyspy import PYSPY_RATE_HZ, find_pyspy
+from overrides.flame.watch import PACE_MAX_S, adopt_orphans, await_pace, reaped_loop, said_finished
 
 # Long enough for 1000 samples at the rate the scripts record at (pyspy.PYSPY_RATE_HZ,
 # 200 a second) after torch is imported, with 20% to spare.
 DEFAULT_SECONDS = 6.0
 CHUNK_S = 0.05  # calls between two clock reads: a negligible share of the samples
 WARMUP_TURNS = 20  # turns of UNROLL calls before a recording forks: bytecode specialised
-# py-spy --native starts slowly: it is attached for most of its first 0.5-1.5 s (longest on a
-# loaded machine), reading each library's unwind tables, and takes few samples meanwhile; the
-# first case recorded got 152 samples in 3 s against the second's 393 beside five CPU-bound
-# processes. So the first case's clock starts once py-spy is at pace: while the loop runs, the
-# process that started py-spy reads the loop's TracerPid every PACE_POLL_S; py-spy is at pace
-# once, over the last PACE_WINDOW reads after its first attach, the loop was traced in fewer
-# than PACE_TRACED_SHARE of them (86-92% while it starts; 15-40% after, quiet, ~50% loaded).
-PACE_POLL_S = 0.002
-PACE_WINDOW = 100  # reads: ~0.25 s
-PACE_TRACED_SHARE = 0.75
-PACE_MAX_S = 10.0  # never waited longer: the first case's clock then starts all the same
 PACE_CHUNK_S = 0.01  # calls between two looks for the go-ahead while py-spy starts
 # py-spy's --duration is a bound only: it stops when the loop's process exits, right after the
 # last case. It covers the pacing and this much more.
@@ -174,7 +164,7 @@ class Program:
             with job.active():
                 job.loop(job.operands, WARMUP_TURNS)
         global _FINISHED, _GO
-        _adopt_orphans()  # the loop's process, once py-spy is gone, is this one's to reap
+        adopt_orphans()  # the loop's process, once py-spy is gone, is this one's to reap
         # The loop says it finished on a pipe: one that ends without saying so died (py-spy,
         # which traces it, exits 0 all the same). Pipes are not inherited by py-spy's exec.
         finished, _FINISHED = os.pipe()
@@ -199,11 +189,11 @@ class Program:
         import signal
 
         signal.signal(signal.SIGINT, signal.SIG_IGN)
-        _await_pace(recorder)
+        await_pace(recorder)
         os.close(go_ahead)  # the loop reads the end of the pipe as the go-ahead
         _, status = os.waitpid(recorder, 0)
         code = os.waitstatus_to_exitcode(status)
-        said = _said_finished(finished) if code == 0 else True
+        said = said_finished(finished) if code == 0 else True
         if said is None:  # stuck: killed, never taken for a loop that ran (its samples are one stuck frame)
             import signal
 
@@ -221,7 +211,7 @@ class Program:
         elif code == 0 and not said:  # the loop died, py-spy did not
             from overrides import children
 
-            loop = _reaped_loop()
+            loop = reaped_loop()
             how = children.ended(loop) if loop else "ended (killed or crashed)"
             print(f"pyspybench.py: error: the hot loop py-spy was recording ({self.title.partition(': ')[0] or 'the cases'}) "
                   f"{how} before it finished", file=sys.stderr)
@@ -244,7 +234,7 @@ class Program:
     def done(self) -> None:
         """Leave at once: tearing torch down takes time, which a profiler sampling the whole
         process (the seed command) would count against the loop's share (figures:
-        benchmarks/README.md, 'Docstring figures')."""
+        benchmarks/history.md, 'Docstring figures')."""
         sys.stdout.flush()
         sys.stderr.flush()
         if _FINISHED is not None:
@@ -253,21 +243,6 @@ class Program:
             except OSError:
                 pass  # py-spy ended first (killed, or Ctrl-C) and took the process told with it
         os._exit(0)
-
-
-# prctl(PR_SET_CHILD_SUBREAPER): an orphaned descendant is reparented to this process, not init.
-PR_SET_CHILD_SUBREAPER = 36
-
-
-def _adopt_orphans() -> None:
-    """Become the reaper of this process's orphaned descendants (Linux), so that the loop py-spy
-    traces, whose parent py-spy is, can be asked how it ended once py-spy has exited."""
-    try:
-        import ctypes
-
-        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
-    except (OSError, AttributeError):
-        pass  # not Linux: a loop that dies is then seen as missing samples only
 
 
 _FINISHED: int | None = None  # in the loop's process under --record: where it says it finished
@@ -282,74 +257,6 @@ def _recorder_at_pace() -> bool:
         return os.read(_GO, 1) == b""
     except BlockingIOError:
         return False
-
-
-def _await_pace(recorder: int) -> None:
-    """Until py-spy, `recorder`, samples the loop (its child) at pace: after its first attach,
-    the loop traced in fewer than PACE_TRACED_SHARE of the last PACE_WINDOW reads of its
-    TracerPid; or PACE_MAX_S, or py-spy or the loop gone."""
-    from collections import deque
-
-    from overrides import children
-
-    deadline = time.monotonic() + PACE_MAX_S
-    loop: int | None = None
-    traced: deque[bool] = deque(maxlen=PACE_WINDOW)
-    while time.monotonic() < deadline:
-        if loop is None:
-            found = children.descendants(recorder)
-            loop = found[0] if found else None
-        if loop is not None:
-            now = traced_now(loop)
-            if now is None:  # the loop is gone
-                return
-            if now or traced:  # counted from the first attach
-                traced.append(now)
-            if len(traced) == PACE_WINDOW and sum(traced) < PACE_TRACED_SHARE * PACE_WINDOW:
-                return
-        if os.waitid(os.P_PID, recorder, os.WEXITED | os.WNOHANG | os.WNOWAIT):
-            return  # py-spy ended (left for _title_when_done to reap)
-        time.sleep(PACE_POLL_S)
-
-
-def traced_now(pid: int) -> bool | None:
-    """Whether a tracer holds `pid` now (its TracerPid); None when it cannot be read."""
-    try:
-        with open(f"/proc/{pid}/status", encoding="ascii", errors="replace") as status:
-            for line in status:
-                if line.startswith("TracerPid:"):
-                    return line.split()[1] != "0"
-    except (OSError, IndexError):
-        return None
-    return None
-
-
-# How long the loop's word may lag py-spy's exit. A killed process stops being readable (py-spy
-# sees it gone and exits 0) before the kernel closes its files, the pipe's end among them: read
-# at once, the pipe of a loop killed mid-case still looked open under load, and the run read
-# "py-spy took no sample" for the case the loop never reached instead of saying it was killed.
-LOOP_WORD_WAIT_S = 5.0
-
-
-def _said_finished(finished: int) -> bool | None:
-    """Whether the loop said it finished (False: it died without saying so); None while it still
-    runs after py-spy, whose duration covers the loop and a margin, has ended: it is stuck."""
-    import select
-
-    readable, _, _ = select.select([finished], [], [], LOOP_WORD_WAIT_S)
-    if not readable:
-        return None
-    return os.read(finished, 1) == b"1"
-
-
-def _reaped_loop() -> int:
-    """How the traced loop ended, as a return code (-N for signal N), where it has ended and
-    was handed to this process; 0 where it finished, is still running or is not ours to ask."""
-    try:
-        pid, status = os.waitpid(-1, os.WNOHANG)
-    except ChildProcessError:
-        return 0
-    return os.waitstatus_to_exitcode(status) if pid else 0
 
 
 def _xml_text(text: str) -> str:
@@ -507,5 +414,5 @@ def default_seconds(started_s_ago: float) -> float:
     """How long the loop runs when not told: DEFAULT_SECONDS, or long enough that a profiler
     sampling since the process started (`py-spy record -- python pyspybench.py CASE`) finds the
     loop in at least ~80% of its samples: start-up under py-spy --native took seconds, a large
-    part of a short loop's recording (figures: benchmarks/README.md, 'Docstring figures')."""
+    part of a short loop's recording (figures: benchmarks/history.md, 'Docstring figures')."""
     return max(DEFAULT_SECONDS, STARTUP_FACTOR * started_s_ago)

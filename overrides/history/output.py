@@ -18,7 +18,7 @@ from overrides.verdicts import CHANGED, DISAGREE, MOVED, known
 def per_build(builds: Sequence[HistoryBuild], runs: dict, targets: Sequence[tuple[str, str]]) -> dict:
     """(case, op) -> build name -> (mean count a call over its seeds, (lowest, highest) over them
     or None with one seed, seeds). The range, not an interval: a build's own count moves by
-    layout from seed to seed (figures: benchmarks/README.md, 'Docstring figures'), while a step
+    layout from seed to seed (figures: benchmarks/history.md, 'Docstring figures'), while a step
     is judged on the per-seed deltas, matched seed by seed and far tighter; a t-interval over
     two seeds would draw a bar twelve spreads long beside a step known to a few instructions."""
     out: dict = {}

@@ -26,7 +26,7 @@ def _changes(comparisons) -> str:
 
 def _headline(comparisons) -> str:
     """What changed, first: the regressions, else the improvements (a large improvement under
-    "No regression." read as nothing happened; figures: benchmarks/README.md, 'Docstring
+    "No regression." read as nothing happened; figures: benchmarks/history.md, 'Docstring
     figures'), else that nothing moved."""
     regressed = [c for c in comparisons if c.verdict == REGRESSION]
     improved = [c for c in comparisons if c.verdict == IMPROVEMENT]

@@ -224,7 +224,7 @@ def _instructions_by_frame(own: dict | None, frames: Sequence[str]) -> dict[str,
     The hot loop's frame is the counted loop (`calltree.LOOP_ROOT`): the same statement on both
     sides, whose own time py-spy moved by more than the whole change in one report of an added
     helper (the interpreter's samples it could not place deeper) while its instructions moved by
-    none (figures: benchmarks/README.md, 'Docstring figures')."""
+    none (figures: benchmarks/history.md, 'Docstring figures')."""
     from overrides.counts import calltree
     from overrides.flame import stacks
 

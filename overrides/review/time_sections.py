@@ -247,7 +247,7 @@ def _table(found: time_analysis.TimeAnalysis) -> list[str]:
 def case_heading(comparison) -> str:
     """A case's heading in "where the time went": its change per call and verdict, with the
     source of the size where the clock could not give it (for one shim, two headings of
-    opposite sign, both "(regression)", told a reviewer nothing; figures: benchmarks/README.md,
+    opposite sign, both "(regression)", told a reviewer nothing; figures: benchmarks/history.md,
     'Docstring figures')."""
     if comparison.clock_sized:
         return f"### {comparison.case}: {signed(comparison.delta_ns)} ns per call ({comparison.verdict})"
@@ -266,7 +266,7 @@ def _interval(comparison) -> str:
 def _change_said(comparison) -> str:
     """The change the rows are read against, and how sure it is: the clock's delta with its 95%
     interval (the change is itself measured, and its interval can be as wide as the change;
-    figures: benchmarks/README.md, 'Docstring figures'), or the counts' size where the clock's
+    figures: benchmarks/history.md, 'Docstring figures'), or the counts' size where the clock's
     interval was too wide to give one."""
     if not comparison.clock_sized:
         return (f"about {signed(comparison.change_ns)} ns: the counts' "

@@ -40,6 +40,9 @@ class Closure:
     # the same calls run back to back in the step's order, whole (optable.PricedStep): nan where not
     in_order_ns: float = math.nan
     in_order_ci_ns: tuple[float, float] = (math.nan, math.nan)
+    # ops with no plain twin (NestedTensor's ragged ones): their dispatch alone a step, not in the
+    # sum (their overhead over plain tensors is unknown); nan where there are none
+    dispatch_alone_ns: float = math.nan
 
     @property
     def unexplained_ns(self) -> float:
@@ -97,5 +100,7 @@ def close(step_overhead_ns: float, step_overhead_ci_ns: tuple[float, float], row
     plain_nodes, plain_ops = profiled_counts(plain_step)
     mine_nodes, mine_ops = profiled_counts(subclass_step)
     not_priced = tuple((r.op, r.calls, r.not_applicable) for r in rows if r.not_applicable and not r.nested)
+    alone = [r.calls * r.dispatch_ns for r in rows if r.mine_only and not r.nested and math.isfinite(r.dispatch_ns)]
     return Closure(step_overhead_ns, step_overhead_ci_ns, table_sum_ns(rows), table_ci_ns(rows), not_priced,
-                   _more(mine_nodes, plain_nodes), _more(mine_ops, plain_ops), in_order[0], in_order[1])
+                   _more(mine_nodes, plain_nodes), _more(mine_ops, plain_ops), in_order[0], in_order[1],
+                   sum(alone) if alone else math.nan)

@@ -5,7 +5,7 @@ Both factories are built in this process, and three steps are timed in one alter
 subclass and the branch's. The change is the branch's step less the base's, a step, paired by
 position, and judged by the project's one rule (verdicts.judge, the thresholds of `--compare`);
 each version's overhead and share is against the base's plain twin, as `--step` shows it.
-Then each version's ops are priced in one round-robin (optable.price_versions) and joined op
+Then each version's ops are priced in its step's order, all sequences in turn (optable.price_versions), and joined op
 by op: which ops the change helped, and by how much a call.
 
 Why this way:

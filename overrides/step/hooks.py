@@ -34,7 +34,6 @@ import torch
 from torch.overrides import resolve_name
 from torch.utils._pytree import tree_flatten
 
-
 HOOKS = ("__torch_function__", "__torch_dispatch__")
 SIGNATURE_CHARS = 60  # an op's operands, as dtype[shape] ..., cut to this in the table
 # Ops replayed on a leaf copy of their operand, not on the step's graph: backward through the
@@ -73,6 +72,9 @@ class Replay:
     grad_enabled: bool  # the grad mode the op ran under (the optimizer's: off)
     not_applicable: str = ""  # why it cannot be replayed on plain tensors (then the copies are empty)
     twin: str = ""  # how a wrapper operand's plain twin was made (cases/twins.py); "" without one
+    # no plain twin (not_applicable says why), but your copies are made: yours is timed alone, and
+    # its dispatch priced against the kernels it runs (kernels.py), the overhead left unknown
+    mine_only: bool = False
 
 
 @dataclasses.dataclass(frozen=True)
@@ -84,15 +86,24 @@ class Captured:
 
 
 def op_name(func: Any) -> str:
+    """torch's name for an op (torch.nn.functional.linear, aten.mm.default); else its module
+    and qualified name, never a repr with an address in it (a row must read alike each run)."""
     try:
-        return resolve_name(func) or str(func)
+        named = resolve_name(func)
     except Exception:
-        return getattr(func, "__qualname__", None) or str(func)
+        named = None
+    if named:
+        return named
+    qualified = getattr(func, "__qualname__", None) or getattr(func, "__name__", None)
+    if qualified:
+        module = getattr(func, "__module__", None) or getattr(getattr(func, "__self__", None), "__name__", None)
+        return f"{module}.{qualified}" if module and not qualified.startswith(module) else qualified
+    return str(func)
 
 
 def short_op(op: str) -> str:
-    """An op's name without its module: linear, add_, grad.__get__, aten.mm.default."""
-    if op.startswith("aten."):
+    """An op's name without its module: linear, add_, grad.__get__; an aten or prim op whole."""
+    if not op.startswith("torch."):
         return op
     parts = op.split(".")
     return ".".join(parts[-2:]) if parts[-1].startswith("__") and len(parts) > 1 else parts[-1]
@@ -167,6 +178,10 @@ class _NotReplayable(Exception):
     """Why an operand cannot be replayed (said as its op's n/a)."""
 
 
+class _NoTwin(_NotReplayable):
+    """Why a wrapper operand has no plain twin (NestedTensor's ragged dimension); your copy stands."""
+
+
 def _copies(value: Any, twins: list) -> tuple[Any, Any]:
     """(as your subclass, as a plain tensor) copies of an operand; plain tensors copied once. A
     wrapper's twin is said in `twins` (how it was made)."""
@@ -174,7 +189,11 @@ def _copies(value: Any, twins: list) -> tuple[Any, Any]:
         return value, value
     cls = type(value)
     if _is_wrapper(value):
-        twin, how = _wrapper_twin(value)
+        try:
+            twin, how = _wrapper_twin(value)
+        except _NoTwin as exc:  # your copy still made: its dispatch can be priced against its kernels
+            twins.append(_NoTwin(str(exc)))
+            return _wrapper_copy(value), None
         twins.append(f"{cls.__name__}: {how}")
         return _wrapper_copy(value), twin
     with torch._C.DisableTorchFunctionSubclass(), torch.no_grad():
@@ -209,7 +228,7 @@ def _wrapper_twin(value: torch.Tensor) -> tuple[torch.Tensor, str]:
         with torch.no_grad():
             twin, how = plain_like(value)
     except NoTwin as exc:
-        raise _NotReplayable(f"no plain twin of {type(value).__name__}: {exc}") from None
+        raise _NoTwin(f"no plain twin of {type(value).__name__}: {exc}") from None
     return twin.detach().requires_grad_(value.requires_grad), how
 
 
@@ -225,9 +244,12 @@ def _both(value: Any, twins: list) -> tuple[Any, Any]:
 
 
 def _replay(kind: str, op: str, signature: str, func: Callable, args: tuple, kwargs: dict, grad: bool) -> Replay:
-    twins: list[str] = []
+    twins: list = []  # how each wrapper operand's twin was made, or _NoTwin where none can be
     try:
         (mine_args, mine_kwargs), (plain_args, plain_kwargs) = _both((tuple(args), dict(kwargs or {})), twins)
+        missing = [str(t) for t in twins if isinstance(t, _NoTwin)]
+        if missing:  # timed as yours alone, its dispatch against the kernels it runs (optable.py)
+            return Replay(kind, op, signature, func, mine_args, mine_kwargs, (), {}, grad, missing[0], mine_only=True)
     except _NotReplayable as exc:
         return Replay(kind, op, signature, func, (), {}, (), {}, grad, str(exc))
     except Exception as exc:  # operands that cannot be copied: the op is n/a, said why

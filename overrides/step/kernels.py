@@ -90,6 +90,8 @@ class Kernels:
         if mine == twin:
             mine = list(dict.fromkeys(_short(op.key.split("(")[0]) + "(" + op.key.split("(", 1)[1] for op in self.ops))
             twin = list(dict.fromkeys(_short(key.split("(")[0]) + "(" + key.split("(", 1)[1] for key in self.twin_ops))
+        if not self.twin_ops:  # no twin ran (it has none): what yours ran, alone
+            return ", ".join(mine) or "none"
         return f"{', '.join(mine) or 'none'} against {', '.join(twin) or 'none'}"
 
 
@@ -156,7 +158,8 @@ def record(replay: Replay) -> Kernels | None:
     try:
         with grad():
             mine, redistributed = _ran(lambda: replay.func(*replay.subclass_args, **replay.subclass_kwargs), True)
-            twin, _ = _ran(lambda: replay.func(*replay.plain_args, **replay.plain_kwargs), False)
+            twin, _ = ([], False) if replay.mine_only else _ran(lambda: replay.func(*replay.plain_args,
+                                                                                 **replay.plain_kwargs), False)
     except Exception:  # the timing says how it fails
         return None
     if len(mine) > MAX_KERNELS:

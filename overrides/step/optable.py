@@ -64,6 +64,11 @@ class OpRow:
     own_kernels_ns: float = math.nan  # a call: your op's kernels less the twin's op, forward, grad off
     own_kernels_ci_ns: tuple[float, float] = (math.nan, math.nan)
     redistributes: tuple[str, ...] = ()  # the collectives its dispatch ran (a DTensor redistributing)
+    # No plain twin (not_applicable says why): yours timed alone, and the aten work its dispatch
+    # runs (kernels_ns, a call), so dispatch_ns is yours less that work; its overhead is unknown
+    mine_only: bool = False
+    kernels_ns: float = math.nan
+    kernels_ci_ns: tuple[float, float] = (math.nan, math.nan)
 
     @property
     def overhead_ns(self) -> float:
@@ -71,12 +76,17 @@ class OpRow:
 
     @property
     def dispatch_ns(self) -> float:
-        """The overhead less your op's own kernels: Python, the library's logic, the wrapping."""
+        """The overhead less your op's own kernels: Python, the library's logic, the wrapping
+        (without a twin: your op less the aten work it runs)."""
+        if self.mine_only:
+            return self.subclass_ns - self.kernels_ns
         return self.overhead_ns - self.own_kernels_ns
 
     @property
     def dispatch_ci_ns(self) -> tuple[float, float]:
-        """The widest the overhead's and the own kernels' intervals allow."""
+        """The widest the overhead's and the own kernels' intervals allow (yours' and the kernels')."""
+        if self.mine_only:
+            return (self.subclass_ci_ns[0] - self.kernels_ci_ns[1], self.subclass_ci_ns[1] - self.kernels_ci_ns[0])
         return (self.overhead_ci_ns[0] - self.own_kernels_ci_ns[1], self.overhead_ci_ns[1] - self.own_kernels_ci_ns[0])
 
     @property
@@ -193,7 +203,8 @@ def price_step(captured: Captured, time_s: float | None = None, threads: int = 1
     cost a step, the largest first (n/a last); and the calls' cost in order, whole."""
     versions, results = _price((captured,), time_s, threads, progress, split_kernels=True)
     mine, plain = results.get((TOTAL, 0)), results.get((TOTAL, 1))
-    if mine is None or plain is None or not mine.samples_ns:
+    priced = [r for r in versions[0] if not math.isnan(r.cost_ns)]
+    if mine is None or plain is None or not mine.samples_ns or not priced:
         return PricedStep(versions[0])
     mine_low, mine_high = stats.quantile_ci95(mine.samples_ns)
     plain_low, plain_high = stats.quantile_ci95(plain.samples_ns)
@@ -214,10 +225,12 @@ def _kernel_targets(key: tuple, replay: Replay, named: str) -> tuple[Kernels | N
     if found is None or found.same or found.why_not or not found.ops:
         return found, {}
     device = on_cuda((*replay.plain_args, *replay.plain_kwargs.values()))
-    forward = functools.partial(replay.func, *replay.plain_args, **replay.plain_kwargs)
-    return found, {(key, KERNELS): Target(f"{named} its kernels", "x()", lambda: (kernels.in_sequence(found), device),
-                                          torch.no_grad),
-                   (key, TWIN_FORWARD): Target(f"{named} twin forward", "x()", lambda: (forward, device), torch.no_grad)}
+    made = {(key, KERNELS): Target(f"{named} its kernels", "x()", lambda: (kernels.in_sequence(found), device),
+                                   torch.no_grad)}
+    if not replay.mine_only:
+        forward = functools.partial(replay.func, *replay.plain_args, **replay.plain_kwargs)
+        made[key, TWIN_FORWARD] = Target(f"{named} twin forward", "x()", lambda: (forward, device), torch.no_grad)
+    return found, made
 
 
 def _sequences(captures: Sequence[Captured], replays: list[dict], timed: dict) -> list[list[Call]]:
@@ -232,7 +245,9 @@ def _sequences(captures: Sequence[Captured], replays: list[dict], timed: dict) -
             replay = replays[version][key]
             grad = backward_seed(replay)
             mine.append(Call((key, version), _call(replay.func, replay.subclass_args, replay.subclass_kwargs, grad),
-                             replay.grad_enabled))
+                             replay.grad_enabled, in_total=not replay.mine_only))
+            if replay.mine_only:  # no twin: yours alone, against its kernels, and in neither round's total
+                continue
             plain.append(Call((key, PLAIN, version), _call(replay.func, replay.plain_args, replay.plain_kwargs, grad),
                               replay.grad_enabled))
         out += [mine, plain]
@@ -259,7 +274,7 @@ def _price(captures: Sequence[Captured], time_s: float | None, threads: int, pro
     timed: dict[tuple[str, str, str], list[int]] = {}  # op -> the versions that time it
     for version, (found, ops) in enumerate(zip(replays, rows)):
         for key, replay in found.items():
-            if not replay.not_applicable and key in ops:
+            if (not replay.not_applicable or replay.mine_only) and key in ops:
                 timed.setdefault(key, []).append(version)
     on_gpu = any(on_cuda((*replays[v][key].plain_args, *replays[v][key].plain_kwargs.values())) is not None
                  for key, versions in timed.items() for v in versions)
@@ -267,7 +282,10 @@ def _price(captures: Sequence[Captured], time_s: float | None, threads: int, pro
     found: dict[tuple, Kernels | None] = {}  # op -> what it runs inside (split_kernels)
     for index, (key, versions) in enumerate(timed.items()):
         named = f"{index}:{short_op(key[1])} [{key[2]}]"
-        if on_gpu:
+        if on_gpu and replays[versions[0]][key].mine_only:
+            for version in versions:
+                targets[key, version] = _target(replays[version][key], f"{named} v{version}", plain=False)
+        elif on_gpu:
             plain = _target(replays[versions[0]][key], named, plain=True)
             for version in versions:
                 targets[key, PLAIN, version] = plain
@@ -312,6 +330,23 @@ def _split(row: OpRow, found: Kernels | None, results: dict, key: tuple) -> OpRo
                                own_kernels_ci_ns=(ran_low - twin_high, ran_high - twin_low))
 
 
+def _dispatch_alone(row: OpRow, mine, found: Kernels | None, ran) -> OpRow:
+    """A row without a plain twin: yours timed, and what its dispatch runs, so its dispatch alone."""
+    if mine is None or mine.error or not mine.samples_ns:
+        return row
+    low, high = stats.quantile_ci95(mine.samples_ns)
+    row = dataclasses.replace(row, subclass_ns=stats.headline(mine.samples_ns), subclass_ci_ns=(low, high))
+    if found is None or found.why_not:
+        return row
+    row = dataclasses.replace(row, kernels=found.described(), redistributes=found.redistributes)
+    if not found.ops:  # no aten work of its own at all (a metadata query): all of it is dispatch
+        return dataclasses.replace(row, kernels_ns=0.0, kernels_ci_ns=(0.0, 0.0))
+    if ran is None or ran.error:
+        return row
+    ran_low, ran_high = stats.quantile_ci95(ran.samples_ns)
+    return dataclasses.replace(row, kernels_ns=stats.headline(ran.samples_ns), kernels_ci_ns=(ran_low, ran_high))
+
+
 def _priced(rows: dict, replays: dict, version: int, results: dict, found: dict) -> tuple[OpRow, ...]:
     """One version's rows with their timings (`results`: (op, version or None, or a kernels'
     part) -> the Timer's), their own kernels apart where `found` has them."""
@@ -320,6 +355,10 @@ def _priced(rows: dict, replays: dict, version: int, results: dict, found: dict)
         replay = replays.get(key)
         if replay is None:  # nested: the outer call's row holds its cost
             priced[key] = row
+            continue
+        if replay.mine_only:
+            priced[key] = _dispatch_alone(dataclasses.replace(row, not_applicable=replay.not_applicable, mine_only=True),
+                                          results.get((key, version)), found.get(key), results.get((key, KERNELS)))
             continue
         if replay.not_applicable:
             priced[key] = dataclasses.replace(row, not_applicable=replay.not_applicable)

@@ -98,6 +98,19 @@ def kernel_lines(rows: tuple[OpRow, ...]) -> list[str]:
         lines.append(f"  of these {len(priced)} op{'s' if len(priced) > 1 else ''}' {signed(total)} ns a step: dispatch "
                      f"{signed(total - kernels_ns)}, your subclass's own kernels {signed(kernels_ns)}"
                      + ("" if split else " (each ran its twin's own aten ops: all of it is dispatch)"))
+    alone = [r for r in rows if r.mine_only and math.isfinite(r.dispatch_ns) and not r.nested]
+    if alone:
+        body = [["op", "operands", "calls", "yours ns/call", "its kernels ns/call", "dispatch ns/call", "95% CI ns",
+                 "dispatch ns/step"]]
+        for r in alone:
+            body.append([r.op, shown_operands(r.signature), str(r.calls), whole(r.subclass_ns), whole(r.kernels_ns),
+                         signed(r.dispatch_ns), _range(*r.dispatch_ci_ns), signed(r.calls * r.dispatch_ns)])
+        total = sum(r.calls * r.dispatch_ns for r in alone)
+        lines += ["", f"ops with no plain twin ({alone[0].not_applicable.split(': ', 1)[-1]}): their overhead over plain "
+                  "tensors is unknown, but their dispatch is not: your op less the aten work its dispatch runs"]
+        lines += ruled(body) + [f"  their dispatch alone: {signed(total)} ns a step, beyond the priced ops above "
+                                "(a lower bound of their overhead: it leaves out what their kernels cost beyond a "
+                                "twin's)"]
     for r in rows:
         if r.redistributes:
             how = ("locally (its local tensor sliced, no collective)" if r.redistributes == (LOCALLY,)
@@ -150,6 +163,10 @@ def closure_lines(closure: Closure, against: str = STEP_OVERHEAD) -> list[str]:
     for why, ops in reasons.items():
         lines.append(f"  not priced: {', '.join(f'{op} x{n}' for op, n in ops.items())} a step ({why}): "
                      "their overhead is in the unexplained part")
+    if math.isfinite(closure.dispatch_alone_ns) and closure.step_overhead_ns > 0:
+        lines.append(f"  of those, the ops with no plain twin run {signed(closure.dispatch_alone_ns)} ns a step of "
+                     f"dispatch alone (their table above), {closure.dispatch_alone_ns / closure.step_overhead_ns:.0%} "
+                     "of the step's overhead: the unexplained part is mostly theirs")
     if math.isfinite(closure.in_order_ns) and closure.step_overhead_ns > 0:
         lines.append(f"  the same calls run back to back in your step's order, whole: {signed(closure.in_order_ns)} ns "
                      f"a step ({_range(*closure.in_order_ci_ns)}), {closure.in_order_ns / closure.step_overhead_ns:.0%} "
@@ -310,10 +327,14 @@ def _payload(report: StepReport, environment: dict) -> dict:
                      "own_kernels_ns": json_figure(r.own_kernels_ns),
                      "own_kernels_ci_ns": [json_figure(v) for v in r.own_kernels_ci_ns],
                      "dispatch_ns": json_figure(r.dispatch_ns), "kernels": r.kernels or None,
+                     "no_twin": r.mine_only, "kernels_ns": json_figure(r.kernels_ns),
                      "redistributes": list(r.redistributes)} for r in report.rows],
             "calls": [dataclasses.asdict(call) for call in report.captured.calls],
             "closure": {"step_overhead_ns": json_figure(c.step_overhead_ns), "table_ns": json_figure(c.table_ns),
                         "table_ci_ns": [json_figure(v) for v in c.table_ci_ns],
                         "unexplained_ns": json_figure(c.unexplained_ns), "explained": json_figure(c.explained, 4),
                         "not_priced": [{"op": op, "calls": n, "why": why} for op, n, why in c.not_priced],
-                        "extra_autograd_nodes": dict(c.extra_nodes), "extra_aten_ops": dict(c.extra_ops)}}
+                        "extra_autograd_nodes": dict(c.extra_nodes), "extra_aten_ops": dict(c.extra_ops),
+                        "in_order_ns": json_figure(c.in_order_ns),
+                        "in_order_ci_ns": [json_figure(v) for v in c.in_order_ci_ns],
+                        "dispatch_alone_ns": json_figure(c.dispatch_alone_ns)}}

@@ -39,6 +39,7 @@ class Call:
     key: Hashable
     run: Callable[[], object]
     grad: bool
+    in_total: bool = True  # counted in its sequence's round totals (False: a call the other side has none of)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -75,7 +76,7 @@ def _checked(calls: Sequence[Call], errors: dict) -> list[Call]:
     return kept
 
 
-def _once(calls: list[Call], read_ns: float, totals: dict, counts: dict) -> None:
+def _once(calls: list[Call], read_ns: float, totals: dict, counts: dict) -> float:
     for key in counts:
         totals[key], counts[key] = 0.0, 0
     for call in calls:
@@ -85,6 +86,7 @@ def _once(calls: list[Call], read_ns: float, totals: dict, counts: dict) -> None
             elapsed = clock_ns() - started
         totals[call.key] += elapsed - read_ns
         counts[call.key] += 1
+    return sum(totals[key] for key in dict.fromkeys(call.key for call in calls if call.in_total))
 
 
 def time_sequences(sequences: Sequence[Sequence[Call]], time_s: float,
@@ -114,10 +116,10 @@ def time_sequences(sequences: Sequence[Sequence[Call]], time_s: float,
             for index in orders[rounds % len(orders)]:
                 totals: dict = {}
                 counts = dict.fromkeys(keys[index], 0)
-                _once(checked[index], read_ns, totals, counts)
+                whole = _once(checked[index], read_ns, totals, counts)
                 for key, total in totals.items():
                     samples[key].append(total / counts[key])
-                samples[TOTAL, index].append(sum(totals.values()))
+                samples[TOTAL, index].append(whole)
             rounds += 1
             now = clock_ns()
             done = now - started >= budget_ns and rounds >= MIN_PAIRS
