@@ -66,6 +66,8 @@ def one_round(python: str, folder: str, spec: str) -> dict:
         change = compared["change"]
         base = compared.get("base") or {}
         row.update(verdict=change["verdict"], change_ns=change["ns"], change_ci_ns=change["ci95_ns"],
+                   change_ci99_ns=change.get("ci99_ns"), threshold_ns=change.get("threshold_ns"),
+                   stretches_ns=change.get("stretches_ns"),
                    stretches=len(change.get("stretches_ns") or ()), compare_share=base.get("share"),
                    compare_share_ci=base.get("share_ci"))
     if "step_share" in row and row.get("compare_share") is not None:

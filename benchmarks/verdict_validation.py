@@ -133,10 +133,10 @@ def measure(kinds: dict[str, tuple[str, str]], n: int, log: str, config: ABConfi
             entry = {"kind": kind, "wall_s": time.monotonic() - started,
                      "counted": outcome.settings.instructions is not None,
                      "pairs": outcome.settings.pairs, "stopped": outcome.settings.stopped,
-                     "placement_matched": (outcome.settings.placement or {}).get("matched"),
+                     "placement_matched": outcome.settings.placement.matched if outcome.settings.placement else None,
                      "seeds": list(outcome.settings.instructions.seeds) if outcome.settings.instructions else [],
                      "seed_deltas": _seed_deltas(outcome),
-                     "same_path": (outcome.settings.same_path or {}).get("fixed"),
+                     "same_path": outcome.settings.same_path.fixed if outcome.settings.same_path else None,
                      "comparisons": [c.to_dict() for c in outcome.comparisons]}
             with open(log, "a", encoding="utf-8") as out:
                 out.write(json.dumps(entry) + "\n")

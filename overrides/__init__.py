@@ -7,7 +7,8 @@ tests/test_package_docs.py that this list names every layer and every module at 
   (whole-or-nothing files), `progress`, `children` (child processes Ctrl-C stops), `entry` (the
   one way a process of the tool's own starts, and its protocol), `argtypes`, `modes` (which
   flags combine), `variables` (the tool's environment variables), `verdicts` (the one verdict
-  rule), `tables` (every table's layout), `figures` (how a figure is written);
+  rule), `tables` (every table's layout), `figures` (how a figure is written), `sides` (base and
+  branch, paired);
 - `cases/`: what is called (operands and ops) and the registry of named cases;
 - `clock/`: the Timer core, its statistics, the pinned heap and layout; beside it `builds/`: the
   builds compared: interpreters, kept copies, library views, one start-up path;

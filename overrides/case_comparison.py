@@ -27,6 +27,7 @@ from overrides.comparison_settings import ComparisonSettings
 from overrides.counts.pycalls import NamedChanges
 from overrides.figures import json_figure
 from overrides.results import CaseResult, RunResult
+from overrides.sides import Sides
 from overrides.verdicts import (DEFAULT_THRESHOLD_NS, DEFAULT_THRESHOLD_PCT, INCONCLUSIVE, MOVED, REGRESSION,
                                 clock_and_counts, judge, threshold_for, unmeasured)
 
@@ -240,14 +241,14 @@ def compare_runs(base: RunResult, branch: RunResult,
     ]
 
 
-def comparison_payload(comparisons, settings: ComparisonSettings, environments: dict) -> dict:
+def comparison_payload(comparisons, settings: ComparisonSettings, environments: Sides) -> dict:
     """The versioned JSON of a comparison (`comparison.json`, `bench.py --compare --json`);
-    `environments`: side -> environment.Environment."""
+    `environments`: each side's environment.Environment."""
     return {
         "schema": COMPARISON_SCHEMA,
         "paired": all(c.paired for c in comparisons) if comparisons else None,
         "settings": settings.to_dict(),
-        "environments": {side: env.to_dict() for side, env in environments.items()},
+        "environments": environments.to_dict(lambda env: env.to_dict()),
         "comparisons": [c.to_dict() for c in comparisons],
     }
 

@@ -27,6 +27,7 @@ from overrides.counts import kept, records
 from overrides.clock.timer import DEFAULT_MAX_TIME_S, DEFAULT_PRECISION, STOP_FLOOR_S, TimerConfig
 from overrides.errors import INCOMPLETE_EXIT_STATUS, INTERRUPTED_EXIT_STATUS, UsageError, incomplete, run_command
 from overrides.files import write_json_atomic, write_text_atomic
+from overrides.sides import Sides
 from overrides.single_run import DEFAULT_RUN_BUDGET_S
 from overrides.tables import align
 from overrides.progress import stderr_progress
@@ -461,13 +462,12 @@ def run_compare(args) -> int:
         outcome = dataclasses.replace(outcome, settings=dataclasses.replace(
             outcome.settings, instructions_skipped=skipped or outcome.settings.instructions_skipped,
             not_applied=tuple(entry.to_dict() for entry in not_applied)))
-    environments = {"base": outcome.base_run.environment, "branch": outcome.branch_run.environment}
+    environments = Sides(outcome.base_run.environment, outcome.branch_run.environment)
     render = comparison_report.comparison_markdown if args.format == "markdown" else comparison_report.comparison_table
     print(render(outcome.comparisons, outcome.settings))
-    for side, named in zip(("base", "branch"), args.compare):
-        print(f"{side}: {named}{' in ' + sys.executable if your_code else ''}: "
-              f"{environment.one_line(environments[side])}")
-    pythons = environment.interpreters_differ(environments["base"], environments["branch"])
+    for (side, env), named in zip(environments.roles(), args.compare):
+        print(f"{side}: {named}{' in ' + sys.executable if your_code else ''}: {environment.one_line(env)}")
+    pythons = environment.interpreters_differ(*environments)
     if pythons:
         print(pythons)
     print(f"wall time {outcome.wall_s:.0f} s" + (" (incomplete)" if outcome.failure

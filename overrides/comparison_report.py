@@ -10,10 +10,11 @@ from __future__ import annotations
 import math
 
 from overrides.case_comparison import UNPAIRED_PROCESS_CV
-from overrides.comparison_settings import ComparisonSettings, CountSettings
+from overrides.comparison_settings import ComparisonSettings, CountSettings, LibraryPlacement
 from overrides.counts.judge import DEFAULT_THRESHOLD_INSTRUCTIONS
 from overrides.figures import count
 from overrides.run_report import fmt_ns
+from overrides.sides import Sides
 from overrides.tables import ruled
 from overrides.tables import pipe_table
 from overrides.verdicts import CHANGED, CLOCK_ONLY, DISAGREE, INCONCLUSIVE
@@ -81,7 +82,7 @@ def unexplained_note(c) -> str:
             "only the code. The verdict stands; its size is the machine's as much as the code's.")
 
 
-def user_module_notes(user_modules: dict | None, comparisons=(), your_code: dict | None = None) -> list[str]:
+def user_module_notes(user_modules: Sides | None, comparisons=(), your_code: Sides | None = None) -> list[str]:
     """Which file of yours each side ran, per user case: one file on both sides says your code
     was the same there, two files that each side ran its own. What moved is said only where a
     verdict says something moved (CHANGED, CLOCK_ONLY): the build's doing with two interpreters,
@@ -89,13 +90,13 @@ def user_module_notes(user_modules: dict | None, comparisons=(), your_code: dict
     its two specs name two factories, which one file may hold)."""
     if not user_modules:
         return []
-    base, branch = user_modules.get("base") or {}, user_modules.get("branch") or {}
+    base, branch = user_modules.base or {}, user_modules.branch or {}
     notes = []
     for spec in dict.fromkeys([*base, *branch]):
         a, b = base.get(spec), branch.get(spec)
         moved = sorted({c.verdict for c in comparisons if c.case == spec and c.verdict in CHANGED + (CLOCK_ONLY,)})
         one_interpreter = bool(your_code)
-        if a and a == b and (not your_code or your_code["base"] == your_code["branch"]):
+        if a and a == b and (not your_code or your_code.base == your_code.branch):
             said = f"{spec}: both sides ran one file of yours, {a}: your code is the same on both"
             if not moved:
                 notes.append(said + ", and no verdict found a change.")
@@ -184,11 +185,11 @@ def comparison_notes(comparisons, settings: ComparisonSettings) -> list[str]:
         if c.clock_unexplained:
             notes.append(unexplained_note(c))
     if settings.same_path:
-        notes.append(f"start-up paths: {settings.same_path['summary']}.")
-    for target, why in (settings.not_timed or {}).items():
-        notes.append(f"{target}: not timed: {why}")
+        notes.append(f"start-up paths: {settings.same_path.summary}.")
+    for entry in settings.not_timed:
+        notes.append(f"{entry.target}: not timed: {entry.why}")
     if settings.your_code:
-        base, branch = settings.your_code["base"], settings.your_code["branch"]
+        base, branch = settings.your_code
         notes.append(f"your code: one interpreter on both sides; base built {base}, branch {branch}, "
                      f"timed and counted alike under the name {base}"
                      + (": the same code on both sides (an A/A), so any change found is the method's noise."
@@ -246,28 +247,28 @@ def _stopped(settings: ComparisonSettings) -> str:
     return f" ({why}{f', cap {cap:g} s' if cap and why != _STOPPED['time cap'] else ''})"
 
 
-def _placement_note(record: dict) -> str:
+def _placement_note(record: LibraryPlacement) -> str:
     """What was done about where the libraries sit in memory (overrides/builds/placement.py)."""
-    if not record.get("views"):
-        return (f"library placement: not matched ({record.get('reason')}); two installs of one "
+    if not record.views:
+        return (f"library placement: not matched ({record.reason}); two installs of one "
                 "build can then differ by up to ~2% for no reason in the code.")
-    if not record.get("matched"):
-        return (f"library placement: NOT matched ({record.get('failure')}); two installs of one "
+    if not record.matched:
+        return (f"library placement: NOT matched ({record.failure}); two installs of one "
                 "build can then differ by up to ~2% for no reason in the code.")
-    text = (f"library placement: {record.get('shared_libraries')} shared libraries identical on "
-            f"both sides ({record.get('shared_mb'):,.0f} MB) were loaded by both from one file")
-    replaced = record.get("replaced_per_pair") or []
+    text = (f"library placement: {record.shared_libraries} shared libraries identical on "
+            f"both sides ({record.shared_mb:,.0f} MB) were loaded by both from one file")
+    replaced = record.replaced_per_pair or ()
     if replaced:
         names = ", ".join(name.rsplit("/", 1)[-1] for name in replaced[:3])
         more = f" and {len(replaced) - 3} more" if len(replaced) > 3 else ""
         text += (f"; {len(replaced)} that differ ({names}{more}) were copied anew for every pair"
-                 f"{' on ' + record['copies_on'] if record.get('copies_on') else ''}, so where they "
+                 f"{' on ' + record.copies_on if record.copies_on else ''}, so where they "
                  "sit in memory is a random effect inside the interval")
-        if record.get("copies_on") in ("tmpfs", "ramfs"):
+        if record.copies_on in ("tmpfs", "ramfs"):
             text += (" (WARNING: on a memory file system, whose 4 KB pages can move the clock by "
                      "~10% against an install on disk; set XDG_CACHE_HOME to a disk folder)")
-    if record.get("fixed"):
-        text += f"; {len(record['fixed'])} GPU-only libraries that differ were left in place"
+    if record.fixed:
+        text += f"; {len(record.fixed)} GPU-only libraries that differ were left in place"
     return text + "."
 
 

@@ -2,17 +2,19 @@
 
 An interrupted run must never leave half a results file, SVG or ZIP that looks complete.
 Everything this project writes for a user goes through here, and so does the one lock that keeps
-two runs at once from filling a shared cache together.
+two runs at once from filling a shared cache together. A JSON document is read back here too:
+its schema checked (`versioned`), and a flat record's fields to and from its keys.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import fcntl
 import json
 import os
 import tempfile
-from typing import Iterator
+from typing import Iterator, Mapping
 
 from overrides.errors import place_error
 
@@ -110,3 +112,17 @@ def versioned(data, schemas: str | tuple[str, ...], source: str, what: str, make
 
 def write_json_atomic(path: str, payload, what: str = "") -> None:
     write_text_atomic(path, json.dumps(payload, indent=1) + "\n", what)
+
+
+def fields_to_dict(record) -> dict:
+    """A flat record's JSON: every field under its own name, in field order, tuples as lists."""
+    return {f.name: list(value) if isinstance(value := getattr(record, f.name), tuple) else value
+            for f in dataclasses.fields(record)}
+
+
+def fields_from_dict(cls, data: Mapping):
+    """A flat record `cls` from the keys of `data` it has a field for, lists as tuples; a key it
+    lacks leaves its field to the default (a file written before the field)."""
+    known = {f.name for f in dataclasses.fields(cls)}
+    return cls(**{key: tuple(value) if isinstance(value, list) else value
+                  for key, value in data.items() if key in known})

@@ -17,9 +17,10 @@ from overrides.clock import stats
 from overrides.environment import Environment
 from overrides.verdicts import NO_CHANGE, REGRESSION
 from overrides.run_settings import RunSettings
+from overrides.sides import Sides
 
 FILE = "/u/units.py"
-MODULES = {"base": {"units:pair": FILE}, "branch": {"units:pair": FILE}}
+MODULES = Sides({"units:pair": FILE}, {"units:pair": FILE})
 
 
 def compared(clock_verdict: str, delta_ns: float) -> Comparison:
@@ -34,11 +35,11 @@ def test_one_file_on_both_sides_says_what_moved_only_where_something_did():
     moved = comparison_report.user_module_notes(MODULES, [compared(REGRESSION, 300.0)])
     assert "so what moved (regression) is the build, not your code" in moved[0]  # two interpreters
     aa = comparison_report.user_module_notes(MODULES, [compared(REGRESSION, 300.0)],
-                                             {"base": "units:pair", "branch": "units:pair"})
+                                             Sides("units:pair", "units:pair"))
     assert "in one interpreter: nothing differed between the sides" in aa[0] and "the build" not in aa[0]
     # one file holding two factories is not one code
     two = comparison_report.user_module_notes(MODULES, [compared(REGRESSION, 300.0)],
-                                              {"base": "units:pair", "branch": "units:pair64"})
+                                              Sides("units:pair", "units:pair64"))
     assert "each side its own code" in two[0]
 
 

@@ -1,12 +1,17 @@
 """Verdict rules and the unpaired comparison."""
 
+import dataclasses
+import json
 import math
+import os
 
+from conftest import ROOT
 from overrides import case_comparison, verdicts
 from overrides.environment import Environment
 from overrides.results import CaseResult, RunResult
 from overrides.comparison_settings import ComparisonSettings
 from overrides.run_settings import RunSettings
+from overrides.sides import Sides
 
 
 def test_verdict_rules():
@@ -47,8 +52,10 @@ def test_unpaired_is_inconclusive_when_one_side_ran_on_a_busy_machine():
 
 def test_payload_is_versioned():
     (c,) = case_comparison.compare_runs(_run([1000.0] * 50), _run([1000.0] * 50))
-    payload = case_comparison.comparison_payload([c], ComparisonSettings(threshold_ns=20), {})
+    payload = case_comparison.comparison_payload([c], ComparisonSettings(threshold_ns=20),
+                                                 Sides(Environment(python="3.11.9"), Environment(python="3.12.1")))
     assert payload["schema"] == case_comparison.COMPARISON_SCHEMA and payload["paired"] is False
+    assert payload["environments"]["branch"]["python"] == "3.12.1"  # keyed by side, as files always were
     assert set(payload["comparisons"][0]) >= {"case", "base_ns", "branch_ns", "delta_ns", "ci95_ns", "verdict"}
 
 
@@ -153,10 +160,10 @@ def test_a_comparison_of_two_builds_names_the_call_added_on_the_case_that_moved_
 
 
 def test_comparison_settings_write_the_keys_they_always_had_and_read_back_alike():
-    from overrides.comparison_settings import UNPAIRED, CountSettings
+    from overrides.comparison_settings import UNPAIRED, CountSettings, StartupPaths
 
     paired = ComparisonSettings(pairs=4, pairs_asked=4, stopped="pair limit", threshold_ns=20.0, threshold_pct=0.75,
-                                calls_per_sample=(100, 200), same_path={"summary": "one path"},
+                                calls_per_sample=(100, 200), same_path=StartupPaths(summary="one path"),
                                 workers_died=("base worker killed",),
                                 instructions=CountSettings((1, 2), 50.0, 0.75, (), 12.5, ("Tensor torch.add",)))
     written = paired.to_dict()
@@ -169,3 +176,26 @@ def test_comparison_settings_write_the_keys_they_always_had_and_read_back_alike(
     assert unpaired.to_dict() == {"mode": "unpaired", "threshold_ns": 20.0, "threshold_pct": 0.75,
                                   "instructions": {"seeds": [3], "threshold": 50.0, "threshold_pct": 0.75}}
     assert not ComparisonSettings.from_dict(unpaired.to_dict()).paired
+
+
+def test_a_paired_comparisons_settings_written_before_read_their_parts_by_attribute_and_write_back_alike():
+    """tests/old_files/comparison3_paired_settings.json: the "settings" of a paired report.sh's
+    base.json, written before the settings' parts were records (main at 541a900)."""
+    from overrides.comparison_settings import LibraryPlacement, NotTimed, StartupPaths
+    with open(os.path.join(ROOT, "tests", "old_files", "comparison3_paired_settings.json"), encoding="utf-8") as src:
+        written = json.load(src)
+    side = RunSettings.from_dict(written)
+    settings = side.comparison
+    assert isinstance(settings.placement, LibraryPlacement) and settings.placement.matched
+    assert settings.placement.shared_libraries == 77 and "libtorch_cpu.so" in settings.placement.verified_shared
+    assert isinstance(settings.same_path, StartupPaths) and settings.same_path.fixed
+    assert settings.torch_roots == Sides(None, None)
+    assert json.dumps(side.to_dict()) == json.dumps(written)  # every key, in its order
+    yours = dataclasses.replace(settings, your_code=Sides("units:pair", "units_slow:pair"),
+                                user_modules=Sides({"units:pair": "/a/units.py"}, {"units:pair": "/b/units.py"}),
+                                not_timed=(NotTimed("Tensor [x.view(-1)]", "n/a: a view"),))
+    again = yours.to_dict()
+    assert again["your_code"] == {"base": "units:pair", "branch": "units_slow:pair"}  # the keys files had
+    assert again["user_modules"]["branch"] == {"units:pair": "/b/units.py"}
+    assert again["not_timed"] == {"Tensor [x.view(-1)]": "n/a: a view"}
+    assert ComparisonSettings.from_dict(again) == yours

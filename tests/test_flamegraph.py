@@ -424,6 +424,7 @@ def test_several_cases_are_recorded_in_one_process_each_recording_and_split_by_c
 
     from overrides.builds.interpreters import Build
     from overrides.review.measuring import Evidence, record_flamegraphs
+    from overrides.review.manifest import Manifest
     from overrides.review.runs import RecordedRun
     from overrides.review.sides import Side
 
@@ -435,7 +436,8 @@ def test_several_cases_are_recorded_in_one_process_each_recording_and_split_by_c
             "refusing:Fine", str(tmp_path / "f.svg"), str(tmp_path / "f.folded"))], seconds=1.0)
     folder = tmp_path / "runs" / "base"
     folder.mkdir(parents=True)
-    evidence = Evidence([], {}, ComparisonSettings(), recorded={"base": RecordedRun("base", str(folder), {"op": "torch.add"})})
+    evidence = Evidence([], {}, ComparisonSettings(), recorded={"base": RecordedRun(
+        "base", str(folder), Manifest("base", sys.executable, op="torch.add"))})
     side = Side("base", sys.executable, python=sys.executable, build=Build(sys.executable))
     found = record_flamegraphs(evidence, side, ["SubTensor", "refusing:Fine"], None, 1.0,
                                str(tmp_path / "runs"), str(tmp_path), lambda message: None)

@@ -23,7 +23,7 @@ PACKAGE = "overrides"
 ROWS = (
     {"basics": ("overrides", "overrides.errors", "overrides.files", "overrides.progress",
                 "overrides.children", "overrides.entry", "overrides.argtypes", "overrides.modes", "overrides.variables", "overrides.verdicts", "overrides.tables",
-                "overrides.figures")},
+                "overrides.figures", "overrides.sides")},
     {"cases": ("overrides.cases",)},
     {"clock": ("overrides.clock",), "builds": ("overrides.builds",)},
     {"flame": ("overrides.flame",)},

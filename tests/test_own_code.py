@@ -17,6 +17,7 @@ from conftest import ROOT
 from overrides.counts import pycalls
 from overrides.comparison_settings import ComparisonSettings
 from overrides.review import sections
+from overrides.sides import Sides
 
 UNITS = '''
 import torch
@@ -73,7 +74,7 @@ def test_counts_of_another_file_than_the_clock_ran_are_never_read_as_the_same_co
 
     same = {"UnitTensor.__torch_function__ (units.py)": (1000, 50000, 12)}
     counted = [pycalls.CaseCalls("units:pair", "torch.add", 1000, same, module_file="/here/units.py")]
-    clock_ran = {"base": {"units:pair": "/a/units.py"}, "branch": {"units:pair": "/b/units.py"}}
+    clock_ran = Sides({"units:pair": "/a/units.py"}, {"units:pair": "/b/units.py"})
     comparison = Comparison("units:pair", "torch.add", 4500.0, 3100.0, -1400.0, (-1450.0, -1350.0),
                             "improvement", True)
     evidence = Evidence([comparison], {}, ComparisonSettings(user_modules=clock_ran), python_calls=[counted, counted])

@@ -359,12 +359,16 @@ SETTINGS_OWNERS = ("overrides.run_settings", "overrides.comparison_settings", "o
                    "overrides.counts.callgrind", "overrides.counts.isolated")
 
 
+# Settings, or any part of them: `settings`, `run.settings`, `settings.same_path`, ...
+_SETTINGS = re.compile(r"(^|\.)settings(\.\w+)*$")
+
+
 def settings_reads(source: str, name: str = "module") -> list[str]:
     """`name:line` of every read by string key (`x["k"]` loaded, `x.get("k")`) of something named
-    for settings (`settings`, `run.settings`, `outcome.settings`); a field of a record that is
-    itself a dict (`settings.same_path["summary"]`, samepath's) is its owner's business."""
+    for settings (`settings`, `run.settings`, `outcome.settings`) or of a part of them
+    (`settings.same_path["summary"]`): the parts are records too, read by attribute."""
     return _in_line_order(sorted({f"{name}:{node.lineno}" for node, _, owner in keyed_reads(source)
-                                  if ast.unparse(owner).endswith("settings")}))
+                                  if _SETTINGS.search(ast.unparse(owner))}))
 
 
 def settings_reads_outside_owners(root: str = ROOT, package: str = PACKAGE,
@@ -386,7 +390,7 @@ def test_the_settings_check_finds_a_read_by_string_key(tmp_path):
         '    c = settings.same_path["summary"]\n'
         '    return settings.get("instructions", {}).get("seeds")\n'))
     assert settings_reads_outside_owners(root, "pkg", ("pkg.run_settings",)) == [
-        "pkg.notes:2", "pkg.notes:3", "pkg.notes:5"]
+        "pkg.notes:2", "pkg.notes:3", "pkg.notes:4", "pkg.notes:5"]
 
 
 # Every environment variable of the tool's own is named in overrides/variables.py; statfinder.py

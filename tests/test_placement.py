@@ -44,7 +44,7 @@ def test_plan_shares_identical_libraries_and_replaces_differing_ones(tmp_path):
     assert plan.fixed == ("torch/lib/libtorch_cuda.so",)  # GPU-only: never run, not copied
 
     with placement.Views(plan) as views:
-        base_view, branch_view = views.paths["base"], views.paths["branch"]
+        base_view, branch_view = views.paths
         assert len(base_view) == len(branch_view)  # the two import paths stay alike
         both = [os.path.realpath(os.path.join(v, "torch/lib/libsame.so")) for v in (base_view, branch_view)]
         assert both[0] == both[1] == str(tmp_path / "a" / "torch" / "lib" / "libsame.so")
@@ -102,10 +102,10 @@ def test_against_a_kept_copy_both_views_hold_torch_alone(tmp_path):
     (site / "typing_extensions.py").write_text("")
     whole = placement.plan(str(site / "torch"), str(kept / "torch"))
     with placement.Views(whole) as views:
-        assert "sympy" in os.listdir(views.paths["base"]) and "sympy" not in os.listdir(views.paths["branch"])
+        assert "sympy" in os.listdir(views.paths.base) and "sympy" not in os.listdir(views.paths.branch)
     alone = placement.plan(str(site / "torch"), str(kept / "torch"), torch_only=True)
     with placement.Views(alone) as views:
-        listed = [sorted(os.listdir(views.paths[side])) for side in placement.SIDES]
+        listed = [sorted(os.listdir(view)) for view in views.paths]
         assert listed[0] == listed[1] == ["torch", "torchgen"]
 
 
@@ -118,10 +118,10 @@ def test_two_installs_of_one_torch_map_the_same_library_pages(second_install, to
     python, torch_dir = second_install
     outcome = run_ab(torch_python, python, seedcases.SEED_CASES[:1], [DEFAULT_OP], TINY)
     record = outcome.settings.placement
-    assert record["views"] and record["matched"], record
-    assert record["replaced_per_pair"] == [] and record["shared_libraries"] >= 5
+    assert record.views and record.matched, record
+    assert record.replaced_per_pair == () and record.shared_libraries >= 5
     # read from both workers' /proc/PID/maps: the big library is one file for both
-    assert {"libtorch_cpu.so", "libtorch_python.so"} <= set(record["verified_shared"])
+    assert {"libtorch_cpu.so", "libtorch_python.so"} <= set(record.verified_shared)
     # ... and imported torch from its view, seen at the one fixed path both sides share
     expected = os.path.join(samepath.FIXED_ROOT, "view") if samepath.place(sys.executable).fixed else "overrides-views-"
     assert expected in outcome.branch_run.environment.torch_path
@@ -139,10 +139,10 @@ def test_a_changed_library_is_copied_anew_for_every_pair(second_install, torch_p
         with open(changed, "wb") as library:
             library.write(original)
     record = outcome.settings.placement
-    assert record["matched"], record
-    assert record["replaced_per_pair"] == ["torch/lib/libshm.so"]
-    assert record["copies_on"] not in placement.MEMORY_FILE_SYSTEMS  # tmpfs pages move the clock
-    assert "libshm.so" not in record["verified_shared"] and "libtorch_cpu.so" in record["verified_shared"]
+    assert record.matched, record
+    assert record.replaced_per_pair == ("torch/lib/libshm.so",)
+    assert record.copies_on not in placement.MEMORY_FILE_SYSTEMS  # tmpfs pages move the clock
+    assert "libshm.so" not in record.verified_shared and "libtorch_cpu.so" in record.verified_shared
     assert outcome.settings.pairs == 2 and all(c.ci95_ns for c in outcome.comparisons)
 
 
@@ -176,7 +176,7 @@ def test_two_copies_of_one_torch_at_paths_of_different_lengths_count_the_same(co
     to the Python files, an A/A of two such copies counted SubTensor -583 instructions a call on
     one seed; through the views' copies of the Python files it counts exactly the same."""
     outcome = copies_counted_first  # conftest.py: the copies, counted under seed 1
-    assert outcome.settings.placement["matched"], outcome.settings.placement
+    assert outcome.settings.placement.matched, outcome.settings.placement
     assert outcome.settings.instructions.seeds == (1,)
     for c in outcome.comparisons:
         assert c.base_instructions and c.branch_instructions == c.base_instructions, c

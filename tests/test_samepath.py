@@ -287,12 +287,13 @@ def test_the_reports_verdict_line_names_a_clock_change_the_instructions_cannot_e
     from overrides.review.markdown import report_markdown
     from overrides.review.measuring import Evidence
     from overrides.review.sides import ROLES, Side
+    from overrides.sides import Sides
 
     c = Comparison("SubTensor", "torch.add", 5_400.0, 4_856.0, -544.0, (-595.0, -492.0), "improvement",
                    True, base_instructions=45_000.0, branch_instructions=44_838.0,
                    instructions_ci95=(-200.0, -120.0), counts_verdict="improvement")
     sides = [Side(role, f"/envs/{role}/bin/python", python=f"/envs/{role}/bin/python") for role in ROLES]
-    runs = {role: RunResult(Environment(), RunSettings(), ()) for role in ROLES}
+    runs = Sides(RunResult(Environment(), RunSettings(), ()), RunResult(Environment(), RunSettings(), ()))
     text = report_markdown(Evidence([c], runs, ComparisonSettings(threshold_ns=20, threshold_pct=0.75, pairs=5)),
                            sides, wall_s=60.0)
     headline = text.split("## Comparison")[0]

@@ -60,7 +60,7 @@ def test_the_known_wait_reads_its_calls_times_the_wait_and_is_a_regression(user_
     low, high = result.change_ci_ns()
     assert low <= result.change_ns <= high
     assert result.steps_per_sample[0] == result.steps_per_sample[1] == result.steps_per_sample[2]
-    assert result.timing("branch").overhead_ns > result.timing("base").overhead_ns > 0
+    assert result.timings.branch.overhead_ns > result.timings.base.overhead_ns > 0
 
 
 def test_an_a_a_of_two_builds_of_one_step_is_not_called_a_change(user_folder):

@@ -144,10 +144,11 @@ def test_no_change_between_two_builds_steps_needs_the_99_percent_interval_within
     """As every verdict of the project (verdicts.NO_CHANGE_CONFIDENCE): a 95% interval just
     inside the threshold is not yet "no change" (the 95% one had misread a real +100 ns shim)."""
     from overrides.review.step_report import StepComparison, StepRun
+    from overrides.step.stepfile import StepFile, TimingFigures
 
     def run(overhead, low, high):
-        return StepRun("base", "", {"timings": [{"plain_step_ns": 330e3, "subclass_step_ns": 330e3 + overhead,
-                                                  "overhead_ns": overhead, "overhead_ci_ns": [low, high]}]})
+        return StepRun("base", "", StepFile("steps:mlp", "", (TimingFigures(
+            plain_step_ns=330e3, subclass_step_ns=330e3 + overhead, overhead_ns=overhead, overhead_ci_ns=(low, high)),)))
 
     # threshold: 0.75% of base's 340-us step, 2,550 ns; each run +10 us +-1,447 ns, so with the
     # 3%-a-process widening the difference's 95% interval is about +-2,200 ns: inside the threshold,
@@ -156,6 +157,41 @@ def test_no_change_between_two_builds_steps_needs_the_99_percent_interval_within
     (low95, high95), (low99, high99) = near.ci95_ns, near.ci99_ns
     assert -2550 < low95 < 0 < high95 < 2550 and low99 < -2550 and high99 > 2550, (near.ci95_ns, near.ci99_ns)
     assert near.verdict == "inconclusive"
+
+
+@pytest.mark.parametrize("name", ["step1.json", "step1_before_kernels.json"])
+def test_a_step_file_is_read_back_through_its_record_with_or_without_its_ops_own_kernels(name):
+    """tests/old_files/step1.json: `bench.py --step steps:mlp --json` at main 541a900;
+    step1_before_kernels.json the same as bench.py wrote it before its op rows carried their own
+    kernels (bdbc55c^): report.sh reads either through StepFile, and the writer's records write
+    back the rows and timings they read."""
+    import json
+
+    from overrides.errors import UsageError
+    from overrides.review.step_report import StepRun
+    from overrides.step.stepfile import OpFigures, StepFile, TimingFigures
+
+    with open(os.path.join(ROOT, "tests", "old_files", name), encoding="utf-8") as src:
+        data = json.load(src)
+    read = StepFile.from_dict(data, name)
+    run = StepRun("base", "", read)
+    assert read.spec == "steps:mlp" and len(read.ops) == 13 and read.ops[0].op == "torch.nn.functional.linear"
+    assert (run.plain_ns, run.overhead_ns, run.overhead_ci_ns, run.share) == (
+        601414.52, 364217.2, (287401.0, 397139.0), 0.6056), run.timing  # as the file holds them
+    assert [TimingFigures.from_dict(t).to_dict() for t in data["timings"]] == data["timings"]
+    if name == "step1.json":
+        # every key it held written back as it was; a field added since (no_twin, kernels_ns) at its default
+        for op in data["ops"]:
+            written = OpFigures.from_dict(op).to_dict()
+            assert {key: written[key] for key in op} == op
+            assert {key: written[key] for key in set(written) - set(op)} == {"no_twin": False, "kernels_ns": None}
+        assert read.ops[0].own_kernels_ci_ns != (None, None)
+    else:
+        assert read.ops[0].own_kernels_ns is None and read.ops[0].redistributes == ()
+    with pytest.raises(UsageError, match="is not a step result"):
+        StepFile.from_dict(dict(data, schema="torch-function-overhead/step-budget/1"), name)
+    with pytest.raises(UsageError, match="is damaged"):
+        StepFile.from_dict(dict(data, timings=[]), name)
 
 
 @pytest.mark.slow

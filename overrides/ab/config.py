@@ -63,8 +63,10 @@ def side_env(config: ABConfig, label: str) -> tuple[tuple[str, str], ...]:
         return ()
     from overrides.cases.casenames import your_code_env
 
-    shown = config.your_code[0]
-    return tuple(your_code_env(shown, config.your_code[0 if label == "base" else 1]).items())
+    from overrides.sides import Sides
+
+    yours = Sides.of(config.your_code)
+    return tuple(your_code_env(yours.base, yours.side(label)).items())
 
 
 def add_arguments(group) -> None:

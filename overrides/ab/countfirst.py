@@ -21,6 +21,7 @@ from overrides.builds.interpreters import PROBE_TIMEOUT_S, with_import_path
 from overrides.cases.casenames import USER_DIR_VARIABLE, Case
 from overrides.cases.ops import Op, tried_by_running
 from overrides.errors import UsageError
+from overrides.sides import BASE, BRANCH, ROLES
 from overrides.verdicts import DECIDED
 
 def serve(channel, targets_json: str) -> None:
@@ -119,9 +120,9 @@ def count_first(base_py: str, branch_py: str, targets, config: ABConfig, say,
     from overrides.counts import callgrind, rounds
 
     started = time.monotonic()
-    wanted = countable(targets, base_py, import_paths[0], side_env(config, "base"))
+    wanted = countable(targets, base_py, import_paths[0], side_env(config, BASE))
     if config.your_code:  # the branch builds your case from its own code: what it cannot run, neither side counts
-        wanted = [t for t in countable(targets, branch_py, import_paths[1], side_env(config, "branch"))
+        wanted = [t for t in countable(targets, branch_py, import_paths[1], side_env(config, BRANCH))
                   if t in wanted]
     first = rounds.first_round(config.instruction_seeds, config.add_seeds)
     say(f"counting instructions first: {first} seed{'s' if first != 1 else ''} x 2 builds with Callgrind, "
@@ -129,11 +130,11 @@ def count_first(base_py: str, branch_py: str, targets, config: ABConfig, say,
         + (f"; more seeds for cases left undecided, up to {rounds.MAX_COMPARE_SEEDS}" if config.add_seeds else ""))
 
     sides = dict(import_paths=import_paths, sources=sources,
-                 side_envs=[side_env(config, label) for label in ("base", "branch")])
+                 side_envs=[side_env(config, label) for label in ROLES])
 
     def count(targets_: list, seeds_: Sequence[int]) -> list[list]:
         return callgrind.count_builds([base_py, branch_py], targets_, seeds_, say=say, tree=config.call_paths,
-                                      names=("base", "branch"), **sides)
+                                      names=ROLES, **sides)
 
     def kept(targets_: list) -> tuple:
         """The seeds each side's counts of these targets are kept under: counted under those first."""

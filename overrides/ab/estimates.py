@@ -18,6 +18,8 @@ from overrides.cases.casenames import Case
 from overrides.cases.ops import Op
 from overrides.clock import stats
 from overrides.case_comparison import Comparison
+from overrides.environment import Environment
+from overrides.sides import Sides
 from overrides.verdicts import (CLOCK_ONLY, DECIDED, DISAGREE, NO_CHANGE_CONFIDENCE, clock_and_counts, judge,
                                 threshold_for, unmeasured)
 
@@ -98,9 +100,9 @@ class Pooled:
     targets: list
     calls: list
     errors: list
-    samples: dict
-    loop_cost: dict
-    environments: dict = dataclasses.field(default_factory=dict)  # side -> environment.Environment
+    samples: Sides[list]  # each target's samples, per side
+    loop_cost: Sides[list]
+    environments: Sides[Environment] = dataclasses.field(default_factory=lambda: Sides(Environment(), Environment()))
     estimates: list = dataclasses.field(default_factory=list)
 
     def wire_targets(self) -> list[list[str]]:
@@ -109,9 +111,8 @@ class Pooled:
     @classmethod
     def empty(cls, targets: list) -> "Pooled":
         n = len(targets)
-        return cls(targets, [None] * n, [None] * n,
-                   {side: [[] for _ in range(n)] for side in ("base", "branch")},
-                   {side: [0.0] * n for side in ("base", "branch")})
+        return cls(targets, [None] * n, [None] * n, Sides([[] for _ in range(n)], [[] for _ in range(n)]),
+                   Sides([0.0] * n, [0.0] * n))
 
 
 def compare_pooled(pooled: Pooled, config: ABConfig,
@@ -119,7 +120,7 @@ def compare_pooled(pooled: Pooled, config: ABConfig,
     """Every target's comparison from what the pairs have gathered so far."""
     out = []
     for i, (case, op) in enumerate(pooled.targets):
-        base_samples, branch_samples = pooled.samples["base"][i], pooled.samples["branch"][i]
+        base_samples, branch_samples = (samples[i] for samples in pooled.samples)
         if pooled.errors[i] is not None or not base_samples or not branch_samples:
             out.append(Comparison(case.name, op.name, math.nan, math.nan, math.nan, None,
                                   unmeasured(), paired=True))

@@ -20,6 +20,7 @@ from overrides.ab.config import ABConfig, side_env
 from overrides.builds.interpreters import Interpreter
 from overrides.counts import pycalls
 from overrides.errors import UsageError
+from overrides.sides import Sides
 from overrides.verdicts import DISAGREE, IMPROVEMENT, REGRESSION
 
 # The verdicts of a case whose work changed, by the clock and the counts or by one of them:
@@ -45,7 +46,7 @@ def with_names(comparisons: Sequence, base: Interpreter, branch: Interpreter, co
         return tuple(comparisons)
     targets = list(dict.fromkeys((c.case, c.op) for c in moved))
     say(f"naming what changed: counting Python calls of {len(targets)} case(s) that moved, both sides")
-    sides = (("base", base), ("branch", branch))
+    sides = Sides(base, branch).roles()
     try:
         counted = children.parallel(
             lambda side: pycalls.count_build(side[1].executable, targets, import_path=side[1].torch_root,

@@ -76,11 +76,13 @@ from overrides.cases.casenames import Case
 from overrides.cases.ops import Op
 from overrides.counts import records
 from overrides.case_comparison import Comparison
-from overrides.comparison_settings import PAIRED, ComparisonSettings, CountSettings
+from overrides.comparison_settings import (PAIRED, ComparisonSettings, CountSettings, LibraryPlacement, NotTimed,
+                                           StartupPaths)
 from overrides.run_settings import RunSettings
 from overrides.environment import Environment
 from overrides.errors import UsageError
 from overrides.results import CaseResult, RunResult
+from overrides.sides import BASE, BRANCH, ROLES, Sides
 from overrides.verdicts import NO_CHANGE_CONFIDENCE
 
 HASH_SEED_LIMIT = 2**32 - 1  # PYTHONHASHSEED's largest value
@@ -107,11 +109,11 @@ class ABResult:
 def _live_targets(pair: Pair, pooled: Pooled) -> list[int]:
     """The targets both prepared workers of `pair` can time; records the others' errors."""
     live = []
-    for i, (e_base, e_branch) in enumerate(zip(pair.prepared["base"]["errors"],
-                                              pair.prepared["branch"]["errors"])):
+    for i, errors in enumerate(zip(*(prepared["errors"] for prepared in pair.prepared))):
+        e_base, e_branch = errors
         if e_base or e_branch:
             pooled.errors[i] = e_base if e_base == e_branch else "; ".join(
-                f"{side}: {e}" for side, e in (("base", e_base), ("branch", e_branch)) if e)
+                f"{side}: {e}" for side, e in zip(ROLES, errors) if e)
         elif pooled.errors[i] is None:
             live.append(i)
     return live
@@ -120,14 +122,14 @@ def _live_targets(pair: Pair, pooled: Pooled) -> list[int]:
 def _user_modules(pair: Pair, label: str) -> dict:
     """{spec: file} of what the side's worker ran of yours, the files as they are outside its
     namespace (builds/samepath.py mounts your folder at a fixed path)."""
-    modules = pair.prepared.get(label, {}).get("modules")
-    where = pair.placements[label]
+    modules = (pair.prepared.side(label) or {}).get("modules")
+    where = pair.placements.side(label)
     return {spec: os.path.realpath(where.seen_from_outside(path)) for spec, path in modules.items()} \
         if modules else {}
 
 
 def _first_pair(base_py: str, branch_py: str, pooled: Pooled, config: ABConfig,
-                views: placement.Views, import_paths: dict, sources: dict) -> Pair:
+                views: placement.Views, import_paths: Sides, sources: Sides) -> Pair:
     """Pair 0, started on an idle machine; its base worker calibrates the calls per sample that
     every worker then uses."""
     views.for_pair(0)
@@ -136,11 +138,11 @@ def _first_pair(base_py: str, branch_py: str, pooled: Pooled, config: ABConfig,
         pair.wait_ready()
         _check_views(pair, views)
         wire = pooled.wire_targets()
-        pair.start_prepare(wire, pooled.calls, only=("base",))
-        pair.finish_prepare(("base",))
-        pooled.calls = pair.prepared["base"]["calls"]
-        pair.start_prepare(wire, pooled.calls, only=("branch",))
-        pair.finish_prepare(("branch",))
+        pair.start_prepare(wire, pooled.calls, only=(BASE,))
+        pair.finish_prepare((BASE,))
+        pooled.calls = pair.prepared.base["calls"]
+        pair.start_prepare(wire, pooled.calls, only=(BRANCH,))
+        pair.finish_prepare((BRANCH,))
     except BaseException:  # Ctrl-C or a failure: the caller never gets the pair to close
         pair.close()
         raise
@@ -152,17 +154,16 @@ def _check_views(pair: Pair, views: placement.Views) -> None:
     plan shares from one file; otherwise placement is not matched, and the record says so."""
     if not views.plan.active:
         return
-    for label, worker in pair.workers.items():
+    for (label, worker), where in zip(pair.workers.roles(), pair.placements):
         torch_path = worker.environment.torch_path or ""
-        if not torch_path.startswith(pair.placements[label].import_path + os.sep):
+        if not torch_path.startswith(where.import_path + os.sep):
             views.failed(f"the {label} worker imported torch from {torch_path}, not from its view")
             return
     # A GPU-only library never runs here, so where it sits does not matter; and one the plan
     # shares may still be mapped from its install, found through another GPU-only library's
     # own RPATH (libcupti.so.13 of torch 2.14.1 against 2.15.0).
     names = {os.path.basename(rel) for rel in views.plan.shared if not placement.GPU_ONLY.search(rel)}
-    same = placement.shared_inodes(pair.workers["base"].process.pid,
-                                   pair.workers["branch"].process.pid, names)
+    same = placement.shared_inodes(pair.workers.base.process.pid, pair.workers.branch.process.pid, names)
     views.verified = sorted(name for name, one_file in same.items() if one_file)
     unmatched = sorted(name for name, one_file in same.items() if not one_file)
     if unmatched:
@@ -172,7 +173,7 @@ def _check_views(pair: Pair, views: placement.Views) -> None:
 def _sample_pair(pair: Pair, live: list[int], pooled: Pooled, config: ABConfig,
                  say: Callable[[str], None], of: str) -> None:
     """Alternate one sample of base and branch per target until the pair's time is spent."""
-    base, branch = pair.workers["base"], pair.workers["branch"]
+    base, branch = pair.workers
     cpu = timing_cpu()
     parent_cpus = os.sched_getaffinity(0) if cpu is not None else None
     pin([base.process.pid, branch.process.pid, 0], cpu)
@@ -200,17 +201,16 @@ def _sample_pair(pair: Pair, live: list[int], pooled: Pooled, config: ABConfig,
 
 def _collect(pair: Pair, pooled: Pooled) -> None:
     """The pair's samples into the pool, and its per-case estimates."""
-    for worker in pair.workers.values():
+    for worker in pair.workers:
         worker.doing = "handing over its samples"
-    outputs = {label: pair.workers[label].ask({"cmd": "result"})["targets"] for label in ("base", "branch")}
-    for side, out in outputs.items():
+    outputs = pair.workers.map(lambda worker: worker.ask({"cmd": "result"})["targets"])
+    for out, samples, loop_cost in zip(outputs, pooled.samples, pooled.loop_cost):
         for i, target in enumerate(out):
-            pooled.samples[side][i].extend(target["samples_ns"])
-            pooled.loop_cost[side][i] = target["loop_overhead_ns"]
+            samples[i].extend(target["samples_ns"])
+            loop_cost[i] = target["loop_overhead_ns"]
     ok = [i for i in range(len(pooled.targets)) if pooled.errors[i] is None]
     pooled.estimates += pair_estimates(pair.index, [pooled.targets[i] for i in ok],
-                                        [outputs["base"][i] for i in ok],
-                                        [outputs["branch"][i] for i in ok])
+                                        *([out[i] for i in ok] for out in outputs))
 
 
 def _hash_seed_base(config: ABConfig) -> int:
@@ -247,13 +247,11 @@ def run_ab(
         try:
             if config.instruction_seeds:
                 counted = count_first(sides.base_py, sides.branch_py, pooled.targets, config, say,
-                                      [sides.import_paths["base"], sides.import_paths["branch"]],
-                                      [sides.sources["base"], sides.sources["branch"]])
+                                      list(sides.import_paths), list(sides.sources))
             shorter = check_seconds(config, counted, pooled.targets)  # the clock only checks the counts
             config = dataclasses.replace(config, seconds_per_pair=shorter or config.seconds_per_pair)
             # a count that died: the clock goes on, and the counts judge on the seeds that stand
-            loop.failure = "; ".join(f"{side} {died}" for side, runs in zip(("base", "branch"),
-                                                                              counted.runs if counted else ())
+            loop.failure = "; ".join(f"{side} {died}" for side, runs in zip(ROLES, counted.runs if counted else ())
                                      for died in records.deaths(runs))
             _run_pairs(sides, pooled, config, counted.settled if counted else {}, say, loop)
         except KeyboardInterrupt:
@@ -290,9 +288,9 @@ class _Sides:
     base_py: str
     branch_py: str
     views: placement.Views
-    import_paths: dict  # side -> its view, or without views its kept copy (or None)
-    sources: dict  # side -> the folder that stands for it (a view is new every comparison)
-    same_path: dict  # samepath.record: how both start from one path
+    import_paths: Sides  # each side's view, or without views its kept copy (or None)
+    sources: Sides  # the folder that stands for each side (a view is new every comparison)
+    same_path: StartupPaths  # samepath.record: how both start from one path
 
 
 def _placed(base: Interpreter, branch: Interpreter, config: ABConfig, say: Callable[[str], None]) -> _Sides:
@@ -305,14 +303,12 @@ def _placed(base: Interpreter, branch: Interpreter, config: ABConfig, say: Calla
     else:
         plan = placement.PlacementPlan(None, reason="switched off")
     views = placement.Views(plan)
-    import_paths = {"base": views.paths["base"] or base.torch_root,
-                    "branch": views.paths["branch"] or branch.torch_root}
-    sources = ({side: root for side, root in zip(placement.SIDES, plan.roots)} if views.paths["base"]
-               else dict(import_paths))
-    same_path = samepath.record(samepath.place(python, import_paths[side], os.getcwd(), in_tool=True,
-                                               source=sources[side])
-                                for side, python in (("base", base.executable), ("branch", branch.executable)))
-    say(f"start-up paths: {same_path['summary']}")
+    import_paths = Sides.of([view or build.torch_root for view, build in zip(views.paths, (base, branch))])
+    sources = Sides.of(plan.roots) if views.paths.base else import_paths
+    same_path = StartupPaths.from_dict(samepath.record(
+        samepath.place(python, import_path, os.getcwd(), in_tool=True, source=source)
+        for python, import_path, source in zip((base.executable, branch.executable), import_paths, sources)))
+    say(f"start-up paths: {same_path.summary}")
     return _Sides(base.executable, branch.executable, views, import_paths, sources, same_path)
 
 
@@ -349,8 +345,8 @@ def _run_pairs(sides: _Sides, pooled: Pooled, config: ABConfig, settled: dict,
                 loop.current.start_prepare(pooled.wire_targets(), pooled.calls)
                 loop.current.finish_prepare()
             # what each side ran of yours (its user cases' files) goes with its environment
-            pooled.environments = {label: w.environment.with_user_modules(_user_modules(loop.current, label))
-                                   for label, w in loop.current.workers.items()}
+            pooled.environments = Sides.of([w.environment.with_user_modules(_user_modules(loop.current, label))
+                                            for label, w in loop.current.workers.roles()])
             live = _live_targets(loop.current, pooled)
             _sample_pair(loop.current, live, pooled, config, say, of)
             _collect(loop.current, pooled)  # the pair's samples count only once all are read
@@ -384,10 +380,10 @@ def _run_pairs(sides: _Sides, pooled: Pooled, config: ABConfig, settled: dict,
 
 def _finish(base: Interpreter, branch: Interpreter, pooled: Pooled, config: ABConfig,
             views: placement.Views, pairs_done: int, stopped: str, interrupted: bool,
-            started: float, counted: "Counted | None", same_path: dict, deaths: Sequence[str] = (),
+            started: float, counted: "Counted | None", same_path: StartupPaths, deaths: Sequence[str] = (),
             failure: str = "") -> ABResult:
     """The timed pairs' results, judged with the instruction counts where they were counted."""
-    user_modules = {side: pooled.environments.get(side, Environment()).user_modules for side in ("base", "branch")}
+    user_modules = pooled.environments.map(lambda environment: environment.user_modules)
     settings = ComparisonSettings(
         mode=PAIRED, pairs=pairs_done, pairs_asked=config.pairs,
         max_seconds=config.max_seconds if config.pairs is None else None,
@@ -395,30 +391,30 @@ def _finish(base: Interpreter, branch: Interpreter, pooled: Pooled, config: ABCo
         threads=config.threads, fix_layout=config.fix_layout, hash_seed_base=config.hash_seed_base,
         threshold_ns=config.threshold_ns, threshold_pct=config.threshold_pct,
         no_change_confidence=NO_CHANGE_CONFIDENCE, calls_per_sample=tuple(pooled.calls),
-        placement=views.record(), same_path=same_path,
-        torch_roots={"base": base.torch_root, "branch": branch.torch_root},
+        placement=LibraryPlacement.from_dict(views.record()), same_path=same_path,
+        torch_roots=Sides(base.torch_root, branch.torch_root),
         estimator="mean over pairs of the median log ratio of neighbouring samples",
         # n/a (the op does not apply) or failed, in words, for the notes
-        not_timed={f"{case.name} [{op.name}]": error
-                   for (case, op), error in zip(pooled.targets, pooled.errors) if error} or None,
+        not_timed=tuple(NotTimed(f"{case.name} [{op.name}]", error)
+                        for (case, op), error in zip(pooled.targets, pooled.errors) if error),
         # two versions of your code, one interpreter: the row is named by the base's
-        your_code=dict(zip(("base", "branch"), config.your_code)) if config.your_code else None,
+        your_code=Sides.of(config.your_code) if config.your_code else None,
         workers_died=tuple(deaths),  # each cost its pair, retried up to WORKER_RETRIES
         incomplete=failure,
         # which file of yours each side's clock ran
-        user_modules=user_modules if any(user_modules.values()) else None)
-    runs = {}
-    for side in ("base", "branch"):
+        user_modules=user_modules if any(user_modules) else None)
+
+    def run_of(side: str, environment: Environment, samples: list, loop_cost: list) -> RunResult:
         case_results = tuple(
             CaseResult(case=case.name, op=op.name, stmt=case.stmt_for(op), description=case.description,
-                       calls_per_sample=pooled.calls[i] or 0, samples_ns=tuple(pooled.samples[side][i]),
-                       loop_overhead_ns=pooled.loop_cost[side][i],
-                       error=pooled.errors[i] if not pooled.samples[side][i] else None,
+                       calls_per_sample=pooled.calls[i] or 0, samples_ns=tuple(samples[i]),
+                       loop_overhead_ns=loop_cost[i], error=pooled.errors[i] if not samples[i] else None,
                        baseline=case.baseline)
             for i, (case, op) in enumerate(pooled.targets))
-        runs[side] = RunResult(pooled.environments.get(side, Environment()), RunSettings(side=side, comparison=settings),
-                               case_results, interrupted=interrupted or bool(failure),
-                               wall_s=time.monotonic() - started)
+        return RunResult(environment, RunSettings(side=side, comparison=settings), case_results,
+                         interrupted=interrupted or bool(failure), wall_s=time.monotonic() - started)
+
+    runs = Sides.of([run_of(*side) for side in zip(ROLES, pooled.environments, pooled.samples, pooled.loop_cost)])
     comparisons = compare_pooled(pooled, config)
     if counted is not None and counted.skipped:
         settings = dataclasses.replace(settings, instructions_skipped=counted.skipped)
@@ -430,12 +426,12 @@ def _finish(base: Interpreter, branch: Interpreter, pooled: Pooled, config: ABCo
             tuple(counted.seeds), DEFAULT_THRESHOLD_INSTRUCTIONS, config.threshold_pct,
             tuple(counted.seeds_added), round(counted.seconds, 1),
             tuple(sorted(f"{case} {op}" for case, op in counted.settled))))
-        runs = {side: dataclasses.replace(run, instructions=records.as_saved(counts))
-                for (side, run), counts in zip(runs.items(), counted.runs)}
+        runs = Sides.of([dataclasses.replace(run, instructions=records.as_saved(counts))
+                         for run, counts in zip(runs, counted.runs)])
         sure_clock = {(c.case, c.op): c.verdict
                       for c in compare_pooled(pooled, config, NO_CHANGE_CONFIDENCE)}
         comparisons = case_comparison.with_counts(comparisons, counted.comparisons, sure_clock)
-    return ABResult(tuple(comparisons), runs["base"], runs["branch"], tuple(pooled.estimates),
+    return ABResult(tuple(comparisons), runs.base, runs.branch, tuple(pooled.estimates),
                     settings, time.monotonic() - started, interrupted, failure)
 
 

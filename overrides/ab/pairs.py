@@ -22,6 +22,7 @@ from overrides.cases.casenames import USER_DIR_VARIABLE, env_bytes
 from overrides.clock.allocator import MALLOC_ENV
 from overrides.environment import Environment
 from overrides.errors import UsageError
+from overrides.sides import BASE, ROLES, Sides
 from overrides import variables
 
 PAD_STEP = 1531  # bytes of environment padding added per pair: moves the initial stack
@@ -112,7 +113,7 @@ class Worker:
 
 
 def worker_env(config: ABConfig, pair: int, extra_pad: int, where: samepath.Placement,
-               label: str = "base") -> dict:
+               label: str = BASE) -> dict:
     """The environment of one worker: the same on both sides of a pair but for `extra_pad`,
     which makes up for a shorter interpreter path so both stacks start at the same place, the
     side's import path (its view, overrides/builds/placement.py, or else its Build.torch_root),
@@ -138,34 +139,37 @@ class Pair:
     first alternates from pair to pair, so an order effect cannot pose as a change."""
 
     def __init__(self, base_py: str, branch_py: str, index: int, config: ABConfig,
-                 import_paths: dict | None = None, sources: dict | None = None):
+                 import_paths: Sides | None = None, sources: Sides | None = None):
         self.index = index
-        sides = (("base", base_py), ("branch", branch_py))
-        self.order = sides if index % 2 == 0 else sides[::-1]
-        where = {label: samepath.place(python, (import_paths or {}).get(label), os.getcwd(),
-                                       in_tool=True, source=(sources or {}).get(label))
-                 for label, python in sides}
+        pythons = Sides(base_py, branch_py)
+        self.order = ROLES if index % 2 == 0 else ROLES[::-1]  # the roles, in the order they start
+        import_paths, sources = import_paths or Sides(None, None), sources or Sides(None, None)
+        where = Sides.of([samepath.place(python, import_path, os.getcwd(), in_tool=True, source=source)
+                          for python, import_path, source in zip(pythons, import_paths, sources)])
         # Both sides at once (each ~1.4 s of importing torch natively), on an idle machine.
-        children.parallel(samepath.prime, list(where.values()), len(where))
+        children.parallel(samepath.prime, list(where), len(ROLES))
         self.placements = where
         # argv[0] and the kernel's copy of the path both sit on the new stack; the import path
         # once, in the environment (with one fixed path for both sides, these are equal).
         # And each side's own variables (config.side_env), in the environment.
-        longest = max(len(w.python) for w in where.values())
-        env_sizes = {label: len(w.import_path or "") + env_bytes(side_env(config, label))
-                     for label, w in where.items()}
-        self.workers = {label: Worker(label, where[label],
-                                       worker_env(config, index,
-                                                   2 * (longest - len(where[label].python))
-                                                   + max(env_sizes.values()) - env_sizes[label],
-                                                   where[label], label), config, shown=python)
-                        for label, python in self.order}
-        self.prepared: dict[str, dict] = {}
+        longest = max(len(w.python) for w in where)
+        env_sizes = Sides.of([len(w.import_path or "") + env_bytes(side_env(config, label))
+                              for label, w in where.roles()])
+
+        def start(label: str) -> Worker:
+            place = where.side(label)
+            pad = 2 * (longest - len(place.python)) + max(env_sizes) - env_sizes.side(label)
+            return Worker(label, place, worker_env(config, index, pad, place, label), config,
+                          shown=pythons.side(label))
+
+        started = {label: start(label) for label in self.order}
+        self.workers: Sides[Worker] = Sides.of([started[label] for label in ROLES])
+        self.prepared: Sides[dict | None] = Sides(None, None)  # each worker's answer to prepare
 
     def in_order(self) -> list[Worker]:
-        return [self.workers[label] for label, _ in self.order]
+        return [self.workers.side(label) for label in self.order]
 
-    def start_prepare(self, wire_targets: list, calls: list, only: Sequence[str] = ("base", "branch")) -> None:
+    def start_prepare(self, wire_targets: list, calls: list, only: Sequence[str] = ROLES) -> None:
         """Queue the prepare request: a worker reads it once it has imported torch."""
         for worker in self.in_order():
             if worker.label in only:
@@ -188,14 +192,14 @@ class Pair:
             self.close()
             raise UsageError(f"a worker could not start: {exc}") from None
 
-    def finish_prepare(self, labels: Sequence[str] = ("base", "branch")) -> None:
+    def finish_prepare(self, labels: Sequence[str] = ROLES) -> None:
         self.wait_ready()
         for worker in self.in_order():
             if worker.label in labels:
-                self.prepared[worker.label] = worker.read()
+                self.prepared = self.prepared.with_side(worker.label, worker.read())
 
     def close(self) -> None:
-        for worker in self.workers.values():
+        for worker in self.workers:
             worker.close()
 
 

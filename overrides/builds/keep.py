@@ -24,6 +24,7 @@ import dataclasses
 import os
 import shutil
 import time
+from typing import Mapping
 
 KEPT_DIR = "kept"  # runs/LABEL/kept/torch, ...
 SIBLINGS = ("functorch", "torchgen")  # packages of a PyTorch build kept beside torch when present
@@ -36,7 +37,7 @@ KEPT_WARNING_BYTES = 10 * 2**30
 
 @dataclasses.dataclass(frozen=True)
 class KeptCopy:
-    """What keep() made, as record.json's "kept" entry says it."""
+    """What keep() made."""
 
     root: str  # the folder to put first on the import path
     packages: tuple[str, ...]
@@ -44,9 +45,40 @@ class KeptCopy:
     seconds: float
     source: str  # the torch folder it was copied from
 
-    def to_dict(self, label_dir: str) -> dict:
-        return {"root": os.path.relpath(self.root, label_dir), "packages": list(self.packages),
-                "bytes": self.bytes, "seconds": round(self.seconds, 1), "source": self.source}
+    def entry(self, label_dir: str) -> "Kept":
+        """record.json's "kept" entry for this copy (its root relative to the label's folder)."""
+        return Kept(root=os.path.relpath(self.root, label_dir), packages=self.packages, bytes=self.bytes,
+                    seconds=round(self.seconds, 1), source=self.source)
+
+
+@dataclasses.dataclass(frozen=True)
+class Kept:
+    """record.json's "kept" entry: a copy (its folder relative to the label's, what it holds), or
+    why there is none: `skipped` (never made), `failed` (made in part, removed), `deleted`
+    (`record.sh --clean`, when). A manifest of a record.sh older than kept copies has no entry
+    (None where one is read)."""
+
+    root: str | None = None
+    packages: tuple[str, ...] = ()
+    bytes: int = 0
+    seconds: float = 0.0
+    source: str = ""
+    skipped: str | None = None
+    failed: str | None = None
+    deleted: str | None = None
+
+    def to_dict(self) -> dict:
+        for why in ("skipped", "failed", "deleted"):
+            if getattr(self, why) is not None:
+                return {why: getattr(self, why)}
+        return {"root": self.root, "packages": list(self.packages), "bytes": self.bytes, "seconds": self.seconds,
+                "source": self.source}
+
+    @classmethod
+    def from_dict(cls, data: Mapping) -> "Kept":
+        return cls(root=data.get("root"), packages=tuple(data.get("packages", ())), bytes=data.get("bytes", 0),
+                   seconds=data.get("seconds", 0.0), source=data.get("source", ""), skipped=data.get("skipped"),
+                   failed=data.get("failed"), deleted=data.get("deleted"))
 
 
 class DiskShort(Exception):
@@ -121,43 +153,40 @@ def copy_tree(source: str, target: str) -> None:
                 shutil.copy2(path, os.path.join(into, name))
 
 
-def kept_root(label_dir: str, manifest: dict) -> str | None:
-    """The kept copy's folder, if the manifest names one and it is still on disk."""
-    entry = manifest.get("kept") or {}
-    root = os.path.join(label_dir, entry["root"]) if entry.get("root") else None
+def kept_root(label_dir: str, kept: Kept | None) -> str | None:
+    """The kept copy's folder, if the entry names one and it is still on disk."""
+    root = os.path.join(label_dir, kept.root) if kept is not None and kept.root else None
     return root if root and os.path.isdir(os.path.join(root, "torch")) else None
 
 
-def why_not_kept(label_dir: str, manifest: dict) -> str:
+def why_not_kept(label_dir: str, kept: Kept | None) -> str:
     """Why a label has no usable copy, in words for the report."""
-    entry = manifest.get("kept")
-    if entry is None:
+    if kept is None:
         return "it was recorded by a version of record.sh that kept no copy"
-    if entry.get("skipped"):
-        return f"no copy was kept ({entry['skipped']})"
-    if entry.get("deleted"):
-        return f"its copy was deleted (`record.sh --clean`, {entry['deleted']})"
-    if entry.get("failed"):
-        return f"its copy failed ({entry['failed']}) and was removed"
-    return f"its copy is gone from {os.path.join(label_dir, entry.get('root', KEPT_DIR))}"
+    if kept.skipped:
+        return f"no copy was kept ({kept.skipped})"
+    if kept.deleted:
+        return f"its copy was deleted (`record.sh --clean`, {kept.deleted})"
+    if kept.failed:
+        return f"its copy failed ({kept.failed}) and was removed"
+    return f"its copy is gone from {os.path.join(label_dir, kept.root or KEPT_DIR)}"
 
 
-def status_word(label_dir: str, manifest: dict) -> str:
+def status_word(label_dir: str, kept: Kept | None) -> str:
     """The kept copy's state for `record.sh --list`, in a word or two (why_not_kept says more)."""
-    entry = manifest.get("kept")
-    if entry is None:
+    if kept is None:
         return "none (older record.sh)"
-    if entry.get("skipped") == "recorded with --no-keep":
+    if kept.skipped == "recorded with --no-keep":
         return "none (--no-keep)"
-    if entry.get("skipped"):
+    if kept.skipped:
         return "none (not kept)"
-    if entry.get("deleted"):
+    if kept.deleted:
         return "deleted"
-    if entry.get("failed"):
+    if kept.failed:
         return "none (copy failed)"
-    if not os.path.isdir(os.path.join(label_dir, entry.get("root", KEPT_DIR))):
+    if not os.path.isdir(os.path.join(label_dir, kept.root or KEPT_DIR)):
         return "gone"
-    return human(int(entry.get("bytes", 0)))
+    return human(int(kept.bytes))
 
 
 def remove(label_dir: str) -> int:

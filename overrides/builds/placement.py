@@ -62,9 +62,10 @@ from typing import Iterable
 from overrides import children
 from overrides.builds.keep import SIBLINGS
 from overrides.builds.trash import remove_later
+from overrides.sides import ROLES, Sides
 
-SIDES = ("base", "branch")
-_VIEW_NAMES = {"base": "a", "branch": "b"}  # same length: the two import paths stay alike
+SIDES = ROLES
+_VIEW_NAMES = Sides("a", "b")  # same length: the two import paths stay alike
 COMPARE_CHUNK_BYTES = 1 << 20
 # Folders that pip fills with packages whose shared libraries torch loads through its RPATH
 # (`$ORIGIN/../../nvidia/...`): mirrored whole. Any other folder torch sits in (a checkout) is
@@ -271,7 +272,7 @@ class Views:
     def __init__(self, placement: PlacementPlan):
         self.plan = placement
         self.folder: str | None = None
-        self.paths: dict[str, str | None] = {side: None for side in SIDES}
+        self.paths: Sides[str | None] = Sides(None, None)  # each side's view
         self.copy_seconds = 0.0
         self.verified: list[str] = []  # shared libraries seen mapped from one file by both sides
         self.python_files = 0  # Python sources copied into each view
@@ -290,17 +291,17 @@ class Views:
 
         def build(side_root_dirs: tuple) -> tuple[int, int]:
             side, root, dirs = side_root_dirs
-            return _mirror(root, os.path.join(self.folder, _VIEW_NAMES[side]), root, dirs,
+            return _mirror(root, os.path.join(self.folder, _VIEW_NAMES.side(side)), root, dirs,
                            lambda rel, own: os.path.join(placement.roots[0], rel) if rel in shared else own,
                            only=only)
 
         # Both views at once: thousands of links, each a system call that frees the GIL, so two
         # threads take ~0.6x one's time (benchmarks/README.md, 'Where a verdict's seconds go').
         built = children.parallel(build, list(zip(SIDES, placement.roots, placement.mirrored_dirs)), len(SIDES))
-        for side, (files, size) in zip(SIDES, built):
+        for files, size in built:
             self.python_files = max(self.python_files, files)
             self.python_bytes = max(self.python_bytes, size)
-            self.paths[side] = os.path.join(self.folder, _VIEW_NAMES[side])
+        self.paths = _VIEW_NAMES.map(lambda name: os.path.join(self.folder, name))
         self.build_seconds = time.monotonic() - started
 
     def __enter__(self) -> "Views":
@@ -317,12 +318,12 @@ class Views:
         started = time.monotonic()
         previous = self._copies
         self._copies = os.path.join(self.folder, f"pair{index}")
-        for side, root in zip(SIDES, self.plan.roots):
+        for name, root, view in zip(_VIEW_NAMES, self.plan.roots, self.paths):
             for rel in self.plan.replaced:
-                copy = os.path.join(self._copies, _VIEW_NAMES[side], rel)
+                copy = os.path.join(self._copies, name, rel)
                 os.makedirs(os.path.dirname(copy), exist_ok=True)
                 shutil.copyfile(os.path.join(root, rel), copy)
-                _relink(os.path.join(self.paths[side], rel), copy)
+                _relink(os.path.join(view, rel), copy)
         if previous:
             shutil.rmtree(previous, ignore_errors=True)
         seconds = time.monotonic() - started

@@ -2,6 +2,7 @@
 (two builds compared into a ZIP).
 
 - `record.py`, `runs.py`: record.sh; a recorded run's folder read back, listed, cleaned;
+- `manifest.py`: a recorded run's record.json as a frozen record (read by attribute, never changed);
 - `pr_report.py`: report.sh, running the pieces below in order;
 - `sides.py`: what BASE and BRANCH are (a label or an interpreter);
 - `measuring.py`: measuring and judging, into one `Evidence`;

@@ -76,7 +76,7 @@ def report_markdown(evidence, sides: Sequence[Side], python_calls: Sequence[str]
     environments: list[str] = []
     paired = settings.paired
     for side in sides:
-        env = runs[side.role].environment
+        env = runs.side(side.role).environment
         # A label with a copy is still compared from its recorded run when the other side
         # cannot run live (unpaired): say what was measured, not what could have been.
         source = (f"label `{side.label}`, " + ("run from its kept copy" if side.build and paired
@@ -87,7 +87,7 @@ def report_markdown(evidence, sides: Sequence[Side], python_calls: Sequence[str]
     parts += ["## Environments and each side's bench output", ""]
     parts += in_details("The environments", environments)
     for side in sides:
-        parts += in_details(f"{side.role}'s bench output", ["```text", run_report.table(runs[side.role]), "```"])
+        parts += in_details(f"{side.role}'s bench output", ["```text", run_report.table(runs.side(side.role)), "```"])
     parts.append(f"_Made by `scripts/report.sh` in {wall_s:.0f} s._")
     return "\n".join(parts) + "\n"
 

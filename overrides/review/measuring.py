@@ -13,10 +13,13 @@ import os
 from typing import Callable, Sequence
 
 from overrides import children, case_comparison, run_report, results
+from overrides.builds.keep import Kept
 from overrides.comparison_settings import UNPAIRED, ComparisonSettings, CountSettings
 from overrides.errors import UsageError
-from overrides.files import write_json_atomic, write_text_atomic
+from overrides.files import write_text_atomic
+from overrides.review.manifest import Flamegraph
 from overrides.review.sides import ROLES, Side, live_folder
+from overrides.sides import Sides
 
 
 @dataclasses.dataclass
@@ -26,7 +29,7 @@ class Evidence:
     notes a reader must see."""
 
     comparisons: list
-    runs: dict  # role -> RunResult
+    runs: Sides | None  # each side's RunResult
     settings: ComparisonSettings = ComparisonSettings()
     recorded: dict = dataclasses.field(default_factory=dict)  # role -> runs.RecordedRun
     counts: list | None = None  # [base runs, branch runs] of Callgrind, when both counted
@@ -63,18 +66,18 @@ def measure(sides: Sequence[Side], case_names: Sequence[str] | None, op: str | N
     from overrides.cases import ops as ops_mod, registry
     from overrides.review import record, runs as recorded_runs
 
-    evidence = Evidence([], {}, ComparisonSettings(), notes=notes if notes is not None else [])
+    evidence = Evidence([], None, ComparisonSettings(), notes=notes if notes is not None else [])
     selected = registry.resolve_cases(list(case_names) if case_names else None)
     names = [case.name for case in selected]
     if all(side.build is not None for side in sides):
         outcome = run_ab(sides[0].build, sides[1].build, selected,
                          ops_mod.resolve_ops([op] if op else None), ab_config, say,
                          keep_interrupted=False)  # Ctrl-C: no ZIP, so nothing to keep
-        runs = {"base": outcome.base_run, "branch": outcome.branch_run}
+        runs = Sides(outcome.base_run, outcome.branch_run)
         if outcome.failure:  # a process died past its retries: the report says so, exit 3
             evidence.incomplete.append(outcome.failure)
-        if all(run.instructions for run in runs.values()):
-            evidence.counts = [list(runs[role].instructions) for role in ROLES]
+        if all(run.instructions for run in runs):
+            evidence.counts = [list(run.instructions) for run in runs]
         kept = [side for side in sides if side.label]
         if kept:
             evidence.notes.append(
@@ -89,11 +92,10 @@ def measure(sides: Sequence[Side], case_names: Sequence[str] | None, op: str | N
             # An interpreter: kept as record.sh would, so flamegraphs land beside it.
             folder = live_folder(runs_dir, side.role, [s.label for s in sides])
             recorder = record.Recorder(runs_dir, folder, side.python, names, op, say)
-            recorder.manifest.update(results=f"{folder}.json", text=f"{folder}.txt",
-                                     measured_by="paired A/B in report.sh",
-                                     kept={"skipped": "measured by report.sh from an interpreter"})
-            results.save(runs[side.role], recorder.path(f"{folder}.json"))
-            write_text_atomic(recorder.path(f"{folder}.txt"), run_report.table(runs[side.role]) + "\n")
+            recorder.update(results=f"{folder}.json", text=f"{folder}.txt", measured_by="paired A/B in report.sh",
+                            kept=Kept(skipped="measured by report.sh from an interpreter"))
+            results.save(runs.side(side.role), recorder.path(f"{folder}.json"))
+            write_text_atomic(recorder.path(f"{folder}.txt"), run_report.table(runs.side(side.role)) + "\n")
             recorder.save()
             evidence.recorded[side.role] = recorder.finish()
         evidence.comparisons, evidence.runs = list(outcome.comparisons), runs
@@ -114,12 +116,10 @@ def measure(sides: Sequence[Side], case_names: Sequence[str] | None, op: str | N
                 instructions=bool(ab_config.instruction_seeds),
                 seeds=ab_config.instruction_seeds, keep_build=False, force=True,
                 progress=say)  # live_folder: a report.sh run's folder, never a label
-            recorded[side.role].manifest["measured_by"] = "report.sh, unpaired"
-            write_json_atomic(os.path.join(recorded[side.role].directory, recorded_runs.MANIFEST),
-                              recorded[side.role].manifest)
+            recorded[side.role] = recorded_runs.saved(recorded[side.role], measured_by="report.sh, unpaired")
     evidence.recorded = recorded
-    runs = {role: results.load(recorded[role].results_path) for role in ROLES}
-    comparisons = case_comparison.compare_runs(runs["base"], runs["branch"], ab_config.threshold_ns,
+    runs = Sides.of([results.load(recorded[role].results_path) for role in ROLES])
+    comparisons = case_comparison.compare_runs(runs.base, runs.branch, ab_config.threshold_ns,
                                        ab_config.threshold_pct)
     settings = ComparisonSettings(mode=UNPAIRED, threshold_ns=ab_config.threshold_ns,
                                   threshold_pct=ab_config.threshold_pct)
@@ -133,7 +133,7 @@ def measure(sides: Sequence[Side], case_names: Sequence[str] | None, op: str | N
     return evidence
 
 
-def _judge_on_counts(evidence: Evidence, comparisons, runs: dict, count_files, settings: ComparisonSettings):
+def _judge_on_counts(evidence: Evidence, comparisons, runs: Sides, count_files, settings: ComparisonSettings):
     """The comparisons, runs and settings, judged on both sides' recorded counts where they share
     hash seeds."""
     from overrides.counts import judge, records
@@ -151,8 +151,7 @@ def _judge_on_counts(evidence: Evidence, comparisons, runs: dict, count_files, s
     threshold_pct = settings.threshold_pct
     settings = dataclasses.replace(settings, instructions=CountSettings(
         tuple(seeds), judge.DEFAULT_THRESHOLD_INSTRUCTIONS, threshold_pct))
-    runs = {role: dataclasses.replace(runs[role], instructions=tuple(c))
-            for role, c in zip(ROLES, counts)}
+    runs = Sides.of([dataclasses.replace(run, instructions=tuple(c)) for run, c in zip(runs, counts)])
     return case_comparison.with_counts(comparisons, judge.compare_counts(*counts, threshold_pct=threshold_pct)), runs, settings
 
 
@@ -234,15 +233,16 @@ def record_flamegraphs(evidence: Evidence, side: Side, cases: Sequence[str], op:
         lost = [target.case for target in targets if target.case not in done]
         evidence.notes.append(f"No {side.role} flamegraph for {', '.join(lost)}: {exc}.")
         evidence.incomplete.append(f"{side.role}: {exc}")
+    manifest = recorded.manifest
     for rec in made:
         found[rec.case] = rec.svg_path, list(rec.folded_paths)
-        if not side.label:
-            recorded.manifest.setdefault("flamegraphs", {})[rec.case] = {
-                "svg": os.path.basename(rec.svg_path), "folded": os.path.basename(rec.folded_path),
-                "recordings": [os.path.basename(path) for path in rec.folded_paths],
-                "samples": rec.samples, "seconds": seconds}
-    if made and not side.label:
-        write_json_atomic(os.path.join(recorded.directory, recorded_runs.MANIFEST), recorded.manifest)
+        manifest = manifest.with_flamegraph(Flamegraph(
+            rec.case, os.path.basename(rec.svg_path), os.path.basename(rec.folded_path), rec.samples, seconds,
+            tuple(os.path.basename(path) for path in rec.folded_paths)))
+    if made and not side.label:  # a label's folder keeps what record.sh recorded
+        recorded = recorded_runs.saved(recorded, flamegraphs=manifest.flamegraphs)
+        if side.role in evidence.recorded:
+            evidence.recorded[side.role] = recorded
     return {case: found.get(case) for case in cases}
 
 
@@ -252,7 +252,8 @@ def _recordings_of(recorded, case: str) -> tuple[str, list[str]] | None:
     found = recorded.flamegraph(case)
     if found is None:
         return None
-    listed = recorded.manifest.get("flamegraphs", {}).get(case, {}).get("recordings") or []
+    entry = recorded.manifest.flamegraph(case)
+    listed = entry.recordings if entry is not None else ()
     paths = [os.path.join(recorded.directory, name) for name in listed]
     if len(paths) > 1 and all(os.path.exists(path) for path in paths):
         return found[0], paths

@@ -12,7 +12,6 @@ from typing import Callable, Sequence
 
 from overrides import case_comparison, run_report, results
 from overrides.files import atomic_path, write_json_atomic, write_text_atomic
-from overrides.review.sides import ROLES
 
 DIFFERENTIAL_SCHEMA = "torch-function-overhead/differential/1"
 # One PNG at a time: matplotlib draws while holding the GIL and is not thread-safe
@@ -117,9 +116,9 @@ class Pack:
         """The ZIP, whole or not at all: report.md, each side's bench output (.json, .txt),
         comparison.json, differential.json and every figure."""
         members = {"report.md": self._write("report.md", report_md)}
-        for role in ROLES:
-            members[f"{role}.json"] = self._write(f"{role}.json", results.to_dict(evidence.runs[role]))
-            members[f"{role}.txt"] = self._write(f"{role}.txt", run_report.table(evidence.runs[role]) + "\n")
+        for role, run in evidence.runs.roles():
+            members[f"{role}.json"] = self._write(f"{role}.json", results.to_dict(run))
+            members[f"{role}.txt"] = self._write(f"{role}.txt", run_report.table(run) + "\n")
         members["comparison.json"] = self._write("comparison.json", comparison_list(evidence.comparisons))
         members["differential.json"] = self._write("differential.json", {
             "schema": DIFFERENTIAL_SCHEMA, "cases": list(self.differentials.values())})

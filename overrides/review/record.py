@@ -17,6 +17,7 @@ what was being written and the fix, exit 2. Either way record.json says why it s
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import datetime
 import os
 import shutil
@@ -30,8 +31,10 @@ from overrides import ROOT
 from overrides.counts.kept import FRESH_HELP, count_anew
 from overrides.errors import INCOMPLETE_EXIT_STATUS, UsageError, place_error
 from overrides.files import write_json_atomic, write_text_atomic
+from overrides.builds.keep import Kept
 from overrides.progress import counted
-from overrides.review.runs import (MANIFEST, RUNS_DIR_VARIABLE, SCHEMA, STOPPED_BEFORE_KEEP, RecordedRun,
+from overrides.review.manifest import Flamegraph, Manifest, Recorder as RecorderProcess
+from overrides.review.runs import (MANIFEST, RUNS_DIR_VARIABLE, STOPPED_BEFORE_KEEP, RecordedRun,
                                    check_label, clean, file_stem, kept_line, listing, load_label,
                                    recorded_labels, recorded_parts, runs_dir, torch_version_of, words)
 
@@ -39,7 +42,8 @@ DEFAULT_PYTHON = "python3"  # the interpreter measured without --python: whateve
 
 
 class Recorder:
-    """Writes one run folder step by step, rewriting its manifest after each."""
+    """Writes one run folder step by step, rewriting its manifest after each: each step makes a
+    new Manifest (`update`), none is changed."""
 
     def __init__(self, directory: str, label: str, python: str, cases: Sequence[str],
                  op: str | None, say: Callable[[str], None], steps: Sequence[str] = ()):
@@ -50,23 +54,23 @@ class Recorder:
             os.makedirs(self.directory, exist_ok=True)
         except OSError as exc:
             raise place_said(self.directory, exc, f"the folder of label {label!r}") from None
-        self.manifest = {
-            "schema": SCHEMA, "label": label, "python": python,
-            "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-            "cases": list(cases), "op": op, "results": None, "text": None, "flamegraphs": {},
-            "instructions": None, "complete": False, "steps": list(steps),
-            "recorder": {"pid": os.getpid(), "host": socket.gethostname()},
-            "kept": {"skipped": STOPPED_BEFORE_KEEP},
-        }
+        self.manifest = Manifest(
+            label, python, created=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+            cases=tuple(cases), op=op, complete=False, steps=tuple(steps),
+            recorder=RecorderProcess(os.getpid(), socket.gethostname()), kept=Kept(skipped=STOPPED_BEFORE_KEEP))
         self.save()
 
+    def update(self, **changes) -> None:
+        """The manifest with `changes` (Manifest's fields), not yet saved."""
+        self.manifest = dataclasses.replace(self.manifest, **changes)
+
     def save(self) -> None:
-        write_json_atomic(os.path.join(self.directory, MANIFEST), self.manifest, "the recording's manifest")
+        write_json_atomic(os.path.join(self.directory, MANIFEST), self.manifest.to_dict(), "the recording's manifest")
 
     def stop(self, why: str) -> RecordedRun:
         """End the recording here, incomplete, with record.json saying why (where it still
         can be written: on a full disk it may not, and it says incomplete already)."""
-        self.manifest["stopped"] = why
+        self.update(stopped=why)
         with contextlib.suppress(UsageError):
             self.save()
         return RecordedRun(self.label, self.directory, self.manifest)
@@ -78,9 +82,9 @@ class Recorder:
         """bench.py under the recorded interpreter: its JSON and its table, beside each other."""
         results, text = f"{self.label}.json", f"{self.label}.txt"
         command = [python, os.path.join(ROOT, "bench.py"), "--json", self.path(results),
-                   "--cases", *self.manifest["cases"], *extra]
-        if self.manifest["op"]:
-            command += ["--op", self.manifest["op"]]
+                   "--cases", *self.manifest.cases, *extra]
+        if self.manifest.op:
+            command += ["--op", self.manifest.op]
         self.say(f"record {self.label}: bench.py with {python}")
         done = subprocess.run(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                               env=_env_with_root())
@@ -88,7 +92,7 @@ class Recorder:
             lines = done.stderr.strip().splitlines()
             raise UsageError(f"bench.py under {python} failed: {lines[-1] if lines else 'no message'}")
         write_text_atomic(self.path(text), done.stdout, "bench.py's table")
-        self.manifest.update(results=results, text=text)
+        self.update(results=results, text=text)
         self.save()
 
     def flamegraphs(self, python: str, seconds: float) -> None:
@@ -99,8 +103,8 @@ class Recorder:
         from overrides.flame.pyspy import find_pyspy
 
         pyspy = find_pyspy(python)
-        names = self.manifest["cases"]
-        op = self.manifest["op"]
+        names = list(self.manifest.cases)
+        op = self.manifest.op
         targets = []
         for case in names:
             stem = file_stem(case, op)
@@ -110,13 +114,13 @@ class Recorder:
 
         def recorded(made: list) -> None:
             for rec in made:
-                self.manifest["flamegraphs"][rec.case] = {
-                    "svg": os.path.basename(rec.svg_path), "folded": os.path.basename(rec.folded_path),
-                    "samples": rec.samples, "seconds": seconds}
+                self.manifest = self.manifest.with_flamegraph(Flamegraph(
+                    rec.case, os.path.basename(rec.svg_path), os.path.basename(rec.folded_path), rec.samples,
+                    seconds))
             self.save()
 
         def failed(target, why: str) -> None:
-            self.manifest["flamegraphs"][target.case] = {"error": why}
+            self.manifest = self.manifest.with_flamegraph(Flamegraph(target.case, error=why))
             self.say(f"record {self.label}: {target.case} failed: {why}")
             self.save()
 
@@ -135,14 +139,14 @@ class Recorder:
         from overrides.counts import callgrind, records
         from overrides.cases import ops as ops_mod, registry
 
-        op = ops_mod.get_op(self.manifest["op"]) if self.manifest["op"] else ops_mod.DEFAULT_OP
-        targets = [(name, op.name) for name in self.manifest["cases"]
+        op = ops_mod.get_op(self.manifest.op) if self.manifest.op else ops_mod.DEFAULT_OP
+        targets = [(name, op.name) for name in self.manifest.cases
                    if not ops_mod.not_applicable_reason(registry.get_case(name), op)]
         self.say(f"record {self.label}: counting instructions with Callgrind")
         runs = callgrind.count(python, targets, seeds or callgrind.DEFAULT_SEEDS, say=self.say)
         name = f"{self.label}-instructions.json"
         write_json_atomic(self.path(name), records.to_dict(runs), "the instruction counts")
-        self.manifest["instructions"] = name
+        self.update(instructions=name)
         self.save()
         died = records.deaths(runs)
         if died:  # the other seeds are written; the label is not complete without this one
@@ -159,7 +163,7 @@ class Recorder:
         from overrides.builds import keep
 
         if not torch_dir:
-            self.manifest["kept"] = {"skipped": "torch's folder could not be found"}
+            self.update(kept=Kept(skipped="torch's folder could not be found"))
             self.save()
             return
         self.say(f"record {self.label}: keeping a copy of the build ({torch_dir})")
@@ -167,12 +171,12 @@ class Recorder:
         try:
             kept = keep.keep(torch_dir, self.directory)
         except keep.DiskShort as exc:
-            self.manifest["kept"] = {"skipped": str(exc)}
+            self.update(kept=Kept(skipped=str(exc)))
             self.say(f"record {self.label}: warning: {exc}; no copy kept, so report.sh will compare "
                      "this label unpaired (free disk, or delete copies with `scripts/record.sh "
                      "--clean LABEL`)")
         except OSError as exc:
-            self.manifest["kept"] = {"failed": exc.strerror or str(exc)}
+            self.update(kept=Kept(failed=exc.strerror or str(exc)))
             self.stop(f"the copy of the build failed ({exc.strerror or exc})")
             said = place_error(target, exc, "the copy of the build")
             raise UsageError(
@@ -181,7 +185,7 @@ class Recorder:
                 "--force` (`--no-keep` keeps no copy; `scripts/record.sh --list` shows the copies "
                 "`--clean LABEL` deletes)") from None
         else:
-            self.manifest["kept"] = kept.to_dict(self.directory)
+            self.update(kept=kept.entry(self.directory))
         try:
             self.save()
         except UsageError:  # record.json cannot say the copy is there: none must be
@@ -189,7 +193,7 @@ class Recorder:
             raise
 
     def finish(self) -> RecordedRun:
-        self.manifest["complete"] = True
+        self.update(complete=True)
         self.save()
         return RecordedRun(self.label, self.directory, self.manifest)
 
@@ -251,12 +255,12 @@ def record(label: str, python_spec: str, cases: Sequence[str] | None = None, *,
         if keep_build:  # last: copying a build's files while it is timed would disturb the timing
             recorder.keep(interpreter.torch_dir)
         else:
-            recorder.manifest["kept"] = {"skipped": "recorded with --no-keep"}
+            recorder.update(kept=Kept(skipped="recorded with --no-keep"))
             recorder.save()
     except RecorderDied as exc:  # not the case's fault: no retry, and what finished stays
         return recorder.stop(str(exc))
     except UsageError as exc:  # said at the edge in one line; record.json and --list say it too
-        if "stopped" not in recorder.manifest:
+        if recorder.manifest.stopped is None:
             recorder.stop(str(exc))
         raise
     return recorder.finish()
@@ -290,7 +294,7 @@ def check_new_label(directory: str, label: str, force: bool) -> None:
         recorded = "its record.json is not this record.sh's"
     else:
         what = words(recorded_parts(run) or ["its folder"])
-        recorded = (f"recorded {run.manifest.get('created', '?')[:16].replace('T', ' ')} with torch "
+        recorded = (f"recorded {(run.manifest.created or '?')[:16].replace('T', ' ')} with torch "
                     f"{torch_version_of(run)}{'' if run.complete else ', incomplete'}")
     raise UsageError(f"label {label!r} is already recorded in {directory} ({recorded}); recording "
                      f"it again would replace {what}: pass --force to replace it, or pick another "
@@ -369,11 +373,11 @@ def main(argv: list[str] | None = None) -> int:
                      instructions=args.instructions, seeds=args.seeds, min_time=args.min_time,
                      keep_build=not args.no_keep, force=args.force, progress=stderr_progress())
         if not run.complete:
-            print(f"record.sh: incomplete: {run.manifest['stopped']}; what finished is kept in "
+            print(f"record.sh: incomplete: {run.manifest.stopped}; what finished is kept in "
                   f"{run.directory} (`scripts/record.sh --list` says what it misses); record it "
                   f"again with `scripts/record.sh --label {run.label} --force`", file=sys.stderr)
             return INCOMPLETE_EXIT_STATUS
-        failed = {case: e["error"] for case, e in run.manifest["flamegraphs"].items() if e.get("error")}
+        failed = {e.case: e.error for e in run.manifest.flamegraphs if e.error}
         print(f"recorded {run.label} in {run.directory} ({time.monotonic() - started:.0f} s)")
         print("  " + kept_line(run, runs_dir(args.runs_dir)))
         for case, error in failed.items():

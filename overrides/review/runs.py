@@ -30,17 +30,16 @@ import socket
 from typing import Sequence
 
 from overrides import ROOT
-from overrides.environment import Environment
 from overrides.errors import UsageError
 from overrides.files import TEMP_PREFIX, versioned, write_json_atomic
 from overrides.progress import counted
+from overrides.review.manifest import SCHEMA, Flamegraph, Manifest
 from overrides.tables import align
 from overrides import variables
 
 DEFAULT_RUNS_DIR = os.path.join(ROOT, "runs")
 RUNS_DIR_VARIABLE = variables.RUNS_DIR  # where runs/ lives, when not in this checkout
 MANIFEST = "record.json"
-SCHEMA = "torch-function-overhead/record/1"
 # What "kept" says until the copy is made: a recording without it stopped before that step.
 STOPPED_BEFORE_KEEP = "the recording stopped before a copy was kept"
 # What a step writes before renaming it into place (flamegraph.record_case, keep.keep; and
@@ -73,53 +72,53 @@ class RecordedRun:
 
     label: str
     directory: str
-    manifest: dict
+    manifest: Manifest
 
     @property
     def python(self) -> str:
-        return self.manifest["python"]
+        return self.manifest.python
 
     @property
     def complete(self) -> bool:
-        return bool(self.manifest.get("complete", True))
+        return self.manifest.complete
 
     def missing(self) -> list[str]:
         """What an incomplete recording lacks, in words ("bench results", "the kept copy", ...)."""
         if self.complete:
             return []
-        steps = self.manifest.get("steps")  # None: written before record.json listed them
+        steps = self.manifest.steps  # None: written before record.json listed them
 
         def asked(step: str, otherwise: bool) -> bool:
             return step in steps if steps is not None else otherwise
 
-        flamegraphs = self.manifest.get("flamegraphs") or {}
+        flamegraphs = [entry.case for entry in self.manifest.flamegraphs]
         lacking = []
-        if not self.manifest.get("results"):
+        if not self.manifest.results:
             lacking.append("bench results")
-        if asked("instructions", False) and not self.manifest.get("instructions"):
+        if asked("instructions", False) and not self.manifest.instructions:
             lacking.append("instruction counts")
         if asked("flamegraphs", bool(flamegraphs)):
-            cases = [case for case in self.manifest.get("cases", []) if case not in flamegraphs]
+            cases = [case for case in self.manifest.cases if case not in flamegraphs]
             if cases:
                 lacking.append(f"flamegraphs ({', '.join(cases)})")
-        kept = self.manifest.get("kept") or {}
-        if (asked("keep", True) and kept.get("skipped") == STOPPED_BEFORE_KEEP) or kept.get("failed"):
+        kept = self.manifest.kept
+        if kept is not None and ((asked("keep", True) and kept.skipped == STOPPED_BEFORE_KEEP) or kept.failed):
             lacking.append("the kept copy")  # a failed copy: "stopped" says how
         return lacking or ["its last step"]
 
     def stopped(self) -> str:
         """How an incomplete recording ended, in words: what stopped it (record.json's "stopped":
         py-spy killed, a full disk), or "interrupted" (Ctrl-C, the recorder killed)."""
-        why = self.manifest.get("stopped")
+        why = self.manifest.stopped
         return f"stopped: {why}" if why else "interrupted"
 
     def still_recording(self) -> bool:
         """An incomplete recording whose record.sh still runs (on this host), not an interrupted one."""
-        recorder = self.manifest.get("recorder") or {}
-        if self.complete or recorder.get("host") != socket.gethostname() or not recorder.get("pid"):
+        recorder = self.manifest.recorder
+        if self.complete or recorder is None or recorder.host != socket.gethostname() or not recorder.pid:
             return False
         try:
-            os.kill(int(recorder["pid"]), 0)
+            os.kill(int(recorder.pid), 0)
         except ProcessLookupError:
             return False
         except PermissionError:
@@ -130,7 +129,7 @@ class RecordedRun:
         """Why a label is not whole, and what to do, in one line."""
         if self.still_recording():
             return (f"label {self.label!r} is being recorded now (record.sh, pid "
-                    f"{self.manifest['recorder']['pid']}); wait for it to finish")
+                    f"{self.manifest.recorder.pid}); wait for it to finish")
         return (f"label {self.label!r} is an incomplete recording ({self.stopped()}; missing "
                 f"{words(self.missing())}); record it again with "
                 f"`scripts/record.sh --label {self.label} --force`")
@@ -145,10 +144,10 @@ class RecordedRun:
 
     def flamegraph(self, case: str) -> tuple[str, str] | None:
         """(svg, folded) paths recorded for `case`, if both are there."""
-        entry = self.manifest.get("flamegraphs", {}).get(case)
-        if not entry or entry.get("error"):
+        entry = self.manifest.flamegraph(case)
+        if entry is None or entry.error:
             return None
-        paths = tuple(os.path.join(self.directory, entry[key]) for key in ("svg", "folded"))
+        paths = tuple(os.path.join(self.directory, name) for name in (entry.svg, entry.folded))
         return paths if all(os.path.exists(p) for p in paths) else None
 
     @property
@@ -156,15 +155,15 @@ class RecordedRun:
         """The kept copy's folder (import torch from there), if it is on disk."""
         from overrides.builds import keep
 
-        return keep.kept_root(self.directory, self.manifest)
+        return keep.kept_root(self.directory, self.manifest.kept)
 
     def why_not_kept(self) -> str:
         from overrides.builds import keep
 
-        return keep.why_not_kept(self.directory, self.manifest)
+        return keep.why_not_kept(self.directory, self.manifest.kept)
 
     def instructions_path(self) -> str | None:
-        name = self.manifest.get("instructions")
+        name = self.manifest.instructions
         path = os.path.join(self.directory, name) if name else None
         return path if path and os.path.exists(path) else None
 
@@ -200,9 +199,16 @@ def load_label(directory: str, label: str) -> RecordedRun:
         raise UsageError(f"no recorded run {label!r} ({listing}); record one with "
                          f"`scripts/record.sh --label {label}`")
     with open(path, encoding="utf-8") as src:
-        manifest = json.load(src)
-    versioned(manifest, SCHEMA, path, "a recording's manifest", "record the run again with `scripts/record.sh`")
-    return RecordedRun(label, os.path.dirname(path), manifest)
+        data = versioned(json.load(src), SCHEMA, path, "a recording's manifest",
+                         "record the run again with `scripts/record.sh`")
+    return RecordedRun(label, os.path.dirname(path), Manifest.from_dict(data))
+
+
+def saved(run: RecordedRun, **changes) -> RecordedRun:
+    """`run` with its manifest's `changes` (Manifest's fields), record.json rewritten whole."""
+    manifest = dataclasses.replace(run.manifest, **changes)
+    write_json_atomic(os.path.join(run.directory, MANIFEST), manifest.to_dict(), "the recording's manifest")
+    return dataclasses.replace(run, manifest=manifest)
 
 
 def file_stem(case_name: str, op_name: str | None) -> str:
@@ -221,15 +227,15 @@ def recorded_parts(run: RecordedRun) -> list[str]:
     from overrides.builds import keep
 
     parts = []
-    if run.manifest.get("results"):
+    if run.manifest.results:
         parts.append("its bench results")
-    if run.manifest.get("instructions"):
+    if run.manifest.instructions:
         parts.append("its instruction counts")
-    drawn = [case for case, entry in (run.manifest.get("flamegraphs") or {}).items() if not entry.get("error")]
+    drawn = [entry.case for entry in run.manifest.flamegraphs if not entry.error]
     if drawn:
         parts.append(counted(len(drawn), "flamegraph"))
     if run.kept_root:
-        parts.append(f"its kept copy of the build ({keep.human(int(run.manifest['kept'].get('bytes', 0)))})")
+        parts.append(f"its kept copy of the build ({keep.human(int(run.manifest.kept.bytes))})")
     return parts
 
 
@@ -237,11 +243,11 @@ def kept_line(run: RecordedRun, directory: str) -> str:
     """What record.sh says about the copy it kept (or did not)."""
     from overrides.builds import keep
 
-    entry = run.manifest.get("kept") or {}
+    entry = run.manifest.kept
     if not run.kept_root:
         return f"no copy of the build kept: {run.why_not_kept()}"
-    line = (f"kept a copy of the build ({', '.join(entry['packages'])}: {keep.human(entry['bytes'])}, "
-            f"copied in {entry['seconds']:.1f} s) in {run.kept_root}, for a paired report.sh; "
+    line = (f"kept a copy of the build ({', '.join(entry.packages)}: {keep.human(entry.bytes)}, "
+            f"copied in {entry.seconds:.1f} s) in {run.kept_root}, for a paired report.sh; "
             f"delete it with `scripts/record.sh --clean {run.label}`")
     total = sum(kept_bytes(directory).values())
     if total > keep.KEPT_WARNING_BYTES:
@@ -259,7 +265,7 @@ def kept_bytes(directory: str) -> dict[str, int]:
         except UsageError:
             continue  # not this tool's recording: --list says so in its row
         if run.kept_root:
-            sizes[label] = int(run.manifest["kept"].get("bytes", 0))
+            sizes[label] = int(run.manifest.kept.bytes)
     return sizes
 
 
@@ -280,7 +286,7 @@ def listing(directory: str) -> str:
         except UsageError as exc:
             rows.append((label, "?", "?", "-", str(exc)))
             continue
-        kept = keep.status_word(run.directory, run.manifest)
+        kept = keep.status_word(run.directory, run.manifest.kept)
         if run.still_recording():
             kept = "recording now"
         elif not run.complete:
@@ -289,7 +295,7 @@ def listing(directory: str) -> str:
             notes.append(f"{label}: incomplete ({run.stopped()}): missing {words(run.missing())}"
                          + (f"; removed its half-written {words(removed)}" if removed else "")
                          + f"; record it again with `scripts/record.sh --label {label} --force`")
-        rows.append((label, run.manifest.get("created", "?")[:16].replace("T", " "),
+        rows.append((label, (run.manifest.created or "?")[:16].replace("T", " "),
                      torch_version_of(run), kept, run.python))
     lines = align(rows, right=())
     lines += notes
@@ -303,10 +309,12 @@ def listing(directory: str) -> str:
 
 
 def torch_version_of(run: RecordedRun) -> str:
+    """The torch its results file says it measured; "?" where it has none, or none this tool reads."""
+    from overrides import results
+
     try:
-        with open(run.results_path, encoding="utf-8") as src:
-            return str(Environment.from_dict(json.load(src).get("environment", {})).torch_version or "?")
-    except (OSError, ValueError, TypeError):  # TypeError: an environment that is not an object
+        return str(results.load(run.results_path).environment.torch_version or "?")
+    except UsageError:  # missing, not JSON, not a results file, damaged (an environment not an object)
         return "?"
 
 
@@ -325,10 +333,9 @@ def clean(directory: str, labels: Sequence[str]) -> list[str]:
         run = load_label(directory, label)
         had_copy = run.kept_root is not None
         freed = keep.remove(run.directory)
-        if (run.manifest.get("kept") or {}).get("root"):
-            run.manifest["kept"] = {"deleted": datetime.datetime.now(datetime.timezone.utc)
-                                    .isoformat(timespec="seconds")}
-            write_json_atomic(os.path.join(run.directory, MANIFEST), run.manifest)
+        if run.manifest.kept is not None and run.manifest.kept.root:
+            saved(run, kept=keep.Kept(deleted=datetime.datetime.now(datetime.timezone.utc)
+                                      .isoformat(timespec="seconds")))
         lines.append(f"{label}: deleted its kept copy, {keep.human(freed)} (its results stay; "
                      "report.sh compares it unpaired now)" if had_copy else f"{label}: no kept copy to delete")
     return lines

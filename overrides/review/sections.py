@@ -16,19 +16,20 @@ from overrides.files import write_text_atomic
 from overrides.figures import signed, signed_count
 from overrides.review.markdown import in_details
 from overrides.review.pack import Pack
+from overrides.sides import Sides
 from overrides.tables import pipe_table
 from overrides.verdicts import CHANGED, CLOCK_ONLY
 
 
-def counted_elsewhere(case: str, base, branch, user_modules: dict | None) -> str:
+def counted_elsewhere(case: str, base, branch, user_modules: Sides | None) -> str:
     """Why the Python calls of your case `case` cannot be set against its clock, or '': they
     must have been counted in the file of yours each side's clock ran (`user_modules`, by side).
     Counts of one file on both sides where the clocks ran two would read "the same Python
     functions ran" exactly where your Python code is what changed."""
     if ":" not in case or not user_modules:
         return ""
-    for side, calls in (("base", base), ("branch", branch)):
-        clock = (user_modules.get(side) or {}).get(case)
+    for (side, files), calls in zip(user_modules.roles(), (base, branch)):
+        clock = (files or {}).get(case)
         if clock and calls.module_file and calls.module_file != clock:
             return (f"The Python calls of {case} were counted in {calls.module_file} on the {side} side, "
                     f"where its clock ran {clock}: the counts are not of the code that was timed, "
@@ -63,9 +64,8 @@ def python_call_sections(evidence, comparisons, all_cases: bool, pack: Pack) -> 
             "source": f"sys.setprofile + {base.bytecode_counter or 'bytecodes not counted'}",
             "calls_counted": base.calls, "bytecodes_counted": counted,
             "unit": "calls and own bytecodes per call of the case",
-            "base": {"calls": round(base_calls, 3), "bytecodes": round(base_codes, 3) if counted else None},
-            "branch": {"calls": round(branch_calls, 3),
-                       "bytecodes": round(branch_codes, 3) if counted else None},
+            **Sides((base_calls, base_codes), (branch_calls, branch_codes)).to_dict(lambda figures: {
+                "calls": round(figures[0], 3), "bytecodes": round(figures[1], 3) if counted else None}),
             "functions": [row.to_dict() for row in rows]}
         if not rows:
             if all_cases or c.verdict in (*CHANGED, CLOCK_ONLY):

@@ -10,8 +10,7 @@ from typing import Sequence
 
 from overrides.cases import casenames
 from overrides.errors import UsageError
-
-ROLES = ("base", "branch")
+from overrides.sides import ROLES
 
 
 @dataclasses.dataclass(frozen=True)
@@ -44,7 +43,7 @@ def classify(spec: str, role: str, runs: str, allow_incomplete: bool = False) ->
             raise UsageError(f"{role.upper()}: {recorded.incomplete_line()}"
                              + ("" if recorded.still_recording() else
                                 ", or pass --allow-incomplete to compare what it has"))
-        if not recorded.manifest.get("results") or not os.path.isfile(recorded.results_path):
+        if not recorded.manifest.results or not os.path.isfile(recorded.results_path):
             raise UsageError(f"{role.upper()}: label {spec!r} has no bench results to compare "
                              f"(interrupted before bench.py finished); record it again with "
                              f"`scripts/record.sh --label {spec} --force`")
@@ -138,6 +137,6 @@ def live_folder(runs: str, role: str, labels: Sequence[str | None]) -> str:
 
     name = role
     while name in labels or (name in recorded.recorded_labels(runs) and
-                             recorded.load_label(runs, name).manifest.get("measured_by") is None):
+                             recorded.load_label(runs, name).manifest.measured_by is None):
         name += "-live"
     return name

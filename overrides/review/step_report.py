@@ -29,12 +29,14 @@ from overrides.figures import signed
 from overrides.files import atomic_path, write_json_atomic, write_text_atomic
 from overrides.review.markdown import in_details
 from overrides.review.pack import Pack, without_picture
+from overrides.sides import ROLES, Sides
+from overrides.step import stepfile
+from overrides.step.stepfile import StepFile, TimingFigures
 from overrides.tables import pipe_table
 from overrides.verdicts import (DEFAULT_THRESHOLD_NS, DEFAULT_THRESHOLD_PCT, IMPROVEMENT, INCONCLUSIVE,
                                 NO_CHANGE, REGRESSION, judge, threshold_for)
 
 BENCH = os.path.join(ROOT, "bench.py")
-STEP_SCHEMA = "torch-function-overhead/step/1"
 STEP_TIMEOUT_S = 900  # one build's bench.py --step: ~1-2 min here, the op table included
 Z95 = 1.96  # each run's 95% interval is read as +-1.96 standard errors to combine two of them
 # Functions listed under a differential picture: the largest moves beyond their error.
@@ -43,37 +45,38 @@ TOP_FUNCTIONS = 8
 
 @dataclasses.dataclass(frozen=True)
 class StepRun:
-    """One build's `bench.py --step SPEC`: its printed output and its step/1 JSON."""
+    """One build's `bench.py --step SPEC`: its printed output and its step/1 JSON, read back."""
 
     role: str
     text: str
-    payload: dict
+    file: StepFile
     warnings: tuple[str, ...] = ()  # what bench.py --step warned of (drift, samples too spread)
 
     @property
-    def timing(self) -> dict:
-        return self.payload["timings"][0]
+    def timing(self) -> TimingFigures:
+        """The figures at the batch the op table was made at (the first)."""
+        return self.file.first
 
     @property
     def plain_ns(self) -> float:
-        return self.timing["plain_step_ns"]
+        return self.timing.plain_step_ns
 
     @property
     def subclass_ns(self) -> float:
-        return self.timing["subclass_step_ns"]
+        return self.timing.subclass_step_ns
 
     @property
     def overhead_ns(self) -> float:
-        return self.timing["overhead_ns"]
+        return self.timing.overhead_ns
 
     @property
     def overhead_ci_ns(self) -> tuple[float, float]:
-        low, high = self.timing["overhead_ci_ns"]
+        low, high = self.timing.overhead_ci_ns
         return low, high
 
     @property
     def share(self) -> float:
-        return self.timing["share"]
+        return self.timing.share
 
 
 def difference_ci(base: tuple[float, float, float], branch: tuple[float, float, float],
@@ -157,17 +160,16 @@ def run_step(side, spec: str, workdir: str, say: Callable[[str], None]) -> StepR
         said = [line for line in done.stderr.strip().splitlines() if line.strip()]
         raise UsageError(f"{side.role} ({side.spec}): bench.py --step {spec} failed: "
                          f"{said[-1] if said else f'exit {done.returncode}'}")
-    from overrides.files import read_json, versioned
+    from overrides.files import read_json
 
-    make = "run the report from a checkout whose bench.py has --step"
-    payload = versioned(read_json(json_path, "step result", make), STEP_SCHEMA, json_path, "a step result", make)
+    read = StepFile.from_dict(read_json(json_path, "step result", stepfile.MAKE), json_path)
     warned = tuple(line.strip() for line in done.stderr.splitlines() if line.strip().startswith("warning:"))
-    return StepRun(side.role, done.stdout, payload, warned)
+    return StepRun(side.role, done.stdout, read, warned)
 
 
-def record(sides, spec: str, seconds: float, pack: Pack) -> dict:
+def record(sides, spec: str, seconds: float, pack: Pack) -> tuple[Sides, object]:
     """Base's and branch's step and the branch's plain twin, recorded at once (py-spy's shares do
-    not care what else runs): {"base", "branch", "plain"} -> flamegraph.Recording."""
+    not care what else runs): each a flamegraph.Recording, both steps' as a Sides."""
     from overrides.flame import differential, flamegraph
 
     jobs = [(side, side.role, False) for side in sides] + [(sides[-1], "plain", True)]
@@ -183,7 +185,8 @@ def record(sides, spec: str, seconds: float, pack: Pack) -> dict:
 
     pack.say(f"report: recording {spec} with py-spy: base, branch and the branch's plain twin, "
              f"{differential.RECORDINGS} processes each ({seconds:g} s)")
-    return dict(zip((name for _, name, _ in jobs), children.parallel(one, jobs, len(jobs))))
+    base, branch, plain = children.parallel(one, jobs, len(jobs))
+    return Sides(base, branch), plain
 
 
 def _stacks(recording, spec: str, plain: bool = False) -> list[dict]:
@@ -230,7 +233,7 @@ def differential_part(name: str, title: str, before, after, before_ns: float, af
                                f"with callees: {sides[0]}", sides[1]], rows, right_from=2) + [""]
 
 
-def step_markdown(comparison: StepComparison, sides, recorded: dict | None, pack: Pack,
+def step_markdown(comparison: StepComparison, sides, recorded: tuple[Sides, object] | None, pack: Pack,
                   notes: Sequence[str]) -> str:
     base, branch = comparison.base, comparison.branch
     low, high = comparison.ci95_ns
@@ -260,18 +263,18 @@ def step_markdown(comparison: StepComparison, sides, recorded: dict | None, pack
     if recorded is not None:
         lines += ["## Where the time went", "", "Your subclass's `__torch_function__` / `__torch_dispatch__` "
                   "frames are labelled in every picture, whatever their width.", ""]
-        for name in ("base", "branch", "plain"):
-            if name in recorded:
-                shown = (f"![{name}-step]({name}-step.png)" if pack.picture(recorded[name].svg_path, f"{name}-step.png")
-                         else f"`{name}-step.svg`")
-                pack.add(f"{name}-step.svg", recorded[name].svg_path)
-                lines += [f"{'the branch' + chr(39) + 's plain twin' if name == 'plain' else name}: {shown}", ""]
-        yours = {role: _stacks(recorded[role], comparison.spec) for role in ("base", "branch")}
+        steps, plain = recorded
+        for name, recording in (*steps.roles(), ("plain", plain)):
+            shown = (f"![{name}-step]({name}-step.png)" if pack.picture(recording.svg_path, f"{name}-step.png")
+                     else f"`{name}-step.svg`")
+            pack.add(f"{name}-step.svg", recording.svg_path)
+            lines += [f"{'the branch' + chr(39) + 's plain twin' if recording is plain else name}: {shown}", ""]
+        yours = steps.map(lambda recording: _stacks(recording, comparison.spec))
         lines += differential_part("diff-step", f"{comparison.spec}: branch against base, ns a step",
-                                   yours["base"], yours["branch"], base.subclass_ns, branch.subclass_ns, pack,
-                                   "Branch against base, your step", ("base", "branch"))
+                                   yours.base, yours.branch, base.subclass_ns, branch.subclass_ns, pack,
+                                   "Branch against base, your step", ROLES)
         lines += differential_part("diff-plain", f"{comparison.spec} on the branch: yours against its plain twin, "
-                                   "ns a step", _stacks(recorded["plain"], comparison.spec, True), yours["branch"],
+                                   "ns a step", _stacks(plain, comparison.spec, True), yours.branch,
                                    branch.plain_ns, branch.subclass_ns, pack,
                                    "What your subclass adds: the branch's step against its plain twin",
                                    ("plain twin", "subclass step"))

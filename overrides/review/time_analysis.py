@@ -16,6 +16,7 @@ import dataclasses
 from typing import TYPE_CHECKING, Callable, Sequence
 
 from overrides.review.sides import ROLES
+from overrides.sides import Sides
 from overrides.verdicts import CLOCK_MOVED
 
 if TYPE_CHECKING:
@@ -135,12 +136,11 @@ def _deltas(folded: dict, sites, comparison) -> tuple[list, list, list]:
     (for the picture), the differential with each counted function's call sites cut out."""
     from overrides.flame import differential, stacks
 
-    raw = {role: [stacks.read_folded(path, keep_lines=True) for path in folded[role]] for role in ROLES}
-    base_runs, branch_runs = ([stacks.at_call_sites(run, {}) for run in raw[role]] for role in ROLES)
-    cut = {role: [stacks.at_call_sites(run, _site_frames(sites, role)) for run in raw[role]]
-           for role in ROLES}
-    return base_runs, branch_runs, differential.differential(
-        cut["base"], cut["branch"], comparison.base_ns, comparison.branch_ns)
+    raw = Sides.of([[stacks.read_folded(path, keep_lines=True) for path in folded[role]] for role in ROLES])
+    base_runs, branch_runs = raw.map(lambda runs: [stacks.at_call_sites(run, {}) for run in runs])
+    cut = Sides.of([[stacks.at_call_sites(run, _site_frames(sites, role)) for run in runs] for role, runs in raw.roles()])
+    return base_runs, branch_runs, differential.differential(cut.base, cut.branch, comparison.base_ns,
+                                                             comparison.branch_ns)
 
 
 def site_frame(function: str) -> str:
@@ -157,7 +157,7 @@ def _site_frames(sites, role: str) -> dict[tuple[str, int], str]:
     from overrides.counts import pycalls
 
     return {(pycalls.pyspy_frame(site.caller), line): site_frame(site.function)
-            for site in sites for line in (site.base_lines if role == "base" else site.branch_lines)}
+            for site in sites for line in Sides(site.base_lines, site.branch_lines).side(role)}
 
 
 def _same_python_work(calls: tuple | None, rows: list) -> set[str]:

@@ -21,6 +21,7 @@ from overrides.review.measuring import record_flamegraphs
 from overrides.review import time_analysis
 from overrides.review.pack import Pack
 from overrides.review.sides import ROLES, Side
+from overrides.sides import Sides
 from overrides.tables import pipe_table
 
 
@@ -149,7 +150,7 @@ def _json_entry(found: time_analysis.TimeAnalysis, comparison) -> dict:
     priced = found.priced
     return {
         "source": "py-spy", "unit": "ns per call", "listed": found.changed,
-        "recordings": {"base": len(found.base_runs), "branch": len(found.branch_runs)},
+        "recordings": Sides(len(found.base_runs), len(found.branch_runs)).to_dict(),
         "error": "spread between recordings" if found.spread_measured else
                  f"sampling error x {differential.PROCESS_DISPERSION:g}",
         "functions": [dict(d.to_dict(), instructions=json_figure(found.instructions.get(d.frame)),

@@ -15,7 +15,8 @@ pieces are a library as much as a command (a later wing times compiled steps wit
   `kernels.py`: what a wrapper's op runs inside its dispatch, priced apart from dispatch;
   `sequence.py`: the step's calls timed in its own order, back to back;
 - `closure.py`: the op table's sum against the step's overhead; `output.py`: the text and JSON;
-  `command.py`: `bench.py --step`;
+  `stepfile.py`: the JSON's records, which its reader (report.sh) reads back; `command.py`:
+  `bench.py --step`;
 - `compiling.py`, `compiled_output.py`, `stays.py`: `--step --compiled`, and what stays named;
 - `device.py`: `--step --device cuda`;
 - `comparing.py`, `compare_output.py`: `--compare BASE BRANCH --step`;

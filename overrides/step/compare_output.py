@@ -15,6 +15,7 @@ import math
 from overrides.clock import stats
 from overrides.comparison_report import verdict_rule
 from overrides.figures import json_figure, signed, whole
+from overrides.sides import Sides
 from overrides.step.comparing import OpChange, StepComparison, ops_change
 from overrides.step.hooks import Captured, shown_operands
 from overrides.step.optable import OpRow
@@ -53,8 +54,7 @@ def step_table(c: StepComparison) -> list[str]:
     body = [["step", "per step ns", "overhead ns", "95% CI ns", "share", "95% CI", "samples"],
             ["plain twin (base's)", whole(stats.headline(c.plain_ns)), "", "", "", "",
              f"{len(c.plain_ns)}x{c.steps_per_sample[0]}"]]
-    for which in ("base", "branch"):
-        t = c.timing(which)
+    for which, t in c.timings.roles():
         body.append([f"{which}: {t.spec}", whole(t.subclass_step_ns), signed(t.overhead_ns), _range(t.overhead_ci_ns),
                      _pct(t.share), _range(t.share_ci, percent=True), f"{len(t.subclass_ns)}x{t.steps_per_sample[1]}"])
     return ruled(body)
@@ -120,8 +120,7 @@ def render(report: StepCompareReport) -> str:
     c = report.comparison
     at = f", batch {c.batch}" if c.batch is not None else ""
     described = [f"{which} {spec}" + (f" ({text})" if text else "")
-                 for which, spec, text in (("base", c.base, report.descriptions[0]),
-                                           ("branch", c.branch, report.descriptions[1]))]
+                 for (which, spec), text in zip(Sides(c.base, c.branch).roles(), report.descriptions)]
     lines = [f"two versions of your step: {described[0]} against {described[1]}{at}, "
              f"{c.threads} thread{'s' if c.threads > 1 else ''}"]
     lines += [f"drift: {line}" for line in c.drift]
@@ -144,8 +143,7 @@ def warnings(report: StepCompareReport) -> list[str]:
     """Drift (once) and each step's spread, one line each, for stderr."""
     c = report.comparison
     # each named by its side: an A/A's two are the same factory
-    base, branch = (dataclasses.replace(c.timing(which), spec=f"{which} {c.timing(which).spec}")
-                    for which in ("base", "branch"))
+    base, branch = (dataclasses.replace(timing, spec=f"{which} {timing.spec}") for which, timing in c.timings.roles())
     out = step_warnings((base,))
     plain_spread = any(which == "plain" for which, _ in base.too_spread())
     out += [line for line in step_warnings((dataclasses.replace(branch, drift=()),))
@@ -172,7 +170,7 @@ def _version_dict(t: StepTiming) -> dict:
 def payload(report: StepCompareReport, environment: dict) -> dict:
     c = report.comparison
     total, ends = ops_change(report.ops)
-    return {"schema": SCHEMA, "base": _version_dict(c.timing("base")), "branch": _version_dict(c.timing("branch")),
+    return {"schema": SCHEMA, **c.timings.to_dict(_version_dict),
             "descriptions": list(report.descriptions), "batch": c.batch, "threads": c.threads,
             "wall_s": json_figure(c.wall_s), "drift": list(c.drift), "incomplete": c.incomplete or None,
             "plain": {"step_ns": json_figure(stats.headline(c.plain_ns)), "steps_per_sample": c.steps_per_sample[0],
@@ -184,11 +182,13 @@ def payload(report: StepCompareReport, environment: dict) -> dict:
                        "stretches_ns": [json_figure(v) for v in c.stretch_changes_ns]},
             "settings": {"threshold_ns": c.threshold_ns, "threshold_pct": c.threshold_pct},
             "ops": [{"kind": ch.row.kind, "op": ch.row.op, "operands": ch.row.signature,
-                     "base": _row_dict(ch.base), "branch": _row_dict(ch.branch),
+                     **Sides(ch.base, ch.branch).to_dict(_row_dict),
                      "change_ns": json_figure(ch.change_ns), "change_ci_ns": [json_figure(v) for v in ch.change_ci_ns],
                      "step_change_ns": json_figure(ch.step_change_ns),
                      "step_change_ci_ns": [json_figure(v) for v in ch.step_change_ci_ns]} for ch in report.ops],
             "ops_change": {"ns": json_figure(total), "ci_ns": [json_figure(v) for v in ends]},
-            "calls": {which: [dataclasses.asdict(call) for call in captured.calls]
-                      for which, captured in zip(("base", "branch"), report.captured)},
+            # none where the step was never captured (a rebuild that raised before)
+            "calls": Sides.of(report.captured).to_dict(lambda captured: [dataclasses.asdict(call)
+                                                                         for call in captured.calls])
+            if report.captured else {},
             "environment": environment}

@@ -47,6 +47,7 @@ from overrides.step.factory import StepPair, build_steps
 from overrides.step.optable import OpRow
 from overrides.step.timing import EAGER_LEAD, SAME_COUNT, StepTiming, alternate, step_label
 from overrides.figures import signed, whole
+from overrides.sides import BASE, BRANCH, Sides
 from overrides.verdicts import (DECIDED, DEFAULT_THRESHOLD_NS, DEFAULT_THRESHOLD_PCT, NO_CHANGE_CONFIDENCE, judge,
                                 threshold_for)
 
@@ -133,20 +134,21 @@ class StepComparison:
         ci99 = self.change_ci_ns(NO_CHANGE_CONFIDENCE)
         return judge(self.change_ns, ci99, self.threshold, ci99) in DECIDED
 
-    def timing(self, which: str) -> StepTiming:
-        """`base` or `branch` against the plain twin, as `--step` shows a step: its overhead and share."""
-        samples, spec, count = ((self.base_ns, self.base, self.steps_per_sample[1]) if which == "base"
-                                else (self.branch_ns, self.branch, self.steps_per_sample[2]))
-        return StepTiming(spec, self.batch, (self.steps_per_sample[0], count), self.plain_ns, samples,
-                          self.drift, self.threads, self.wall_s)
+    @property
+    def timings(self) -> Sides[StepTiming]:
+        """Base and branch each against the plain twin, as `--step` shows a step: its overhead and share."""
+        return Sides.of([StepTiming(spec, self.batch, (self.steps_per_sample[0], count), self.plain_ns, samples,
+                                    self.drift, self.threads, self.wall_s)
+                         for samples, spec, count in ((self.base_ns, self.base, self.steps_per_sample[1]),
+                                                      (self.branch_ns, self.branch, self.steps_per_sample[2]))])
 
 
 def check_drift(base: StepPair, branch: StepPair) -> list[str]:
     """The base's two steps and the branch's step, each run alone for drift.PROBE_STEPS (their
     warm-up too); one line per drift found."""
     after, plain_drift = drift.probe(base.plain, "plain", drift.snapshot(0))
-    after, base_drift = drift.probe(base.subclass, "base", after)
-    _, branch_drift = drift.probe(branch.subclass, "branch", after)
+    after, base_drift = drift.probe(base.subclass, BASE, after)
+    _, branch_drift = drift.probe(branch.subclass, BRANCH, after)
     return plain_drift + base_drift + branch_drift
 
 

@@ -1,5 +1,5 @@
 """`--step`'s output: the step table, the op table, the call sites, the closure and the batch
-sweep as text for people, and the `torch-function-overhead/step/1` JSON with every sample.
+sweep as text for people, and the `torch-function-overhead/step/1` JSON with every sample (its records: stepfile.py).
 
 The figures are worded with overrides/figures.py and laid out with overrides/tables.py, as
 every other table of this tool; the wording of a spread warning is run_notes.spread_reason's.
@@ -20,10 +20,10 @@ from overrides.step.device import DeviceStepTiming
 from overrides.step.hooks import Captured, shown_operands
 from overrides.step.kernels import LOCALLY
 from overrides.step.optable import OpRow, by_site
+from overrides.step.stepfile import SCHEMA, OpFigures, TimingFigures
 from overrides.step.timing import NEGLIGIBLE_SHARE, StepTiming, falls_under
 from overrides.tables import align, ruled
 
-SCHEMA = "torch-function-overhead/step/1"
 # GPU work your subclass adds a step, as a share of the plain step's, above which it is said (the
 # low end of its interval): a hook that runs tensor ops queues kernels; one that only wraps, none.
 GPU_WORK_SHARE = 0.02
@@ -288,13 +288,7 @@ def render(report: StepReport) -> str:
 
 
 def _timing_dict(t: StepTiming) -> dict:
-    return {"batch": t.batch, "steps_per_sample": list(t.steps_per_sample), "threads": t.threads, "wall_s": json_figure(t.wall_s),
-            "quantile": t.quantile,  # each step's figure: the low headline quantile, or the median on a GPU
-            "plain_step_ns": json_figure(t.plain_step_ns), "subclass_step_ns": json_figure(t.subclass_step_ns),
-            "overhead_ns": json_figure(t.overhead_ns), "overhead_ci_ns": [json_figure(v) for v in t.overhead_ci_ns],
-            "share": json_figure(t.share, 4), "share_ci": [json_figure(v, 4) for v in t.share_ci],
-            "drift": list(t.drift), "plain_samples_ns": [json_figure(v) for v in t.plain_ns],
-            "subclass_samples_ns": [json_figure(v) for v in t.subclass_ns]}
+    return TimingFigures.of(t).to_dict()
 
 
 def _device_dict(d: DeviceStepTiming) -> dict:
@@ -318,17 +312,7 @@ def _payload(report: StepReport, environment: dict) -> dict:
     return {"schema": SCHEMA, "spec": report.spec, "description": report.description, "environment": environment,
             "timings": [_timing_dict(t) for t in report.timings],
             "falls_under_batch": falls_under(list(report.timings)) if len(report.timings) > 1 else None,
-            "ops": [{"kind": r.kind, "op": r.op, "operands": r.signature, "calls": r.calls, "nested": r.nested,
-                     "sites": list(r.sites), "subclass_ns": json_figure(r.subclass_ns),
-                     "plain_ns": json_figure(r.plain_ns), "overhead_ns": json_figure(r.overhead_ns),
-                     "overhead_ci_ns": [json_figure(v) for v in r.overhead_ci_ns], "cost_ns": json_figure(r.cost_ns),
-                     "not_applicable": r.not_applicable or None, "twin": r.twin or None,
-                     # where its dispatch ran other aten work than its twin: that work apart (kernels.py)
-                     "own_kernels_ns": json_figure(r.own_kernels_ns),
-                     "own_kernels_ci_ns": [json_figure(v) for v in r.own_kernels_ci_ns],
-                     "dispatch_ns": json_figure(r.dispatch_ns), "kernels": r.kernels or None,
-                     "no_twin": r.mine_only, "kernels_ns": json_figure(r.kernels_ns),
-                     "redistributes": list(r.redistributes)} for r in report.rows],
+            "ops": [OpFigures.of(r).to_dict() for r in report.rows],
             "calls": [dataclasses.asdict(call) for call in report.captured.calls],
             "closure": {"step_overhead_ns": json_figure(c.step_overhead_ns), "table_ns": json_figure(c.table_ns),
                         "table_ci_ns": [json_figure(v) for v in c.table_ci_ns],
