@@ -7,7 +7,7 @@ on a 2-CPU host, by its load), and a counting process paid it for every side, se
 yours and layout variant: a budget of two modules was twelve imports. A child forked after the
 import starts where the import left off (valgrind follows the fork, and the child inherits what
 it translated), so it pays only for what is its own: your module, its operands, the warm-up and
-the counting (figures: benchmarks/counting-once.md).
+the counting (figures: benchmarks/README.md, "Counting once").
 
 How, and why each piece:
 - The server (`serve`, entry.py's `count-fork` role) starts as a counting process always did
@@ -143,7 +143,9 @@ def loaded_files() -> list[str]:
         with open("/proc/self/maps", encoding="utf-8", errors="replace") as maps:
             for line in maps:
                 parts = line.split(None, 5)
-                if len(parts) == 6 and parts[5].startswith("/") and "vgdb-pipe" not in parts[5]:
+                # valgrind's own gdbserver channels (vgdb-pipe-..., vgdb-shared-mem-... by version),
+                # made per process and gone with it: nothing counted depends on them
+                if len(parts) == 6 and parts[5].startswith("/") and not os.path.basename(parts[5]).startswith("vgdb-"):
                     found.add(parts[5].strip())
     except OSError:
         pass

@@ -76,8 +76,8 @@ def valgrind_version(valgrind: str) -> str:
 # with a spec that names no job, so that a server is the same whatever it counts; each job is
 # read by a forked child after the import. (When a process counted one job, its spec was parsed
 # before torch was imported: reading it from stdin after the imports had moved the heap and made
-# SubTensor's repeats bimodal on some seeds; forked children are checked against that in
-# benchmarks/counting-once.md.)
+# SubTensor's repeats bimodal on some seeds; forked children are checked against fresh processes,
+# to the instruction, in tests/test_forkserver.py.)
 #
 # Before anything else it sets up its imports (entry.py loads statfinder by its file path): this
 # checkout, the caller's own path entries and the user's folder are found by stat, never listed,

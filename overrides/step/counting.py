@@ -83,11 +83,11 @@ def serve(channel, spec_json: str) -> None:
             toggle()
             _steps(step, spec["calls"])
             toggle_and_dump()
-            order.append(["target", index, repeat])
+            order.append(["target", index, repeat, spec["calls"]])  # steps a dump: what it is divided by
         toggle()
         _steps(_nothing, spec["calls"])
         toggle_and_dump()
-        order.append(["empty", -1, repeat])
+        order.append(["empty", -1, repeat, spec["calls"]])
     channel.say({"dumps": order})  # forkserver's child says what it loaded, and leaves
 
 
