@@ -91,6 +91,12 @@ class Row:
                 "functions": {name: round(v, 1) for name, v in self.functions.items()},
                 "python_calls": self.python_calls}
 
+    @classmethod
+    def from_dict(cls, data: dict) -> "Row":
+        """A row as `to_dict` writes it: the one reader of a budget's rows, op and step budgets alike."""
+        return cls(data["case"], data["op"], {int(s): v for s, v in data["seeds"].items()}, data["margin"],
+                   dict(data.get("functions", {})), dict(data.get("python_calls", {})), data.get("layout_moved"))
+
 
 @dataclasses.dataclass(frozen=True)
 class Budget:
@@ -109,10 +115,17 @@ class Budget:
 def dumps(budget: Budget) -> str:
     """The budget file's text: the environment and seeds as indented JSON, then one line per
     row, so that a rewrite's diff in git shows one line per changed row."""
-    data = budget.to_dict()
-    head = json.dumps({k: v for k, v in data.items() if k != "rows"}, indent=1)[:-2]
-    rows = ",\n  ".join(json.dumps(row) for row in data["rows"])
-    return head + ',\n "rows": [\n  ' + rows + "\n ]\n}\n"
+    return row_per_line(budget.to_dict(), ("rows",))
+
+
+def row_per_line(data: dict, listed: Sequence[str]) -> str:
+    """A budget document's text (op or step budget): its head as indented JSON, then each list
+    named in `listed` one item a line, so that a rewrite's diff in git shows one line for each
+    thing that changed. The one writer of budget files."""
+    head = json.dumps({k: v for k, v in data.items() if k not in listed}, indent=1)[:-2]
+    lists = ",\n ".join(f'"{name}": [\n  ' + ",\n  ".join(json.dumps(item) for item in data[name]) + "\n ]"
+                        for name in listed)
+    return head + ",\n " + lists + "\n}\n"
 
 
 def load(path: str) -> Budget:
@@ -120,9 +133,7 @@ def load(path: str) -> Budget:
 
     data = read_json(path, "budget", f"write one with `python bench.py --write-budget {path}`")
     versioned(data, SCHEMA, path, "a budget file", f"write one with `python bench.py --write-budget {path}`")
-    rows = tuple(Row(r["case"], r["op"], {int(s): v for s, v in r["seeds"].items()}, r["margin"],
-                     dict(r.get("functions", {})), dict(r.get("python_calls", {})), r.get("layout_moved"))
-                 for r in data["rows"])
+    rows = tuple(Row.from_dict(r) for r in data["rows"])
     return Budget(Fingerprint.from_dict(data["environment"]), tuple(data["seeds"]), rows)
 
 
@@ -238,7 +249,10 @@ def refusal(budget: Budget, environment: Fingerprint) -> str:
     differs = budget.environment.differences(environment)
     if not differs:
         return ""
-    return ("the budget holds for another environment (" + "; ".join(differs) + "): its counts would "
+    how = ("; its counts were made a process a job, before one import of torch a seed and a forked child a job "
+           "(counts/forkserver.py), which lays every case out otherwise"
+           if budget.environment.counted_by is None and environment.counted_by else "")
+    return ("the budget holds for another environment (" + "; ".join(differs) + f"){how}: its counts would "
             "read the difference as a change. Check where it was written, or rewrite it here with "
             "--write-budget (a new baseline, reviewed as such)")
 

@@ -23,7 +23,7 @@ from overrides.argtypes import OneLineParser, positive_float, positive_int
 from overrides.cases import casenames
 from overrides.cases import ops as ops_mod
 from overrides.clock.layout import RANDOM_LAYOUT_FLAG  # bench.py's re-exec reads it from argv first
-from overrides.counts import records
+from overrides.counts import kept, records
 from overrides.clock.timer import DEFAULT_MAX_TIME_S, DEFAULT_PRECISION, STOP_FLOOR_S, TimerConfig
 from overrides.errors import INCOMPLETE_EXIT_STATUS, INTERRUPTED_EXIT_STATUS, UsageError, incomplete, run_command
 from overrides.files import write_json_atomic, write_text_atomic
@@ -88,6 +88,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="hash seeds, one valgrind process (one memory layout) each "
                              "(default: 1; with --compare: drawn afresh each time, counted in rounds "
                              "that fill the CPUs, up to six for cases the counts leave undecided)")
+    counts.add_argument("--fresh", action="store_true", help=kept.FRESH_HELP)
     budget = parser.add_argument_group("an overhead budget for CI (instruction counts)")
     budget.add_argument("--write-budget", metavar="FILE",
                         help="count the cases (default: the seed cases, or the budget's own) under "
@@ -197,6 +198,8 @@ def run(argv: list[str]) -> int:
     refused = modes.refusal(args)
     if refused:
         raise UsageError(refused)
+    if args.fresh:
+        kept.count_anew()
     from overrides.history import command as history
 
     device_report.check_plot(args.plot, args.device)
@@ -314,7 +317,7 @@ def run_budget(args) -> int:
     """`--write-budget FILE` and `--check-budget FILE` (overrides/budget.py)."""
     from overrides import budget, environment as env_mod
     from overrides.counts import callgrind, pycalls
-    from overrides.single_run import count_benchmark
+    from overrides.single_run import count_with_variants
     from overrides.step import budget as step_budget
 
     path = args.write_budget or args.check_budget
@@ -336,15 +339,19 @@ def run_budget(args) -> int:
         why = budget.refusal(old, here)
         if why:
             raise UsageError(f"{path}: {why}")
-    run_result = count_benchmark(selected, selected_ops, seeds, progress=stderr_progress(args.quiet))
+    # A write counts your cases again under layout variants (budget.LAYOUT_VARIANTS, one a seed), by
+    # the same servers: one import of torch a seed.
+    variants = [budget.LAYOUT_VARIANTS[i % len(budget.LAYOUT_VARIANTS)] for i in range(len(seeds))] \
+        if args.write_budget else ()
+    run_result, variant_runs = count_with_variants(selected, selected_ops, seeds, variants,
+                                                   progress=stderr_progress(args.quiet))
     died = records.deaths(run_result.instructions)
     if died:  # a budget is judged seed by seed: without one of its seeds there is nothing to judge
         print(f"bench.py: incomplete: {'; '.join(died)}; "
               + (f"{path} was not written" if args.write_budget else "nothing was checked"), file=sys.stderr)
         return INCOMPLETE_EXIT_STATUS
     if args.write_budget:
-        rows = budget.rows_from(run_result.instructions, seeds,
-                                _layout_variant_runs(selected, selected_ops, seeds, args))
+        rows = budget.rows_from(run_result.instructions, seeds, variant_runs)
         rows = budget.with_python_calls(rows, pycalls.count_build(sys.executable, [(r.case, r.op) for r in rows]))
         final, changed = budget.rewritten(old, budget.Budget(here, seeds, tuple(rows)))
         write_text_atomic(path, budget.dumps(final))
@@ -371,21 +378,6 @@ def run_budget(args) -> int:
     if args.json:
         write_json_atomic(args.json, budget.payload(checked, path, old), what="--json")
     return 1 if budget.failed(checked) else 0
-
-
-def _layout_variant_runs(selected, selected_ops, seeds, args) -> list:
-    """Your cases counted again under the budget's layout variants (unused functions compiled
-    onto your sources; one variant a seed), for their margins; nothing where no case is yours."""
-    from overrides import budget
-    from overrides.counts import isolated
-    from overrides.single_run import count_benchmark
-
-    yours = [case for case in selected if isolated.module_of(case.name) != isolated.BUILT_IN]
-    if not yours:
-        return []
-    variants = [budget.LAYOUT_VARIANTS[i % len(budget.LAYOUT_VARIANTS)] for i in range(len(seeds))]
-    counted = count_benchmark(yours, selected_ops, seeds, progress=stderr_progress(args.quiet), variants=variants)
-    return [run for run in counted.instructions if not run.died]
 
 
 def compared_code(compare: list[str]) -> tuple[str, str] | None:

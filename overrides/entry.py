@@ -30,8 +30,9 @@ import sys
 # role -> (module, function): the function is called with a Channel and the role's arguments.
 ROLES = {
     "time": ("overrides.ab.worker", "serve"),  # a side's timing worker, driven over stdin
-    "count": ("overrides.counts.callgrind", "serve"),  # a counting process, under valgrind
-    "count-step": ("overrides.step.counting", "serve"),  # a training step counted, under valgrind
+    "count-fork": ("overrides.counts.forkserver", "serve"),  # imports torch under valgrind, forks a child a job
+    "count": ("overrides.counts.caseloops", "serve"),  # a job of cases, in a child of count-fork
+    "count-step": ("overrides.step.counting", "serve"),  # a training step counted, in a child of count-fork
     "pycalls": ("overrides.counts.pyhook", "serve"),  # Python calls per call of each case
     "applicable": ("overrides.ab.countfirst", "serve"),  # which (case, op)s a side can run
     "prime": ("overrides.builds.samepath", "serve_prime"),  # import what workers import, list it
@@ -41,7 +42,7 @@ ROLES = {
 # see this checkout (an interpreter the user named, asked who it is).
 _OWN_ROLES = ("interpreter", "prefix", "site-packages", "purelib", "remove")
 # Roles run under valgrind: their imports are set up by statfinder before any other import.
-COUNTING_ROLES = ("count", "count-step")
+COUNTING_ROLES = ("count-fork", "count", "count-step")
 SCRIPT = os.path.join("overrides", "entry.py")  # relative to the checkout, as a process sees it
 
 

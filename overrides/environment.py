@@ -78,8 +78,10 @@ class Environment:
         same counts under one seed. `valgrind`: its version (counts/callgrind.valgrind_version).
         The architecture is this process's (a results file does not record it), so take it of
         an environment collected here, as a budget's write and check do."""
+        from overrides.counts.forkserver import COUNTED_BY
+
         return Fingerprint(self.torch_version, self.torch_git_hash, self.python, platform.machine(),
-                           valgrind, self.cpu, tool_code(), keys=FINGERPRINT_KEYS)
+                           valgrind, self.cpu, tool_code(), COUNTED_BY, keys=FINGERPRINT_KEYS)
 
     def machine_key(self) -> str:
         """What a speed reference figure is comparable across (clock/speed.py): this host and
@@ -94,30 +96,22 @@ class Environment:
 # What moves instruction counts: a budget holds only where these are as it recorded them. The
 # CPU is recorded beside them, not compared: counts are of instructions, which every model of
 # one architecture runs alike.
-COUNTS_MOVE_WITH = ("torch_version", "torch_git_hash", "python", "machine", "valgrind", "tool_code")
-FINGERPRINT_KEYS = ("torch_version", "torch_git_hash", "python", "machine", "valgrind", "cpu", "tool_code")
+COUNTS_MOVE_WITH = ("torch_version", "torch_git_hash", "python", "machine", "valgrind", "tool_code", "counted_by")
+FINGERPRINT_KEYS = ("torch_version", "torch_git_hash", "python", "machine", "valgrind", "cpu", "tool_code",
+                    "counted_by")
 # Hex digits of tool_code's digest kept: a version's name, not a proof.
 TOOL_CODE_DIGITS = 12
 
 
 def tool_code(root: str | None = None) -> str:
-    """A digest of this tool's own code (every .py file of the package, by path and content):
-    the counting process runs it beside your code, so another version of it moves every count.
-    A budget written with one morning's commits read +314 on units:pair after them (its margin
-    359), with the library untouched; so a budget holds for the tool's code it was written with."""
-    import hashlib
+    """A digest of this tool's own code (counts/kept.tool_digest: every .py file of the package,
+    by path and content): the counting process runs it beside your code, so another version of it
+    moves every count. A budget written with one morning's commits read +314 on units:pair after
+    them (its margin 359), with the library untouched; so a budget holds for the tool's code it
+    was written with."""
+    from overrides.counts.kept import tool_digest
 
-    from overrides import ROOT
-
-    package = os.path.join(root or ROOT, "overrides")
-    digest = hashlib.sha256()
-    for folder, _, files in sorted(os.walk(package)):
-        for name in sorted(f for f in files if f.endswith(".py")):
-            path = os.path.join(folder, name)
-            digest.update(os.path.relpath(path, package).encode() + b"\0")
-            with open(path, "rb") as src:
-                digest.update(src.read() + b"\0")
-    return digest.hexdigest()[:TOOL_CODE_DIGITS]
+    return tool_digest(root)[:TOOL_CODE_DIGITS]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -132,6 +126,9 @@ class Fingerprint:
     valgrind: str | None = None  # its version line
     cpu: str | None = None
     tool_code: str | None = None  # tool_code(): a budget written before it had none
+    # how the counts were made (counts/forkserver.COUNTED_BY): none before a forked child counted
+    # each job (7e31db8 and before: a process a job, which lays every case out otherwise)
+    counted_by: str | None = None
     keys: tuple[str, ...] = dataclasses.field(default=(), compare=False, repr=False)
     unknown: tuple[tuple[str, Any], ...] = dataclasses.field(default=(), compare=False, repr=False)
 

@@ -247,9 +247,11 @@ def instruction_notes(run: RunResult) -> list[str]:
     seeds = [count_run.seed for count_run in runs]
     # how every seed counted (one setting for all), as its first process that did not die says
     how = next((r for r in runs if not r.died), runs[0] if runs else records.CountRun(0, (), {}, 0.0))
-    return [f"instructions/call: Callgrind, one valgrind process per hash seed ({', '.join(map(str, seeds))}) "
-            "and module of yours; "
-            f"minimum of repeats 2-{how.repeats} of {how.calls_per_repeat} calls "
+    calls = how.calls_each
+    sizes = "/".join(map(str, calls)) + (" (fewer for an expensive op)" if len(calls) > 1 else "")
+    return [f"instructions/call: Callgrind, one import of torch per hash seed ({', '.join(map(str, seeds))}) "
+            "and a forked child per module of yours; "
+            f"minimum of repeats 2-{how.repeats} of {sizes} calls "
             "(extra work only ever adds instructions), the loop and the toggles removed; "
             "repeat spread = (max - min) / that minimum.",
             layout_note(run)] + _op_note(run) + _long_na_notes(run) \

@@ -107,9 +107,22 @@ def run_benchmark(
 def count_benchmark(cases: Sequence[Case], ops: Sequence[Op], seeds: Sequence[int],
                     python: str | None = None,
                     progress: Callable[[str], None] | None = None, variants: Sequence[int] = ()) -> RunResult:
-    """Count instructions per call of every case under every op with Callgrind (one valgrind
-    process per hash seed and module of cases: counts/isolated.py), and record it as a results
-    file with no timings. `variants`: a budget's layout variants, one per seed (isolated.count)."""
+    """Count instructions per call of every case under every op with Callgrind (a forked child
+    per hash seed and module of cases: counts/isolated.py), and record it as a results file with
+    no timings. `variants`: a budget's layout variants, one per seed: then the runs are those
+    (count_with_variants counts both at once)."""
+    if variants:
+        counted, variant_runs = count_with_variants(cases, ops, seeds, variants, python, progress, plain=False)
+        return dataclasses.replace(counted, instructions=tuple(variant_runs))
+    return count_with_variants(cases, ops, seeds, (), python, progress)[0]
+
+
+def count_with_variants(cases: Sequence[Case], ops: Sequence[Op], seeds: Sequence[int], variants: Sequence[int],
+                        python: str | None = None, progress: Callable[[str], None] | None = None,
+                        plain: bool = True) -> tuple[RunResult, list]:
+    """count_benchmark's record (with `plain`), and your cases counted again under `variants`
+    (one a seed), by the same servers, one import of torch a seed (isolated.count_with_variants):
+    (the record, the variants' runs; none died)."""
     import sys
 
     from overrides.counts import isolated, records
@@ -118,12 +131,13 @@ def count_benchmark(cases: Sequence[Case], ops: Sequence[Op], seeds: Sequence[in
     reasons = [not_applicable_reason(case, op) for case, op in pairs]
     targets = [(case.name, op.name) for (case, op), reason in zip(pairs, reasons) if reason is None]
     python = python or sys.executable
-    runs = isolated.count(python, targets, seeds, say=progress, variants=variants)
+    runs, variant_runs = isolated.count_with_variants(python, targets, seeds, variants, say=progress, plain=plain)
     results = tuple(CaseResult(case=case.name, op=op.name, stmt=case.stmt_for(op),
                                description=case.description, calls_per_sample=0, samples_ns=(),
                                loop_overhead_ns=0.0, not_applicable=reason, baseline=case.baseline,
                                warning=case.warning or None)
                     for (case, op), reason in zip(pairs, reasons))
     settings = RunSettings(method=COUNTED, seeds=tuple(seeds))
-    return RunResult(environment.collect(1), settings, results,
-                     wall_s=sum(run.wall_s for run in runs), instructions=records.as_saved(runs))
+    return (RunResult(environment.collect(1), settings, results,
+                      wall_s=sum(run.wall_s for run in runs), instructions=records.as_saved(runs)),
+            [run for run in variant_runs if not run.died])

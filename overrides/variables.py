@@ -12,6 +12,7 @@ which no Python here reads.
 SAME_PATH = "OVERRIDES_SAME_PATH"  # "off": start every side from its own paths (builds/samepath.py)
 RUNS_DIR = "OVERRIDES_RUNS_DIR"  # where runs/ lives, when not in this checkout (review/runs.py)
 BUILD_CACHE = "OVERRIDES_BUILD_CACHE"  # where --history installs requirements (history/lineup.py)
+COUNTS_CACHE = "OVERRIDES_COUNTS_CACHE"  # where counts are kept for reuse, or "off" (counts/kept.py)
 
 # Set by the parent for a worker process
 USER_DIR = "OVERRIDES_USER_DIR"  # the user's folder, for workers run elsewhere (cases/casenames.py)

@@ -115,6 +115,9 @@ def bench_in(folder, *args: str, timeout: float = 300) -> subprocess.CompletedPr
 # test (`make test PYTHON=python3` exports PYTHON=python3, and python3 on PATH may have no torch,
 # or find a develop build on PYTHONPATH without the packages beside it).
 os.environ["PYTHON"] = sys.executable
+# Counts are not kept between runs (counts/kept.py), nor reused, except where a test asks for it:
+# a test that counts (a fault it makes while a process counts, a count it compares) must count.
+os.environ["OVERRIDES_COUNTS_CACHE"] = "off"
 
 
 # What a browser is called: commands of these names are hidden from a command that must run

@@ -182,3 +182,41 @@ def test_a_budget_holds_for_the_tools_own_code_it_was_written_with(tmp_path):
     why = budget.refusal(old, dataclasses.replace(old.environment, tool_code=edited))
     assert f"tool_code '{same}' -> '{edited}'" in why and "\n" not in why
     assert budget.refusal(old, dataclasses.replace(old.environment)) == ""
+
+
+def test_a_budget_written_by_7e31db8_is_refused_in_one_line_saying_how_its_counts_were_made(tmp_path):
+    """7e31db8 and before counted each job in a process of its own, which lays the cases out
+    otherwise than a forked child of one import a seed: such a budget (no `counted_by` in its
+    environment) would read that as changes, so it is refused before anything is counted."""
+    import subprocess
+
+    from overrides import environment
+    from overrides.counts.valgrind import valgrind_version
+
+    here = environment.collect(1).fingerprint(valgrind_version(shutil.which("valgrind") or "valgrind"))
+    data = budget.Budget(here, (1, 2), tuple(budget.rows_from(
+        _runs({1: {"Tensor": 9_482.0}, 2: {"Tensor": 9_482.0}}), (1, 2)))).to_dict()
+    del data["environment"]["counted_by"]  # as 7e31db8 wrote it: its environment knew no such key
+    (tmp_path / "b.json").write_text(budget.row_per_line(data, ("rows",)))
+    done = subprocess.run([sys.executable, os.path.join(ROOT, "bench.py"), "--check-budget", "b.json"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert "counted_by None -> 'forked/1'" in done.stderr and "a process a job" in done.stderr, done.stderr
+    assert "rewrite it here with --write-budget" in done.stderr and not done.stdout
+
+
+def test_op_and_step_budgets_have_one_reader_of_rows_and_one_writer(tmp_path):
+    """A row is read by budget.Row.from_dict and a file written by budget.row_per_line, for op and
+    step budgets alike: a budget written by an earlier version reads and writes back to the byte."""
+    from overrides.step import budget as step_budget
+
+    text = open(os.path.join(ROOT, "tests", "old_files", "budget1.json"), encoding="utf-8").read()
+    assert budget.dumps(budget.load(os.path.join(ROOT, "tests", "old_files", "budget1.json"))) == text
+    row = budget.load(os.path.join(ROOT, "tests", "old_files", "budget1.json")).rows[0]
+    assert budget.Row.from_dict(json.loads(json.dumps(row.to_dict()))) == row
+    step = step_budget.StepBudget(Fingerprint(torch_version="2.13.0"), (1, 2), "steps:mlp", (row,), (), 3, 10)
+    written = step_budget.dumps(step)
+    assert written == budget.row_per_line(step.to_dict(), ("rows", "functions"))
+    assert "  " + json.dumps(row.to_dict()) in written.splitlines()  # a row, one line
+    (tmp_path / "s.json").write_text(written)
+    assert step_budget.dumps(step_budget.load(str(tmp_path / "s.json"), "steps:mlp")) == written

@@ -92,8 +92,10 @@ def test_one_fingerprint_says_when_counts_are_comparable():
                                        f"python {here.python!r} -> '3.14.0'")
     assert budget.refusal(budget.Budget(here, (1, 2), ()), moved).startswith(
         "the budget holds for another environment (torch_git_hash ")
-    # a budget's keys as before, and the tool's code after them (written since tool_code came)
-    assert list(here.to_dict()) == list(json.loads(_text("budget1.json"))["environment"]) + ["tool_code"]
+    # a budget's keys as before, and the tool's code after them (written since tool_code came), then how
+    # its counts were made (since a forked child counts each job)
+    assert list(here.to_dict()) == list(json.loads(_text("budget1.json"))["environment"]) + ["tool_code",
+                                                                                            "counted_by"]
 
 
 def test_torch_version_is_what_the_interpreter_makes_of_version_py(tmp_path):

@@ -129,15 +129,21 @@ def count_first(base_py: str, branch_py: str, targets, config: ABConfig, say,
         f"{min(2 * first, callgrind.count_jobs())} at once"
         + (f"; more seeds for cases left undecided, up to {rounds.MAX_COMPARE_SEEDS}" if config.add_seeds else ""))
 
+    sides = dict(import_paths=import_paths, sources=sources,
+                 side_envs=[side_env(config, label) for label in ROLES])
+
     def count(targets_: list, seeds_: Sequence[int]) -> list[list]:
-        return callgrind.count_builds([base_py, branch_py], targets_, seeds_, say=say,
-                                      tree=config.call_paths, import_paths=import_paths, sources=sources,
-                                      side_envs=[side_env(config, label) for label in ROLES])
+        return callgrind.count_builds([base_py, branch_py], targets_, seeds_, say=say, tree=config.call_paths,
+                                      names=ROLES, **sides)
+
+    def kept(targets_: list) -> tuple:
+        """The seeds each side's counts of these targets are kept under: counted under those first."""
+        return tuple(callgrind.kept_seeds([base_py, branch_py], targets_, tree=config.call_paths, **sides))
 
     try:
         base_counts, branch_counts, comparisons, seeds = rounds.count_until_decided(
             count, wanted, config.instruction_seeds, config.add_seeds, say,
-            threshold_pct=config.threshold_pct)
+            threshold_pct=config.threshold_pct, kept=kept)
     except UsageError as error:
         if not config.instructions_optional:
             raise

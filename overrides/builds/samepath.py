@@ -179,12 +179,18 @@ def _launcher(spec: dict) -> list[str]:
     return [sys.executable, "-I", ENTER_SCRIPT, json.dumps(spec)]
 
 
+def cache_root() -> str:
+    """This tool's folder under the user's cache directory: the bytecode caches (`pycache`) and
+    the counts kept for reuse (`counts`, counts/kept.py) beside them."""
+    home = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(home, "torch-function-overhead")
+
+
 def cache_folder(*sources: str | None) -> str:
     """The bytecode cache of one side: one folder per interpreter prefix, torch source and
     checkout, under the user's cache directory."""
-    home = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     key = hashlib.sha1("\0".join(os.path.realpath(s) if s else "" for s in sources).encode()).hexdigest()
-    folder = os.path.join(home, "torch-function-overhead", "pycache", key[:16])
+    folder = os.path.join(cache_root(), "pycache", key[:16])
     os.makedirs(folder, exist_ok=True)
     return folder
 

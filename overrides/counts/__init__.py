@@ -3,6 +3,9 @@ where they went.
 
 - `callgrind.py`: what is counted, by the worker in each valgrind process, and the counts read back;
 - `valgrind.py`: that process: its command line and environment, switched on, heard from;
+- `forkserver.py`: one such process per build and seed imports torch once and forks a child per
+  job; `caseloops.py`: what a child counts of a job of cases, and its profiles read back;
+- `kept.py`: counts kept by content and reused while nothing they depend on has changed;
 - `statfinder.py`: a counting process's imports, found by stat so that files coming and going
   beside the code do not move the counts (loaded by its file path, it imports nothing);
 - `isolated.py`: each module of yours counted in valgrind processes of its own;

@@ -67,6 +67,12 @@ class CountRun:
     def calls_per_repeat(self) -> int | None:
         return self.settings.get("calls_per_repeat")
 
+    @property
+    def calls_each(self) -> list[int]:
+        """Every size of repeat its cases were counted over, largest first (an expensive op counts
+        fewer calls: counts/caseloops.py)."""
+        return list(self.settings.get("calls_per_repeat_each") or [self.calls_per_repeat])
+
 
 def _as_written(c: CaseCounts) -> CaseCounts:
     """`c` with its figures rounded as the JSON holds them: the spread written is then the one
@@ -88,6 +94,21 @@ def to_dict(runs: Sequence[CountRun]) -> dict:
                             for c in run.cases]}
                  for run in runs],
     }
+
+
+def exact_dict(run: CountRun) -> dict:
+    """`run` as JSON, every figure as counted (to_dict rounds them for people): what counts/kept.py
+    keeps, read back by `from_exact` the same to the last digit."""
+    return {"seed": run.seed, "settings": run.settings, "wall_s": run.wall_s,
+            "cases": [{"case": c.case, "op": c.op, "per_call": c.per_call, "repeats": list(c.repeats),
+                       "functions": c.functions, "error": c.error, "stacks": _pack_stacks(c.stacks)}
+                      for c in run.cases]}
+
+
+def from_exact(data: dict) -> CountRun:
+    return CountRun(data["seed"], tuple(CaseCounts(c["case"], c["op"], c["per_call"], tuple(c["repeats"]),
+                                                   c["functions"], c["error"], _unpack_stacks(c["stacks"]))
+                                        for c in data["cases"]), data["settings"], data["wall_s"])
 
 
 def as_saved(runs: Sequence[CountRun]) -> tuple[CountRun, ...]:

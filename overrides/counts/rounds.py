@@ -102,10 +102,43 @@ def first_round(seeds: Sequence[int], add_seeds: bool, per_round: int | None = N
     return max(1, per_round or seeds_per_round()) if add_seeds else len(seeds)
 
 
+# Which seeds each side has counts kept under (counts/kept.py), for a list of targets: (base's,
+# branch's). A seed kept for a side costs that side nothing to count again.
+Kept = Callable[[list], tuple[Sequence[int], Sequence[int]]]
+
+
+def kept_first(pool: Sequence[int], kept: tuple[Sequence[int], Sequence[int]]) -> list[int]:
+    """`pool`'s seeds, those kept for both sides first, then for one, in the order kept; the rest
+    (drawn) after: a comparison against a base compared before counts the base under no new seed."""
+    base, branch = kept
+    both = [s for s in base if s in branch]
+    one = [s for s in [*base, *branch] if s not in both]
+    return list(dict.fromkeys([*both, *one, *pool]))
+
+
+def seeds_that_fit(order: Sequence[int], kept: tuple[Sequence[int], Sequence[int]], limit: int,
+                   processes: int | None = None) -> tuple[int, ...]:
+    """The first seeds of `order` one round counts: every seed kept for both sides (it costs
+    nothing), else as many as fill `processes` (count_jobs()) with the sides not kept, at least one,
+    at most `limit`."""
+    base, branch = kept
+    free = [s for s in order if s in base and s in branch]
+    if free:
+        return tuple(free[:limit])
+    room, taken = processes or count_jobs(), []
+    for seed in order:
+        cost = (seed not in base) + (seed not in branch)
+        if taken and (cost > room or len(taken) >= limit):
+            break
+        taken.append(seed)
+        room -= cost
+    return tuple(taken)
+
+
 def count_until_decided(count_builds_: Callable[[list, Sequence[int]], list[list[CountRun]]],
                         targets: list, seeds: Sequence[int], add_seeds: bool,
                         say: Callable[[str], None] | None = None, per_round: int | None = None,
-                        threshold_pct: float = DEFAULT_THRESHOLD_INSTRUCTIONS_PCT,
+                        threshold_pct: float = DEFAULT_THRESHOLD_INSTRUCTIONS_PCT, kept: Kept | None = None,
                         ) -> tuple[list[CountRun], list[CountRun], list[CountComparison], tuple[int, ...]]:
     """Base and branch counted by `count_builds_(targets, seeds)` and compared. Returns (base
     runs, branch runs, comparisons, every seed counted).
@@ -115,7 +148,9 @@ def count_until_decided(count_builds_: Callable[[list, Sequence[int]], list[list
     CPUs, one at a time on two): the first round counts every case, each later round only the
     cases still undecided whose counts more seeds could decide (more_seeds_could_decide), under
     the next drawn seeds, up to MAX_COMPARE_SEEDS in all. From one path an untouched case is
-    exact on its first seed, so an A/A comparison counts one round.
+    exact on its first seed, so an A/A comparison counts one round. With `kept` (which seeds
+    each side has counts kept under, for the targets of a round), a round takes those first: a
+    seed kept for both costs nothing, one kept for the base costs the branch's count alone.
 
     Stopping once the cases are decided looks at the data after every round; that cannot make a
     "regression" of an untouched case whose layouts spread by tens of instructions, as the
@@ -127,7 +162,12 @@ def count_until_decided(count_builds_: Callable[[list, Sequence[int]], list[list
     pool = list(seeds)
     if len(pool) < per_round:
         pool += fresh_seeds(per_round - len(pool), taken=pool)
-    counted = tuple(pool[:per_round])
+    if kept is not None:
+        held = kept(list(targets))
+        counted = seeds_that_fit(kept_first(pool, held), held, MAX_COMPARE_SEEDS, 2 * per_round)
+    else:
+        counted = tuple(pool[:per_round])
+    pool = list(dict.fromkeys([*counted, *pool]))
     round_started = time.monotonic()
     base_runs, branch_runs = count_builds_(list(targets), counted)
     comparisons = compare_counts(base_runs, branch_runs, threshold_pct=threshold_pct)
@@ -141,8 +181,13 @@ def count_until_decided(count_builds_: Callable[[list, Sequence[int]], list[list
             break
         take = min(per_round, MAX_COMPARE_SEEDS - len(counted))
         unused = [seed for seed in pool if seed not in counted]
-        new = tuple(unused[:take])
-        if len(new) < take:
+        if kept is not None:
+            held = kept(undecided)
+            unused = [s for s in kept_first(unused, held) if s not in counted]
+            new = seeds_that_fit(unused, held, MAX_COMPARE_SEEDS - len(counted), 2 * per_round) if unused else ()
+        else:
+            new = tuple(unused[:take])
+        if len(new) < take and not (kept is not None and new):
             new += fresh_seeds(take - len(new), taken=counted + new)
         if say:
             say(f"counts leave {', '.join(case for case, _ in undecided)} undecided: seed"

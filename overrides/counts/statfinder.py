@@ -112,7 +112,11 @@ def install(tool: str, user: str | None = None, own: tuple = ()) -> None:
     Python would) and in `user` (sources always compiled), and in every folder below them, by
     stat from now on."""
     folders = [(os.path.abspath(user), True)] if user else []
-    folders += [(os.path.abspath(folder), False) for folder in (tool, *own)]
+    _install(folders + [(os.path.abspath(folder), False) for folder in (tool, *own)])
+
+
+def _install(folders: list) -> None:
+    """A path hook for `folders` ((folder, compile sources)), first in line."""
 
     def hook(path: str):
         full = os.path.abspath(path) if path else path
@@ -125,6 +129,13 @@ def install(tool: str, user: str | None = None, own: tuple = ()) -> None:
     for path in list(sys.path_importer_cache):
         if path and any(_under(os.path.abspath(path), folder) for folder, _ in folders):
             del sys.path_importer_cache[path]
+
+
+def add_user_folder(user: str) -> None:
+    """Find modules in the user's folder `user` (and below) by stat from now on, compiling their
+    sources: a forked counting child's own folder (forkserver.py), which its server, counting
+    nothing of the user's, started without."""
+    _install([(os.path.abspath(user), True)])
 
 
 def enter(tool: str, view: str | None, own_path: str, user: str | None) -> None:

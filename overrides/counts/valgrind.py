@@ -7,7 +7,8 @@ place (why each piece is there: callgrind.py's docstring):
 - the command line: instrumentation off while Python starts and imports torch
   (`--instr-atstart=no`), collection toggled by the worker's client requests
   (`--collect-atstart=no`), one profile per thread (`--separate-threads=yes`, the main thread's
-  read), call paths when asked (`--separate-callers`), and one vgdb folder per process;
+  read), call paths when asked (`--separate-callers`), one vgdb folder per process, and forked
+  children that callgrind_control can find (TRACE_FORKS: forkserver.py's children);
 - the environment, the working folder and the padding, fixed so that two processes of the same
   seed make the same memory layout;
 - switching instrumentation on with `callgrind_control` once the worker says it is ready, and
@@ -24,10 +25,10 @@ import shutil
 import subprocess
 import tempfile
 import time
+from typing import Callable
 
 from overrides import ROOT, children, entry
 from overrides.builds import samepath
-from overrides.cases.casenames import USER_DIR_VARIABLE
 from overrides.clock.allocator import MALLOC_ENV
 from overrides.counts import statfinder
 from overrides.errors import UsageError, place_error
@@ -52,6 +53,10 @@ CONTEXT_DEPTH = 80
 # same on every run of a seed), work no loop did. (It did not explain a GPU machine's untouched
 # Tensor spreading 4.8% over seeds: that was one side's layouts, judged by judge.py.)
 MAIN_THREAD_SUFFIX = "-01"
+# A forked child's gdbserver, which callgrind_control asks to switch it on, is started only when
+# children are traced (without, the tool exits 0 saying "not detected"); `--trace-children-skip=*`
+# traces no program a worker runs, as before (forkserver.py).
+TRACE_FORKS = ("--trace-children=yes", "--trace-children-skip=*")
 PAD_VARIABLE = variables.LAYOUT_PAD
 
 
@@ -67,12 +72,12 @@ def valgrind_version(valgrind: str) -> str:
     return subprocess.run([valgrind, "--version"], capture_output=True, text=True).stdout.strip()
 
 
-# The worker (callgrind.serve): runs under valgrind, started as entry.py's `count` role with its
-# spec as an argument. The spec is parsed before torch is imported, as it always was: reading it
-# from stdin after the imports (to start the worker before the parent knew the spec) moved the
-# heap and made SubTensor's repeats bimodal (+500 instructions a call in some of them), spreading
-# the bare shim's per-seed deltas over 142..924 where argv gave 515..714. So a head start must
-# guess the whole spec instead.
+# The process (forkserver.serve): runs under valgrind, started as entry.py's `count-fork` role
+# with a spec that names no job, so that a server is the same whatever it counts; each job is
+# read by a forked child after the import. (When a process counted one job, its spec was parsed
+# before torch was imported: reading it from stdin after the imports had moved the heap and made
+# SubTensor's repeats bimodal on some seeds; forked children are checked against fresh processes,
+# to the instruction, in tests/test_forkserver.py.)
 #
 # Before anything else it sets up its imports (entry.py loads statfinder by its file path): this
 # checkout, the caller's own path entries and the user's folder are found by stat, never listed,
@@ -91,7 +96,9 @@ def process_environment(seed: int, pad: int, where: samepath.Placement, side_env
     The side's import path (its view or kept copy of torch) comes first after this checkout,
     both as `where` says the process sees them; the caller's own PYTHONPATH follows (a develop
     build is often found only through it). `side_env`: (name, value) pairs of the side's own
-    (which of your code it builds: casenames.YOUR_CODE_VARIABLE)."""
+    (which of your code it builds: casenames.YOUR_CODE_VARIABLE). The user's folder is no part
+    of it: a forked child of yours is given it with its job (forkserver.py), so the built-in
+    cases count alike wherever they are run from."""
     env = {
         "PATH": "/usr/local/bin:/usr/bin:/bin",
         "HOME": os.environ.get("HOME", "/"),
@@ -110,8 +117,6 @@ def process_environment(seed: int, pad: int, where: samepath.Placement, side_env
         **MALLOC_ENV,
         PAD_VARIABLE: "p" * pad,
     }
-    if where.user_dir:
-        env[USER_DIR_VARIABLE] = where.user_dir
     env.update(side_env)
     return env
 
@@ -148,6 +153,18 @@ def main_thread_dumps(out_dir: str, pid: int) -> list[str]:
     return sorted(found, key=lambda p: int(p[:-len(MAIN_THREAD_SUFFIX)].rsplit(".", 1)[1]))
 
 
+def options(tree: bool) -> list[str]:
+    """valgrind's options that bear on what a process counts (the folders it writes to apart)."""
+    contexts = [f"--separate-callers={CONTEXT_DEPTH}"] if tree else []
+    return ["--tool=callgrind", "--instr-atstart=no", "--collect-atstart=no", "--compress-strings=no",
+            "--compress-pos=no", "--separate-threads=yes", "-q", *contexts, *TRACE_FORKS]
+
+
+def server_command(where: samepath.Placement, role: str, spec: str) -> list[str]:
+    """The counting process's own command line as it sees it (valgrind's before it)."""
+    return entry.command(where.python, role, spec, tool=where.tool)
+
+
 def launch(python: str, seed: int, pad: int, user_dir: str | None, spec: str,
            tree: bool = False, import_path: str | None = None, source: str | None = None,
            side_env: tuple = (), role: str = "count") -> Launch:
@@ -162,12 +179,9 @@ def launch(python: str, seed: int, pad: int, user_dir: str | None, spec: str,
     except OSError as exc:
         raise place_error(os.path.join(tempfile.gettempdir(), "overrides-callgrind-*"), exc,
                           "Callgrind's profiles (TMPDIR)") or exc from None
-    contexts = [f"--separate-callers={CONTEXT_DEPTH}"] if tree else []
-    command = [valgrind, "--tool=callgrind", "--instr-atstart=no", "--collect-atstart=no",
-               "--compress-strings=no", "--compress-pos=no", "--separate-threads=yes", "-q", *contexts,
-               _vgdb_prefix(out_dir),
+    command = [valgrind, *options(tree), _vgdb_prefix(out_dir),
                f"--callgrind-out-file={out_dir}/callgrind.out.%p",
-               *entry.command(where.python, role, spec, tool=where.tool)]
+               *server_command(where, role, spec)]
     process = children.start(where.wrap(command), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, text=True, cwd=fixed_cwd(),
                              env=process_environment(seed, pad, where, side_env))
@@ -193,24 +207,29 @@ def _vgdb_prefix(out_dir: str) -> str:
     return f"--vgdb-prefix={os.path.join(out_dir, 'vgdb')}"
 
 
-def switch_on(control: str, process: subprocess.Popen, pid: int, who: str, out_dir: str) -> None:
-    """callgrind_control switches the worker's instrumentation on; it waits for an answer
+def switch_on(control: str, process: subprocess.Popen, pid: int, who: str, out_dir: str,
+              alive: Callable[[], bool] | None = None) -> None:
+    """callgrind_control switches the worker `pid`'s instrumentation on (`process`: the server
+    it was forked from, `alive`: whether the worker itself still lives); it waits for an answer
     that a worker killed meanwhile never gives, so the worker is watched while it runs. Where it
     could not find the worker, the worker is given DYING_S to show it died (a death: retried by
     the caller), and a living one is asked again, up to CONTROL_ATTEMPTS times."""
+    alive = alive or (lambda: True)
     for attempt in range(CONTROL_ATTEMPTS):
-        done = _control(control, process, pid, out_dir)
+        done = _control(control, process, pid, out_dir, alive)
         switched = done.returncode == 0 and not _control_errors(done)
         if not switched:
             # A worker killed as callgrind_control looked for it is gone, or going: its death,
             # not a failure to switch on ("task not detected", exit 0), once the kernel has
             # finished it.
-            try:
-                process.wait(timeout=DYING_S)
-            except subprocess.TimeoutExpired:
-                pass
+            deadline = time.monotonic() + DYING_S
+            while process.poll() is None and alive() and time.monotonic() < deadline:
+                time.sleep(0.05)
         if process.poll() is not None:
-            _died(process, who, "its instrumentation was being switched on")
+            died(process, who, "its instrumentation was being switched on")
+        if not alive():
+            raise CountingDied(f"the counting process for {who} died while its instrumentation was being "
+                               "switched on")
         if done.returncode is None or done.returncode < 0:
             raise UsageError(f"callgrind_control did not answer in {CONTROL_TIMEOUT_S} s for {who}")
         if switched or attempt == CONTROL_ATTEMPTS - 1:
@@ -218,7 +237,8 @@ def switch_on(control: str, process: subprocess.Popen, pid: int, who: str, out_d
             return
 
 
-def _control(control: str, process: subprocess.Popen, pid: int, out_dir: str) -> subprocess.CompletedProcess:
+def _control(control: str, process: subprocess.Popen, pid: int, out_dir: str,
+             alive: Callable[[], bool]) -> subprocess.CompletedProcess:
     """One callgrind_control run switching `pid` on, stopped early if the worker dies."""
     with tempfile.TemporaryFile("w+") as said:
         # Its output goes to a file, and its process group is killed once it is done: the
@@ -226,7 +246,7 @@ def _control(control: str, process: subprocess.Popen, pid: int, out_dir: str) ->
         switching = children.start([control, _vgdb_prefix(out_dir), "-i", "on", str(pid)], stdout=said,
                                    stderr=subprocess.STDOUT, text=True)
         deadline = time.monotonic() + CONTROL_TIMEOUT_S
-        while switching.poll() is None and process.poll() is None and time.monotonic() < deadline:
+        while switching.poll() is None and process.poll() is None and alive() and time.monotonic() < deadline:
             time.sleep(0.05)
         children.kill_group(switching)
         children.reap(switching)
@@ -257,7 +277,7 @@ class CountingDied(Exception):
 
 
 def read_message(process: subprocess.Popen, key: str, who: str, doing: str) -> dict:
-    """The worker's next message holding `key`; where it ends first, how it ended (_died)."""
+    """The worker's next message holding `key`; where it ends first, how it ended (died)."""
     for line in process.stdout:
         message = entry.message(line)
         if isinstance(message, dict) and key in message:
@@ -265,10 +285,10 @@ def read_message(process: subprocess.Popen, key: str, who: str, doing: str) -> d
         if entry.fatal_of(message):  # it said why (a case that fails, a torch that does not import)
             process.wait()
             raise UsageError(f"the counting process for {who} ended early: {entry.fatal_of(message)}")
-    _died(process, who, doing)
+    died(process, who, doing)
 
 
-def _died(process: subprocess.Popen, who: str, doing: str) -> None:
+def died(process: subprocess.Popen, who: str, doing: str) -> None:
     """Raise how the worker ended: a UsageError where it said why, else CountingDied."""
     code = process.wait()
     err = process.stderr.read().strip().splitlines()

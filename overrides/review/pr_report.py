@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Callable, Sequence
 from overrides import children, case_comparison, comparison_report
 from overrides.case_comparison import UNPAIRED_PROCESS_CV
 from overrides.comparison_settings import ComparisonSettings
+from overrides.counts.kept import FRESH_HELP, count_anew
 from overrides.errors import INCOMPLETE_EXIT_STATUS, UsageError, place_error
 from overrides.review import measuring, runs as recorded_runs, sections
 from overrides.review.time_sections import flamegraph_sections, record_sections
@@ -228,6 +229,7 @@ def build_parser():
                         help="no instruction counts: wall clock and py-spy only (faster)")
     parser.add_argument("--seeds", nargs="+", type=positive_int, metavar="SEED",
                         help="hash seeds for --instructions, matched between the builds (default: drawn afresh, counted in rounds that fill the CPUs, up to six for cases they leave undecided)")
+    parser.add_argument("--fresh", action="store_true", help=FRESH_HELP)
     add_arguments(parser.add_argument_group("paired A/B, for two interpreters"))
     parser.add_argument("--runs-dir", default=None, metavar="DIR",
                         help=f"where recorded runs live (default: ${RUNS_DIR_VARIABLE}, else runs/ in this checkout)")
@@ -271,6 +273,8 @@ def main(argv: list[str] | None = None) -> int:
 
     def body() -> int:
         args = build_parser().parse_args(sys.argv[1:] if argv is None else argv)
+        if args.fresh:
+            count_anew()
         if args.step:
             return _step_report(args)
         config, skipped = config_from_arguments(args, call_paths=True)

@@ -28,6 +28,7 @@ import time
 from typing import Callable, Sequence
 
 from overrides import ROOT
+from overrides.counts.kept import FRESH_HELP, count_anew
 from overrides.errors import INCOMPLETE_EXIT_STATUS, UsageError, place_error
 from overrides.files import write_json_atomic, write_text_atomic
 from overrides.builds.keep import Kept
@@ -322,6 +323,7 @@ def build_parser():
                         help="also count instructions per call with Callgrind (valgrind)")
     parser.add_argument("--seeds", nargs="+", type=positive_int, metavar="SEED",
                         help="with --instructions: hash seeds, one valgrind process each (default 1)")
+    parser.add_argument("--fresh", action="store_true", help=FRESH_HELP)
     parser.add_argument("--no-flamegraphs", action="store_true", help="bench.py only, no py-spy")
     parser.add_argument("--no-keep", action="store_true",
                         help="keep no copy of the build (report.sh then compares this label unpaired)")
@@ -348,6 +350,8 @@ def main(argv: list[str] | None = None) -> int:
     def body() -> int:
         parser = build_parser()
         args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+        if args.fresh:
+            count_anew()
         if args.list or args.clean:
             extra = [name for name, value in vars(args).items()
                      if name not in ("list", "clean", "runs_dir") and value and value != parser.get_default(name)]

@@ -65,13 +65,9 @@ class StepBudget:
 
 
 def dumps(step_budget: StepBudget) -> str:
-    """The file's text: its head as indented JSON, then one line a row and a function, so a
-    rewrite's diff in git shows one line for each thing that changed."""
-    data = step_budget.to_dict()
-    head = json.dumps({k: v for k, v in data.items() if k not in ("rows", "functions")}, indent=1)[:-2]
-    rows = ",\n  ".join(json.dumps(row) for row in data["rows"])
-    functions = ",\n  ".join(json.dumps(f) for f in data["functions"])
-    return head + ',\n "rows": [\n  ' + rows + '\n ],\n "functions": [\n  ' + functions + "\n ]\n}\n"
+    """The file's text: its head as indented JSON, then one line a row and a function
+    (budget.row_per_line), so a rewrite's diff in git shows one line for each thing that changed."""
+    return budget.row_per_line(step_budget.to_dict(), ("rows", "functions"))
 
 
 def kind_refusal(path: str, data, step: str | None) -> str:
@@ -115,9 +111,7 @@ def load(path: str, step: str) -> StepBudget:
     if why:
         raise UsageError(why)
     versioned(data, STEP_SCHEMA, path, "a step budget file", make)
-    rows = tuple(budget.Row(r["case"], r["op"], {int(s): v for s, v in r["seeds"].items()}, r["margin"],
-                            dict(r.get("functions", {})), layout_moved=r.get("layout_moved"))
-                 for r in data["rows"])
+    rows = tuple(budget.Row.from_dict(r) for r in data["rows"])
     functions = tuple(FunctionCalls(f["function"], f["plain"], f["yours"], f.get("plain_bytecodes", 0.0),
                                     f.get("yours_bytecodes", 0.0)) for f in data["functions"])
     return StepBudget(Fingerprint.from_dict(data["environment"]), tuple(data["seeds"]), data["step"], rows,

@@ -2,10 +2,10 @@
 
 Why it exists: a step's cost on the clock moves with the machine's load; its instructions do not.
 The step is counted by the same machinery as a case (counts/callgrind.py, counts/valgrind.py):
-one valgrind process per hash seed, started as entry.py's `count-step` role (`serve` below),
-speaking the `count` role's protocol (ready, the parent switches instrumentation on, the dumps in
-order), with the same fixed environment, empty working folder and padding, so that two runs
-under one seed make the same memory layout. Only what is looped differs: both steps of the
+one forked child of a server per hash seed (counts/forkserver.py), running entry.py's `count-step`
+role (`serve` below) and speaking the `count` role's protocol (ready, the parent switches
+instrumentation on, the dumps in order), with the same fixed environment, empty working folder
+and padding, so that two runs under one seed make the same memory layout. Only what is looped differs: both steps of the
 factory (built with torch's generator seeded, so both runs build the same data), each run
 WARM_STEPS times uninstrumented, then STEPS_PER_REPEAT steps between the switch-on and the dump,
 DEFAULT_REPEATS times, the first repeat dropped and the figure the minimum of the rest, an empty
@@ -47,7 +47,7 @@ SEED = 0  # torch's generator before each factory call: both runs and seeds buil
 
 
 # ---------------------------------------------------------------------------------------------
-# The worker: runs under valgrind (entry.py's `count-step` role), as callgrind.serve does.
+# The worker: runs under valgrind, a forked child (entry.py's `count-step` role), as caseloops.serve does.
 
 def _steps(step: Callable[[], object], steps: int) -> None:
     for _ in range(steps):
@@ -60,7 +60,7 @@ def _nothing() -> None:
 
 def serve(channel, spec_json: str) -> None:
     """Build both steps, warm them, say ready, wait for instrumentation, count, leave
-    (`channel`: entry.Channel; the spec as callgrind._spec writes it, targets (spec, side))."""
+    (`channel`: entry.Channel; the spec as callgrind.Job writes it, targets (spec, side))."""
     spec = json.loads(spec_json)
     import torch
 
@@ -83,13 +83,12 @@ def serve(channel, spec_json: str) -> None:
             toggle()
             _steps(step, spec["calls"])
             toggle_and_dump()
-            order.append(["target", index, repeat])
+            order.append(["target", index, repeat, spec["calls"]])  # steps a dump: what it is divided by
         toggle()
         _steps(_nothing, spec["calls"])
         toggle_and_dump()
-        order.append(["empty", -1, repeat])
-    channel.say({"dumps": order})
-    os._exit(0)
+        order.append(["empty", -1, repeat, spec["calls"]])
+    channel.say({"dumps": order})  # forkserver's child says what it loaded, and leaves
 
 
 # ---------------------------------------------------------------------------------------------
@@ -135,7 +134,7 @@ class StepCounts:
 
 def count_instructions(spec: str, seeds: Sequence[int], say: Callable[[str], None] | None = None,
                        python: str | None = None) -> list[CountRun]:
-    """Both steps of `spec` counted in one valgrind process per seed (callgrind.count_builds)."""
+    """Both steps of `spec` counted in a child of one server per seed (callgrind.count_builds)."""
     return callgrind.count_builds([python or sys.executable], [(spec, PLAIN), (spec, YOURS)], seeds, say=say,
                                   role="count-step", calls=STEPS_PER_REPEAT, warmup_calls=WARM_STEPS)[0]
 
@@ -144,21 +143,15 @@ def count_with_variants(spec: str, seeds: Sequence[int], variants: Sequence[int]
                         say: Callable[[str], None] | None = None) -> tuple[list[CountRun], list[CountRun]]:
     """Both steps under every seed, and again under `variants` (per seed, in order: how many
     unused functions are compiled onto each of your sources, statfinder.LAYOUT_VARIANT_VARIABLE),
-    all in one pool of count_jobs() valgrind processes: (the runs, the variants' runs)."""
-    from overrides import children
-    from overrides.counts.statfinder import LAYOUT_VARIANT_VARIABLE
+    each seed's two jobs children of one server (callgrind.count_served): (the runs, the
+    variants' runs)."""
+    def job(variant: int) -> callgrind.Job:
+        return callgrind.Job(((spec, PLAIN), (spec, YOURS)), variant, role="count-step", calls=STEPS_PER_REPEAT,
+                             warmup_calls=WARM_STEPS)
 
-    jobs = [(seed, 0) for seed in seeds] + [(seed, variant) for seed, variant in zip(seeds, variants)]
-
-    def run(job) -> CountRun:
-        seed, variant = job
-        side_env = ((LAYOUT_VARIANT_VARIABLE, str(variant)),) if variant else ()
-        return callgrind.count_builds([sys.executable], [(spec, PLAIN), (spec, YOURS)], [seed], say=say,
-                                      side_envs=[side_env], role="count-step", calls=STEPS_PER_REPEAT,
-                                      warmup_calls=WARM_STEPS)[0][0]
-
-    runs = children.parallel(run, jobs, callgrind.count_jobs())
-    return list(runs[:len(seeds)]), list(runs[len(seeds):])
+    jobs = {seed: [job(0), job(variant)] for seed, variant in zip(seeds, variants)}
+    runs = callgrind.count_served([callgrind.Build(sys.executable)], seeds, jobs, say=say)[0]
+    return [pair[0] for pair in runs], [pair[1] for pair in runs]
 
 
 def _is_under(filename: str, folder: str) -> bool:
