@@ -36,6 +36,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 from overrides.ab import shimenv  # noqa: E402
+from speed_vs_commit import export  # noqa: E402  (beside this script: an older tree's files, made anew)
 
 CASES = ("Tensor", "SubTensor", "WithTorchFunction", "SubWithTorchFunction")
 SHIM = {"Tensor": "no change", "SubTensor": "regression", "WithTorchFunction": "no change",
@@ -45,14 +46,6 @@ BUDGET_OPS = ("torch.add", "torch.mul")
 USER_FILES = ("units.py", "units_fast.py", "units_slow.py")
 RUN_TIMEOUT_S = 3600
 OFF = "off"
-
-
-def export(rev: str, folder: str) -> str:
-    shutil.rmtree(folder, ignore_errors=True)
-    os.makedirs(folder)
-    archive = subprocess.run(["git", "-C", ROOT, "archive", rev], capture_output=True, check=True).stdout
-    subprocess.run(["tar", "-x", "-C", folder], input=archive, check=True)
-    return folder
 
 
 def user_folder(work: str, name: str) -> str:
