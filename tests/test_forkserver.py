@@ -55,3 +55,37 @@ def test_a_job_names_the_users_folder_only_when_it_builds_something_of_the_users
     assert SEED_CASES.spec("/u")["user_dir"] is None
     assert USERLIB.spec("/u")["user_dir"] == "/u"
     assert callgrind.Job((("steps:mlp", "plain"),), role="count-step").spec("/u")["user_dir"] == "/u"
+
+
+@pytest.mark.slow
+def test_a_server_killed_while_its_child_counts_is_started_again_and_the_run_ends(tmp_path):
+    """The server killed (SIGKILL, as the OOM killer does) once its child is forked: the child
+    still holds the server's pipes, so reading its end must not wait on them; it is counted
+    again, and the run ends with the counts (before, it hung in the death's stderr read)."""
+    import shutil
+    import signal
+    import subprocess
+    import time
+
+    shutil.copy(os.path.join(ROOT, "benchmarks", "userlib", "units.py"), tmp_path / "units.py")
+    env = dict(os.environ, OVERRIDES_COUNTS_CACHE="off")
+    process = subprocess.Popen([sys.executable, os.path.join(ROOT, "bench.py"), "--instructions", "--cases",
+                                "Tensor", "units:pair", "--seeds", "1"], cwd=tmp_path, env=env, text=True,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    said = []
+    for line in process.stderr:  # handed off by the progress line, not by a sleep
+        said.append(line)
+        if "imports done" in line:
+            break
+    killed = None
+    deadline = time.monotonic() + 60
+    while killed is None and time.monotonic() < deadline:  # the server: its session's oldest of the fork role
+        found = subprocess.run(["pgrep", "-o", "-s", str(process.pid), "-f", forkserver.ROLE], capture_output=True,
+                               text=True)
+        killed = int(found.stdout.split()[0]) if found.stdout.strip() else None
+    assert killed is not None, "".join(said)
+    os.kill(killed, signal.SIGKILL)
+    out, rest = process.communicate(timeout=600)
+    said += rest.splitlines(keepends=True)
+    assert process.returncode == 0, "".join(said)
+    assert "counting it again" in "".join(said) and "units:pair" in out

@@ -171,7 +171,7 @@ class _Tally:
 
     def imported(self, seconds: float) -> None:
         with self.lock:
-            self.servers_left -= 1
+            self.servers_left = max(0, self.servers_left - 1)  # a server started again after a death imports again
             self.imports.append(seconds)
 
     def counted(self, seconds: float) -> str:

@@ -204,7 +204,7 @@ class Server:
         self._write(FORK.decode() + json.dumps(job) + "\n")
         pid = self._read("ready", "building its cases")["ready"]
         alive = lambda: _alive(pid)  # noqa: E731
-        valgrind.switch_on(control, self.process, pid, self.who, self.launch.out_dir, alive)
+        valgrind.switch_on(control, self.process, pid, self.who, self.launch.out_dir, alive, self._died)
         self._write("go\n")
         order = self._read("dumps", "counting")["dumps"]
         loaded = self._read("loaded", "listing what it loaded")["loaded"]

@@ -208,13 +208,16 @@ def _vgdb_prefix(out_dir: str) -> str:
 
 
 def switch_on(control: str, process: subprocess.Popen, pid: int, who: str, out_dir: str,
-              alive: Callable[[], bool] | None = None) -> None:
+              alive: Callable[[], bool] | None = None, ended: Callable[[str], None] | None = None) -> None:
     """callgrind_control switches the worker `pid`'s instrumentation on (`process`: the server
     it was forked from, `alive`: whether the worker itself still lives); it waits for an answer
     that a worker killed meanwhile never gives, so the worker is watched while it runs. Where it
     could not find the worker, the worker is given DYING_S to show it died (a death: retried by
-    the caller), and a living one is asked again, up to CONTROL_ATTEMPTS times."""
+    the caller), and a living one is asked again, up to CONTROL_ATTEMPTS times. `ended(doing)`
+    raises how the server ended (default `died`; a fork server's own, which kills what it forked
+    first: a child still holding the server's pipes would keep `died`'s read waiting)."""
     alive = alive or (lambda: True)
+    ended = ended or (lambda doing: died(process, who, doing))
     for attempt in range(CONTROL_ATTEMPTS):
         done = _control(control, process, pid, out_dir, alive)
         switched = done.returncode == 0 and not _control_errors(done)
@@ -226,7 +229,7 @@ def switch_on(control: str, process: subprocess.Popen, pid: int, who: str, out_d
             while process.poll() is None and alive() and time.monotonic() < deadline:
                 time.sleep(0.05)
         if process.poll() is not None:
-            died(process, who, "its instrumentation was being switched on")
+            ended("its instrumentation was being switched on")
         if not alive():
             raise CountingDied(f"the counting process for {who} died while its instrumentation was being "
                                "switched on")
