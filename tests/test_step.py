@@ -112,6 +112,31 @@ def many(plain=False):
         opt.step()
 
     return step
+
+
+# Every other build of by_build's subclass spins this long a call: what one build reads of its
+# step is not what the next reads, as where a build's tensors lie moves a real step's cost.
+BUILD_SPIN_NS = 100_000
+_builds = [0]
+
+
+class ByBuild(torch.Tensor):
+    spin_ns = 0
+
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        end = time.perf_counter_ns() + cls.spin_ns
+        while time.perf_counter_ns() < end:
+            pass
+        return super().__torch_function__(func, types, args, kwargs or {})
+
+
+def by_build(plain=False):
+    """a step whose subclass spins BUILD_SPIN_NS a call in every other build, none in the rest"""
+    if not plain:
+        _builds[0] += 1
+        ByBuild.spin_ns = BUILD_SPIN_NS * (_builds[0] % 2)
+    return _step(ByBuild, plain)
 ''')
 
 
@@ -140,6 +165,45 @@ def test_a_spinning_subclass_costs_its_calls_times_the_spin_and_an_a_a_costs_not
     assert 0.9 * expected <= timed.overhead_ns <= 1.5 * expected, (timed.overhead_ns, expected)
     assert abs(a_a.share) < 0.15, a_a.share
     assert abs(a_a.overhead_ns) < 0.1 * timed.overhead_ns
+
+
+def test_the_overhead_and_its_interval_come_from_fresh_builds_and_hold_what_differs_between_them(user_folder):
+    """One build's samples say nothing of the next build: the overhead is the median over fresh
+    builds and its interval reaches the cheap builds and the dear ones alike."""
+    from overrides.step.factory import build_steps
+    from overrides.step.hooks import capture_step
+    from overrides.step.timing import STRETCHES, time_steps
+
+    pair = build_steps("steptest:by_build")
+    calls = len([c for c in capture_step(pair.subclass, pair.user_dir).calls if not c.nested])
+    dear = calls * 100_000  # a dear build's overhead, at the least (BUILD_SPIN_NS a call)
+    timed = time_steps(pair, time_s=1.0)
+    assert timed.stretched and len(timed.stretch_overheads_ns) == STRETCHES
+    cheap_builds = [o for o in timed.stretch_overheads_ns if o < dear / 2]
+    assert len(cheap_builds) == STRETCHES // 2, (timed.stretch_overheads_ns, dear)  # in turn, cheap and dear
+    low, high = timed.overhead_ci_ns
+    assert low < dear / 2 < 0.9 * dear <= high, (low, high, dear)
+    from overrides.step.output import step_table
+
+    assert "the median of 10 builds'" in "\n".join(step_table(timed))
+
+
+def test_a_comparison_reads_each_version_s_overhead_over_its_builds_as_step_does():
+    """--compare --step's per-version overhead and share: the median of its stretches' and their
+    interval (timing.StepTiming), as --step reads one step, not the pooled samples' narrow one."""
+    from overrides.clock import stats
+    from overrides.step.comparing import StepComparison
+
+    floor = tuple(1_000_000.0 + i for i in range(40))
+    overheads = tuple((100_000.0 + 10_000 * (i % 5), 200_000.0 - 5_000 * (i % 4)) for i in range(10))
+    compared = StepComparison("a:f", "b:f", None, (1, 1, 1), floor, floor, floor, (), 1, 1.0, (0.0,) * 10,
+                              stretch_overheads_ns=overheads)
+    timings = compared.timings
+    for timing, index in ((timings.base, 0), (timings.branch, 1)):
+        mine = [pair[index] for pair in overheads]
+        assert timing.overhead_ns == stats.median(mine)
+        assert timing.overhead_ci_ns == stats.median_ci(mine)
+        assert timing.share == stats.median(mine) / timing.plain_step_ns
 
 
 def test_the_op_table_finds_exactly_the_ops_the_step_calls(user_folder):

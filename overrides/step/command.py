@@ -106,6 +106,7 @@ def _estimate(pair, time_s: float, batches: int, threads: int) -> str:
     from overrides.clock.timer import clock_ns
     from overrides.step import drift
     from overrides.step.optable import DEFAULT_SEQUENCE_S
+    from overrides.step.timing import STRETCH_WARM_STEPS, STRETCHES
 
     import torch
 
@@ -120,10 +121,11 @@ def _estimate(pair, time_s: float, batches: int, threads: int) -> str:
     finally:
         torch.set_num_threads(previous)
     both_s = min(rounds)
-    total_s = (batches * (drift.PROBE_STEPS * both_s + 2 * time_s) + 2 * DEFAULT_SEQUENCE_S + 3 * both_s
+    rewarm_s = (STRETCHES - 1) * STRETCH_WARM_STEPS * both_s  # each stretch's fresh build warmed (not its build)
+    total_s = (batches * (drift.PROBE_STEPS * both_s + 2 * time_s + rewarm_s) + 2 * DEFAULT_SEQUENCE_S + 3 * both_s
                + ESTIMATE_FIXED_S)
     return (f"a step takes {both_s * 1e3:,.1f} ms plain and yours together: about {total_s:,.0f} s in all "
-            f"(its warm-up and drift probe, {2 * time_s:g} s of timing{f' at each of {batches} batches' if batches > 1 else ''}, "
+            f"(its warm-up and drift probe, {2 * time_s:g} s of timing on {STRETCHES} fresh builds{f' at each of {batches} batches' if batches > 1 else ''}, "
             "then op by op)")
 
 

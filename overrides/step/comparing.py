@@ -43,7 +43,7 @@ from overrides.clock import stats
 from overrides.clock.timer import clock_ns
 from overrides.errors import UsageError
 from overrides.step import drift
-from overrides.step.factory import StepPair, build_steps
+from overrides.step.factory import StepPair, rebuilt
 from overrides.step.optable import OpRow
 from overrides.step.timing import EAGER_LEAD, SAME_COUNT, StepTiming, alternate, step_label
 from overrides.figures import signed, whole
@@ -91,6 +91,9 @@ class StepComparison:
     # Why the stretches ended before the stop rule (a rebuild or a step that raised), in words;
     # the stretches finished are kept and judged. Empty: they ran to the rule.
     incomplete: str = ""
+    # Each stretch's overheads (the base's and the branch's figure less the plain twin's): each
+    # version's overhead and share, as `--step` reads them (timing.StepTiming, stretched).
+    stretch_overheads_ns: tuple[tuple[float, float], ...] = ()
 
     @property
     def base_step_ns(self) -> float:
@@ -138,14 +141,10 @@ class StepComparison:
     def timings(self) -> Sides[StepTiming]:
         """Base and branch each against the plain twin, as `--step` shows a step: its overhead and share."""
         return Sides.of([StepTiming(spec, self.batch, (self.steps_per_sample[0], count), self.plain_ns, samples,
-                                    self.drift, self.threads, self.wall_s)
-                         for samples, spec, count in ((self.base_ns, self.base, self.steps_per_sample[1]),
-                                                      (self.branch_ns, self.branch, self.steps_per_sample[2]))])
-
-
-def rebuilt(pair: StepPair) -> StepPair:
-    """The same step built afresh: its factory called again, with the same batch and device."""
-    return build_steps(pair.spec, pair.batch, pair.device)
+                                    self.drift, self.threads, self.wall_s,
+                                    stretch_overheads_ns=tuple(pair[side] for pair in self.stretch_overheads_ns))
+                         for side, (samples, spec, count) in enumerate(((self.base_ns, self.base, self.steps_per_sample[1]),
+                                                                        (self.branch_ns, self.branch, self.steps_per_sample[2])))])
 
 
 def compare_steps(base: StepPair, branch: StepPair, time_s: float = STRETCH_S, threads: int = 1,
@@ -166,7 +165,7 @@ def compare_steps(base: StepPair, branch: StepPair, time_s: float = STRETCH_S, t
         drifts = drift.check(("plain", base.plain), (BASE, base.subclass), (BRANCH, branch.subclass))
         for line in drifts:
             say(line)
-        counts, samples, changes, first = None, ((), (), ()), (), (base, branch)
+        counts, samples, changes, overheads, first = None, ((), (), ()), (), (), (base, branch)
         result: StepComparison | None = None  # each finished stretch's judgement, the last kept
         for stretch in range(MAX_STRETCHES):
             try:
@@ -193,8 +192,11 @@ def compare_steps(base: StepPair, branch: StepPair, time_s: float = STRETCH_S, t
                 break
             samples = tuple(old + new for old, new in zip(samples, more))
             changes += (stats.headline(more[2]) - stats.headline(more[1]),)
+            overheads += ((stats.headline(more[1]) - stats.headline(more[0]),
+                           stats.headline(more[2]) - stats.headline(more[0])),)
             result = StepComparison(base.spec, branch.spec, base.batch, counts, *samples, tuple(drifts), threads,
-                                    (clock_ns() - started) / 1e9, changes, threshold_ns, threshold_pct)
+                                    (clock_ns() - started) / 1e9, changes, threshold_ns, threshold_pct,
+                                    stretch_overheads_ns=overheads)
             if result.decided_early:
                 break
             if MIN_STRETCHES <= stretch + 1 < MAX_STRETCHES:

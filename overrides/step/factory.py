@@ -105,6 +105,12 @@ def build_steps(spec: str, batch: int | None = None, device: str | None = None) 
                     doc[0] if doc else "")
 
 
+def rebuilt(pair: StepPair) -> StepPair:
+    """The same step built afresh: its factory called again, with the same batch and device (a
+    stretch of --step or --compare --step timed on another build: step/timing.py says why)."""
+    return build_steps(pair.spec, pair.batch, pair.device)
+
+
 def _yours(exc: BaseException, user_dir: str) -> str | None:
     """`file.py:LINE (function)` of the innermost frame under `user_dir` that `exc` passed
     through, or None where it came from no file of yours."""

@@ -59,7 +59,19 @@ def step_table(timing: StepTiming) -> list[str]:
                   ["plain twin", whole(timing.plain_step_ns), "", "", "", "", f"{len(timing.plain_ns)}x{plain_steps}"],
                   ["yours", whole(timing.subclass_step_ns), signed(timing.overhead_ns),
                    _range(*timing.overhead_ci_ns), _pct(timing.share), _range(*timing.share_ci, percent=True),
-                   f"{len(timing.subclass_ns)}x{steps}"]])
+                   f"{len(timing.subclass_ns)}x{steps}"]]) + [interval_basis(timing)]
+
+
+def interval_basis(timing: StepTiming) -> str:
+    """Where the overhead and its interval come from, in words: a reviewer reads how sure it is."""
+    built = len(timing.stretch_overheads_ns)
+    if timing.stretched:
+        return (f"overhead: the median of {built} builds' (both steps built afresh), its 95% CI over them: "
+                "what differs between builds is inside it")
+    if built:
+        return (f"overhead: from the samples of {built} builds only (a later build could not run), its 95% CI "
+                "the samples': what differs between builds is not in it")
+    return "overhead: one build's samples, its 95% CI theirs"
 
 
 def op_table(rows: tuple[OpRow, ...], step_overhead_ns: float) -> list[str]:

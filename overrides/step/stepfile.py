@@ -43,6 +43,8 @@ class TimingFigures:
     drift: tuple[str, ...] = ()
     plain_samples_ns: tuple[float | None, ...] = ()
     subclass_samples_ns: tuple[float | None, ...] = ()
+    # each build's overhead (timing.StepTiming.stretch_overheads_ns): the overhead is their median
+    stretch_overheads_ns: tuple[float | None, ...] = ()
 
     @classmethod
     def of(cls, t: StepTiming) -> "TimingFigures":
@@ -50,7 +52,8 @@ class TimingFigures:
                    json_figure(t.plain_step_ns), json_figure(t.subclass_step_ns), json_figure(t.overhead_ns),
                    tuple(json_figure(v) for v in t.overhead_ci_ns), json_figure(t.share, 4),
                    tuple(json_figure(v, 4) for v in t.share_ci), tuple(t.drift),
-                   tuple(json_figure(v) for v in t.plain_ns), tuple(json_figure(v) for v in t.subclass_ns))
+                   tuple(json_figure(v) for v in t.plain_ns), tuple(json_figure(v) for v in t.subclass_ns),
+                   tuple(json_figure(v) for v in t.stretch_overheads_ns))
 
     def to_dict(self) -> dict:
         return fields_to_dict(self)

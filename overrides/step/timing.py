@@ -16,6 +16,13 @@ Why this way:
   steps' samples last alike and reach their floor alike. ~1 ms, as the Timer core's: with ~3 ms
   (the first version) a sample on a loaded 2-CPU machine was never undisturbed, and a known
   380-us wait a step read 1.10-1.19x; with 1 ms, 1.06-1.08x (benchmarks/step_validation.py).
+- In STRETCHES stretches, both steps built afresh for each (factory.rebuilt), the overhead the
+  median of the stretches' own and its interval the median's distribution-free one over them,
+  as `--compare --step` judges a change: what differs from one build of a step to the next
+  (where its tensors lie, the optimizer's state) and from one stretch of the machine's time to
+  another is in no one build's samples. One build (the first version) read a DTensor MLP's share
+  +16..+35% over five runs, each with a 95% interval of +-2-7 points that held none of the others
+  (benchmarks/README.md, "Real libraries, priced").
 - The Timer core's clock and its collector handling (clock.timer.clock_ns, paused_gc), its
   thread setting. A step is milliseconds, so the clock's own cost (tens of ns a read) is left in, not removed.
 """
@@ -31,7 +38,7 @@ import torch
 from overrides.clock import stats
 from overrides.clock.timer import clock_ns, paused_gc
 from overrides.step import drift
-from overrides.step.factory import StepPair
+from overrides.step.factory import StepPair, rebuilt
 
 SAMPLE_NS = 1_000_000  # a sample of ~1 ms, as the Timer core's: steps of 0.1-10 ms, a few a sample
 MAX_STEPS_PER_SAMPLE = 1_000
@@ -39,6 +46,15 @@ CALIBRATION_STEPS = 5  # the fastest of these (each step, after the probe's warm
 DEFAULT_TIME_S = 3.0  # of timing per step, both steps alternating: 6 s a batch size
 MIN_PAIRS = stats.MIN_TRUSTED_SAMPLES  # fewer and no interval means anything
 PROGRESS_EVERY_NS = 1_000_000_000
+# Builds a timing is split into, time_s shared among them: ten, the fewest whose median's 95%
+# interval leaves out the lowest and the highest stretch (stats.median_ci: the 2nd to the 9th), so
+# one disturbed stretch does not set an end. Fewer finished (a later build raised): from
+# MIN_STRETCHES_CI the median's interval still, below it the samples' (one build's), said so.
+STRETCHES = 10
+MIN_STRETCHES_CI = 6  # the fewest values stats.median_ci gives a 95% interval for
+# Steps each rebuilt step runs, untimed, before its stretch: its first steps build the optimizer's
+# state and the allocator's caches (the first build's warm-up is the drift probe's).
+STRETCH_WARM_STEPS = 10
 # Eager and compiled steps taking turns (--step --compiled): the first step after the other
 # kind ran is slower, and not alike on both sides: an A/A of the same plain step four ways read
 # its second copy 1-3% faster eager and 1-4% compiled, in every run, whatever the order; with one
@@ -77,6 +93,10 @@ class StepTiming:
     # Which quantile of the samples is each step's figure: the headline's (the undisturbed cost)
     # on a CPU; the median on a GPU's host, whose jitter is no one-sided disturbance (device.py).
     quantile: float = stats.HEADLINE_QUANTILE
+    # Each stretch's overhead (yours' figure less the plain twin's, ns a step), both steps built
+    # afresh for each: from MIN_STRETCHES_CI on, the overhead is their median and its interval
+    # the median's (the module docstring says why). Empty: one build (a GPU's timing).
+    stretch_overheads_ns: tuple[float, ...] = ()
 
     @property
     def plain_step_ns(self) -> float:
@@ -87,11 +107,20 @@ class StepTiming:
         return stats.quantile(self.subclass_ns, self.quantile)
 
     @property
+    def stretched(self) -> bool:
+        """Whether the overhead and its interval come from the stretches, not one build's samples."""
+        return len(self.stretch_overheads_ns) >= MIN_STRETCHES_CI
+
+    @property
     def overhead_ns(self) -> float:
+        if self.stretched:
+            return stats.median(self.stretch_overheads_ns)
         return self.subclass_step_ns - self.plain_step_ns
 
     @property
     def overhead_ci_ns(self) -> tuple[float, float]:
+        if self.stretched:
+            return stats.median_ci(self.stretch_overheads_ns)
         mine_low, mine_high = stats.quantile_ci95(self.subclass_ns, self.quantile)
         plain_low, plain_high = stats.quantile_ci95(self.plain_ns, self.quantile)
         return mine_low - plain_high, mine_high - plain_low
@@ -220,25 +249,50 @@ def alternate(steps: Sequence[Callable], time_s: float = DEFAULT_TIME_S, pairs: 
 
 
 def time_steps(pair: StepPair, time_s: float = DEFAULT_TIME_S, threads: int = 1,
-               pairs: int | None = None, progress: Callable[[str], None] | None = None) -> StepTiming:
+               pairs: int | None = None, progress: Callable[[str], None] | None = None,
+               stretches: int = STRETCHES, rebuild: Callable[[StepPair], StepPair] = rebuilt) -> StepTiming:
     """Time both steps of `pair` in alternation for `time_s` each (or `pairs` rounds), after
-    the drift probe; see the module docstring for the method."""
+    the drift probe, in `stretches` stretches that share that time, each after the first on both
+    steps built afresh by `rebuild`; see the module docstring for the method. A later build or
+    step that raises ends the stretches: those finished stand, and the progress says why."""
     say = progress or (lambda message: None)
     label = step_label(pair)
     previous_threads = torch.get_num_threads()
     torch.set_num_threads(threads)
     started = clock_ns()
+    if pairs is not None:  # `pairs` rounds in all (-m), as even among the stretches as they go
+        stretches = max(1, min(stretches, pairs))
+    counts, samples, overheads = None, ((), ()), ()
     try:
         say(f"{label}: warming up both steps and looking for drift ({drift.PROBE_STEPS} steps each)")
         drifts = check_drift(pair)
         for line in drifts:
             say(line)
-        steps, (plain, subclass) = alternate((pair.plain, pair.subclass), time_s, pairs, say, label,
-                                             lead=EAGER_LEAD, same_count=SAME_COUNT)
+        built = pair
+        for stretch in range(stretches):
+            try:
+                if stretch:
+                    built = None  # the last stretch's steps freed before the next are built
+                    built = rebuild(pair)
+                    for step in (built.plain, built.subclass):
+                        for _ in range(STRETCH_WARM_STEPS):
+                            step()
+                rounds = None if pairs is None else pairs // stretches + (stretch < pairs % stretches)
+                counts, more = alternate((built.plain, built.subclass), time_s / stretches, rounds, say,
+                                         f"{label}, stretch {stretch + 1} of {stretches}",
+                                         lead=EAGER_LEAD, same_count=SAME_COUNT, counts=counts)
+            except Exception as exc:
+                if not stretch:
+                    raise
+                say(f"{label}: stretch {stretch + 1} could not run ({type(exc).__name__}: {exc}); "
+                    f"keeping the {stretch} finished")
+                break
+            samples = tuple(old + new for old, new in zip(samples, more))
+            overheads += (stats.headline(more[1]) - stats.headline(more[0]),)
     finally:
         torch.set_num_threads(previous_threads)
-    return StepTiming(pair.spec, pair.batch, steps, plain, subclass, tuple(drifts), threads,
-                      (clock_ns() - started) / 1e9)
+    return StepTiming(pair.spec, pair.batch, counts, *samples, tuple(drifts), threads,
+                      (clock_ns() - started) / 1e9, stretch_overheads_ns=overheads)
 
 
 def step_label(pair: StepPair) -> str:
