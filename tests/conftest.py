@@ -174,8 +174,8 @@ def _shared_fixtures(item) -> set[str]:
             if defs and defs[-1].scope in ("session", "module") and name not in SHARED_BUT_CHEAP}
 
 
-# `make test-matrix` (scripts/matrix.sh) runs, on every other Python, the fast tests and those
-# marked `matrix`: one slow test or shared run of each part that meets the interpreter, where a
+# `make test-matrix` (scripts/matrix.sh) runs, on every other Python, those marked `matrix` (and
+# on the newest the fast tests too): one slow test or shared run of each part that meets the interpreter, where a
 # Python version has broken something before. The whole suite on three Pythons took 72 min in
 # CI; the rest of the slow tests read records these produce, alike on every version. Tests that
 # read one of these shared runs are marked here, as its cost is paid once for all of them.

@@ -63,6 +63,7 @@ def test_the_known_wait_reads_its_calls_times_the_wait_and_is_a_regression(user_
     assert result.timings.branch.overhead_ns > result.timings.base.overhead_ns > 0
 
 
+@pytest.mark.slow  # up to 24 stretches of three steps: ~60 s
 def test_an_a_a_of_two_builds_of_one_step_is_not_called_a_change(user_folder):
     from overrides.step.comparing import compare_steps
     from overrides.step.factory import build_steps

@@ -212,7 +212,8 @@ def test_a_step_raising_on_a_later_call_is_one_line_and_exit_2(tmp_path, factory
 
 @pytest.mark.parametrize("mode, said", [
     (["--step", "steps:mlp"], "timing the plain step and yours"),
-    (["--instructions", "--cases", "Tensor"], "counting"),
+    # valgrind importing torch first: ~60 s, a slow test's
+    pytest.param(["--instructions", "--cases", "Tensor"], "counting", marks=pytest.mark.slow),
 ])
 def test_sigterm_in_a_mode_that_keeps_nothing_is_one_line_and_143(user_folder, mode, said):
     """SIGTERM (a CI job's timeout) once the mode's work has begun, as its progress says: one
