@@ -323,7 +323,9 @@ def run_budget(args) -> int:
     path = args.write_budget or args.check_budget
     if args.step:  # a step's budget, a file of its own kind
         require_torch("--step with a budget")
-        return step_budget.run(args, stderr_progress(args.quiet))
+        request = step_budget.BudgetRequest(args.step, path, bool(args.write_budget), tuple(args.seeds or ()),
+                                            args.threads, args.format == "markdown", args.json)
+        return step_budget.run(request, stderr_progress(args.quiet))
     step_budget.refuse_as_op_budget(path)
     old = budget.load(path) if args.check_budget or os.path.exists(path) else None
     seeds = tuple(args.seeds or (old.seeds if old else budget.BUDGET_SEEDS))

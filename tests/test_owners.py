@@ -154,6 +154,45 @@ def test_the_parser_check_finds_a_second_parser_of_bench_flags(tmp_path):
     assert found == ["pkg.counts.also:2 (bench.py)", "pkg.counts.guess:3 (no prog)"]
 
 
+# Where the argparse namespace may be read: each command's parser module, each wing's command.py
+# (it turns the flags into a typed request: step/budget.BudgetRequest), and ab/config, whose
+# config_from_arguments makes the A/B's settings of the flags it declares. Below them, values.
+ARGS_READERS = frozenset(COMMAND_PARSERS.values()) | {"overrides.ab.config"}
+
+
+def args_read(source: str, name: str = "module") -> list[str]:
+    """`name:line` of every attribute read on a name `args` (the parsed flags) in `source`."""
+    return [f"{name}:{node.lineno}" for node in ast.walk(ast.parse(source))
+            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "args"]
+
+
+def args_read_below_commands(root: str = ROOT, package: str = PACKAGE) -> list[str]:
+    found = []
+    for name, path in sorted(package_modules(root, package).items()):
+        if name in ARGS_READERS or name.endswith(".command"):
+            continue
+        with open(path, encoding="utf-8") as src:
+            found += args_read(src.read(), name)
+    return found
+
+
+def test_the_flags_are_read_by_the_commands_alone():
+    found = args_read_below_commands()
+    assert not found, ("the parsed flags read below a command (make a typed request of them in the "
+                       "wing's command.py and pass that): " + ", ".join(found))
+
+
+def test_the_flags_check_finds_a_read_below_a_command(tmp_path):
+    package = tmp_path / "pkg"
+    (package / "step").mkdir(parents=True)
+    for init in (package / "__init__.py", package / "step" / "__init__.py"):
+        init.write_text("")
+    (package / "step" / "command.py").write_text("def run(args):\n    return args.step\n")
+    (package / "step" / "budget.py").write_text(
+        "def run(args, request):\n    seeds = request.seeds\n    return args.write_budget or seeds\n")
+    assert args_read_below_commands(str(tmp_path), "pkg") == ["pkg.step.budget:3"]
+
+
 def found_outside(check, owners, root: str = ROOT, package: str = PACKAGE) -> list[str]:
     """Every place `check(source, name)` finds in the package's modules other than `owners`."""
     found = []

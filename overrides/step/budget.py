@@ -268,7 +268,21 @@ def written(step_budget: StepBudget) -> str:
         f"({str(env.torch_git_hash)[:10]}), Python {env.python}, {env.machine}, {env.valgrind}"])
 
 
-def run(args, say) -> int:
+@dataclasses.dataclass(frozen=True)
+class BudgetRequest:
+    """What `--write-budget FILE --step SPEC` or `--check-budget FILE --step SPEC` asks, made from
+    the flags by the command (cli.run_budget): nothing below it reads the command line."""
+
+    spec: str
+    path: str
+    write: bool  # --write-budget; else --check-budget
+    seeds: tuple[int, ...] = ()  # --seeds; empty: the budget's own, or BUDGET_SEEDS for a new one
+    threads: int = 1
+    markdown: bool = False  # --format markdown
+    json_path: str | None = None  # --json
+
+
+def run(request: BudgetRequest, say) -> int:
     """The whole of `--write-budget FILE --step SPEC` / `--check-budget FILE --step SPEC`:
     exit 0 (written, or every row within), 1 (a row off), 2 (bad input, another environment,
     raised as UsageError), 3 where a seed's count died (nothing written or judged)."""
@@ -280,15 +294,15 @@ def run(args, say) -> int:
     from overrides.step.counting import count_step
     from overrides.step.factory import find_factory
 
-    path = args.write_budget or args.check_budget
-    find_factory(args.step)  # refused before valgrind starts
-    old = load(path, args.step) if args.check_budget or os.path.exists(path) else None
-    seeds = tuple(args.seeds or (old.seeds if old else budget.BUDGET_SEEDS))
-    if args.write_budget and len(seeds) < 2:
+    path, spec = request.path, request.spec
+    find_factory(spec)  # refused before valgrind starts
+    old = load(path, spec) if not request.write or os.path.exists(path) else None
+    seeds = tuple(request.seeds or (old.seeds if old else budget.BUDGET_SEEDS))
+    if request.write and len(seeds) < 2:
         raise UsageError("a budget's margins come from its spread over seeds: give --seeds two or more")
     valgrind, _ = callgrind.find_valgrind()
-    environment = env_mod.collect(args.threads).fingerprint(callgrind.valgrind_version(valgrind))
-    if args.check_budget:
+    environment = env_mod.collect(request.threads).fingerprint(callgrind.valgrind_version(valgrind))
+    if not request.write:
         why = budget.refusal(old, environment)
         if why:
             raise UsageError(f"{path}: {why}")
@@ -296,15 +310,15 @@ def run(args, say) -> int:
             raise UsageError(f"{path} was written under seeds {', '.join(map(str, old.seeds))}: a check counts "
                              "under the budget's own seeds; drop --seeds")
     variants = [budget.LAYOUT_VARIANTS[i % len(budget.LAYOUT_VARIANTS)] for i in range(len(seeds))] \
-        if args.write_budget else []
-    say and say(f"{args.step}: counting both steps under Callgrind, seeds {', '.join(map(str, seeds))}"
+        if request.write else []
+    say and say(f"{spec}: counting both steps under Callgrind, seeds {', '.join(map(str, seeds))}"
                 + (f", and again under layout variants {variants} (unused functions on your sources)" if variants else ""))
-    counts = count_step(args.step, seeds, say, variants)
+    counts = count_step(spec, seeds, say, variants)
     if counts.died:
         print(f"bench.py: incomplete: {'; '.join(counts.died)}; "
-              + (f"{path} was not written" if args.write_budget else "nothing was checked"), file=sys.stderr)
+              + (f"{path} was not written" if request.write else "nothing was checked"), file=sys.stderr)
         return errors.INCOMPLETE_EXIT_STATUS
-    if args.write_budget:
+    if request.write:
         final, changed = rewritten(old, made(counts, seeds, environment,
                                              [r for r in counts.variant_runs if not r.died]))
         write_text_atomic(path, dumps(final))
@@ -314,12 +328,12 @@ def run(args, say) -> int:
         return 0
     checked, changes = check(old, counts)
     shown = markdown(checked, changes, path, old)
-    print(shown if args.format == "markdown" else text(checked, changes, path, old))
+    print(shown if request.markdown else text(checked, changes, path, old))
     summary = budget.github_summary_path()
     if summary:
         with open(summary, "a", encoding="utf-8") as out:
             out.write(shown)
-    if args.json:
-        write_json_atomic(args.json, payload(checked, changes, path, old), what="--json")
+    if request.json_path:
+        write_json_atomic(request.json_path, payload(checked, changes, path, old), what="--json")
     return 1 if budget.failed(checked) else 0
 

@@ -133,7 +133,7 @@ def _run_counts(args, say) -> int:
     """`--step --instructions`: instructions and your functions a step (count_report.py)."""
     from overrides.step.count_report import run_counts
 
-    return run_counts(args, say)
+    return run_counts(args.step, args.seeds, args.json, say)
 
 
 def _device(args) -> str | None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import sys
+from typing import Sequence
 
 from overrides.files import write_json_atomic
 from overrides.step.counting import StepCounts, count_step
@@ -64,16 +65,17 @@ def payload(counts: StepCounts) -> dict:
             "instructions": to_dict(counts.runs)}
 
 
-def run_counts(args, say) -> int:
-    """The whole of `--step SPEC --instructions`: exit 0, or 1 where a seed's process died."""
+def run_counts(spec: str, seeds: Sequence[int] | None, json_path: str | None, say) -> int:
+    """The whole of `--step SPEC --instructions` (`seeds`: --seeds, None for DEFAULT_SEEDS;
+    `json_path`: --json): exit 0, or 1 where a seed's process died."""
     from overrides.step.factory import find_factory
 
-    find_factory(args.step)  # refused before valgrind starts
-    seeds = tuple(dict.fromkeys(args.seeds or DEFAULT_SEEDS))
-    say and say(f"{args.step}: counting both steps under Callgrind, seeds {', '.join(map(str, seeds))}")
-    counts = count_step(args.step, seeds, say)
+    find_factory(spec)  # refused before valgrind starts
+    seeds = tuple(dict.fromkeys(seeds or DEFAULT_SEEDS))
+    say and say(f"{spec}: counting both steps under Callgrind, seeds {', '.join(map(str, seeds))}")
+    counts = count_step(spec, seeds, say)
     print(render(counts), flush=True)
-    if args.json:
-        write_json_atomic(args.json, payload(counts), what="--json")
-        print(f"results written to {args.json}", file=sys.stderr)
+    if json_path:
+        write_json_atomic(json_path, payload(counts), what="--json")
+        print(f"results written to {json_path}", file=sys.stderr)
     return 1 if counts.died else 0
