@@ -94,6 +94,21 @@ def tiny_steps(classes: dict[str, str], factories: dict[str, tuple], prelude: st
     return text + rest
 
 
+def made_package(root, files: dict[str, str], name: str = "pkg"):
+    """A package `name` under `root` for the structure checks to read: each of `files` (a path
+    below the package -> its text), with an `__init__.py` in every folder; the package's path."""
+    package = root / name
+    for relative, text in files.items():
+        path = package / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    for folder in {package, *((package / r).parent for r in files)}:
+        init = folder / "__init__.py"
+        if not init.exists():
+            init.write_text("")
+    return package
+
+
 def as_users_folder(monkeypatch, folder) -> None:
     """This test runs from `folder` as a user does from theirs: its working folder, and none of
     its modules already imported from an earlier test's folder (`steps` would import `units`

@@ -16,7 +16,7 @@ import ast
 import os
 import re
 
-from conftest import ROOT
+from conftest import ROOT, made_package
 from test_imports import PACKAGE, package_modules
 
 VERDICT_OWNER = "overrides.verdicts"
@@ -154,6 +154,16 @@ def test_the_parser_check_finds_a_second_parser_of_bench_flags(tmp_path):
     assert found == ["pkg.counts.also:2 (bench.py)", "pkg.counts.guess:3 (no prog)"]
 
 
+def found_outside(check, owners, root: str = ROOT, package: str = PACKAGE) -> list[str]:
+    """Every place `check(source, name)` finds in the package's modules other than `owners`."""
+    found = []
+    for name, path in sorted(package_modules(root, package).items()):
+        if name not in owners:
+            with open(path, encoding="utf-8") as src:
+                found += check(src.read(), name)
+    return found
+
+
 # Where the argparse namespace may be read: each command's parser module, each wing's command.py
 # (it turns the flags into a typed request: step/budget.BudgetRequest), and ab/config, whose
 # config_from_arguments makes the A/B's settings of the flags it declares. Below them, values.
@@ -167,13 +177,8 @@ def args_read(source: str, name: str = "module") -> list[str]:
 
 
 def args_read_below_commands(root: str = ROOT, package: str = PACKAGE) -> list[str]:
-    found = []
-    for name, path in sorted(package_modules(root, package).items()):
-        if name in ARGS_READERS or name.endswith(".command"):
-            continue
-        with open(path, encoding="utf-8") as src:
-            found += args_read(src.read(), name)
-    return found
+    commands = {name for name in package_modules(root, package) if name.endswith(".command")}
+    return found_outside(args_read, ARGS_READERS | commands, root, package)
 
 
 def test_the_flags_are_read_by_the_commands_alone():
@@ -183,24 +188,10 @@ def test_the_flags_are_read_by_the_commands_alone():
 
 
 def test_the_flags_check_finds_a_read_below_a_command(tmp_path):
-    package = tmp_path / "pkg"
-    (package / "step").mkdir(parents=True)
-    for init in (package / "__init__.py", package / "step" / "__init__.py"):
-        init.write_text("")
-    (package / "step" / "command.py").write_text("def run(args):\n    return args.step\n")
-    (package / "step" / "budget.py").write_text(
-        "def run(args, request):\n    seeds = request.seeds\n    return args.write_budget or seeds\n")
+    made_package(tmp_path, {"step/command.py": "def run(args):\n    return args.step\n",
+                            "step/budget.py": "def run(args, request):\n    seeds = request.seeds\n"
+                                              "    return args.write_budget or seeds\n"})
     assert args_read_below_commands(str(tmp_path), "pkg") == ["pkg.step.budget:3"]
-
-
-def found_outside(check, owners, root: str = ROOT, package: str = PACKAGE) -> list[str]:
-    """Every place `check(source, name)` finds in the package's modules other than `owners`."""
-    found = []
-    for name, path in sorted(package_modules(root, package).items()):
-        if name not in owners:
-            with open(path, encoding="utf-8") as src:
-                found += check(src.read(), name)
-    return found
 
 
 def keyed_reads(source: str):
