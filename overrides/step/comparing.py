@@ -62,7 +62,12 @@ from overrides.verdicts import (DECIDED, DEFAULT_THRESHOLD_NS, DEFAULT_THRESHOLD
 # of your step").
 MIN_STRETCHES = 8
 MAX_STRETCHES = 24
-STRETCH_S = 1.0
+# 3 s a step: a library's step of 1-3 ms gets ~1,000 samples a stretch, and the headline of each
+# stretch steadies. With 1 s, A/As of a DTensor and a torchao MLP step (1.4-1.6 ms) read "no
+# change" 1 in 8 at load ~1, the stretches' changes spread (IQR) 1.0% and 2.35% of the step and
+# the 99% interval reached past the 0.75% threshold; with 3 s, "no change" 10 in 10 (5 each), IQR
+# 0.45-1.05%, in 77-225 s a run against ~100 (benchmarks/README.md, "Real libraries, priced").
+STRETCH_S = 3.0
 # Steps each freshly built step runs, untimed, before its stretch: its first steps build the
 # optimizer's state and the allocator's caches (the first build's warm-up is the drift probe's).
 WARM_STEPS = 10
