@@ -68,7 +68,7 @@ def change_line(c: StepComparison) -> str:
 def stretches_line(c: StepComparison) -> str:
     stretches = len(c.stretch_changes_ns)
     return (f"(the median of {stretches} stretch{'es' if stretches != 1 else ''}, each of the three steps built afresh; "
-            f"the interval from their spread, so a build's luck is inside it)")
+            f"the interval from their spread, so a build's luck is inside it; each version's overhead and share likewise)")
 
 
 def _calls(change: OpChange) -> str:
