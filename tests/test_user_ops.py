@@ -114,11 +114,15 @@ def test_a_device_this_machine_cannot_time_on_is_one_line_and_exit_2(args, said)
 def test_meta_tensors_time_dispatch_without_a_kernel_against_plain_meta_tensors(tmp_path):
     out = tmp_path / "run.json"
     done = run_tool("bench.py", "--device", "meta", "--cases", "Tensor", "SubTensor", "--op", "torch.add",
-                    "x.item()", "-n", "20", "-m", "10", "-q", "--json", str(out), timeout=300)
+                    "x.view(-1)", "x.item()", "-n", "20", "-m", "10", "-q", "--json", str(out), timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     rows = {(r["case"], r["op"]): r for r in json.loads(out.read_text())["results"]}
-    sub = rows[("SubTensor@1/meta", "torch.add")]
-    assert sub["baseline"] == "Tensor@1/meta" and sub["per_call_ns"] > rows[("Tensor@1/meta", "torch.add")]["per_call_ns"]
+    assert rows[("SubTensor@1/meta", "torch.add")]["baseline"] == "Tensor@1/meta"
+    # the subclass costs more on an op whose meta kernel is C++ (x.view: ~1 us plain, several more
+    # through the subclass); torch.add's, Python (~100 us on torch 2.14), hides it in 10 samples
+    # on a loaded machine (3.13 in CI: 160,660 ns plain against 108,002 through the subclass)
+    sub = rows[("SubTensor@1/meta", "x.view(-1)")]
+    assert sub["per_call_ns"] > rows[("Tensor@1/meta", "x.view(-1)")]["per_call_ns"], sub
     assert "cannot run on meta tensors" in rows[("Tensor@1/meta", "x.item()")]["not_applicable"]
     # torch.add's meta function is Python in this torch (torch._refs): said, with what to time instead
     assert "Tensor@1/meta [torch.add] takes" in done.stdout and "x.view(-1)" in done.stdout
