@@ -45,7 +45,7 @@ from overrides.errors import UsageError
 from overrides.step import drift
 from overrides.step.factory import StepPair, rebuilt
 from overrides.step.optable import OpRow
-from overrides.step.timing import EAGER_LEAD, SAME_COUNT, StepTiming, alternate, step_label
+from overrides.step.timing import EAGER_LEAD, SAME_COUNT, StepTiming, alternate, step_label, warm
 from overrides.figures import signed, whole
 from overrides.sides import BASE, BRANCH, Sides
 from overrides.verdicts import (DECIDED, DEFAULT_THRESHOLD_NS, DEFAULT_THRESHOLD_PCT, NO_CHANGE_CONFIDENCE, judge,
@@ -68,9 +68,6 @@ MAX_STRETCHES = 24
 # the 99% interval reached past the 0.75% threshold; with 3 s, "no change" 10 in 10 (5 each), IQR
 # 0.45-1.05%, in 77-225 s a run against ~100 (benchmarks/README.md, "Real libraries, priced").
 STRETCH_S = 3.0
-# Steps each freshly built step runs, untimed, before its stretch: its first steps build the
-# optimizer's state and the allocator's caches (the first build's warm-up is the drift probe's).
-WARM_STEPS = 10
 
 
 @dataclasses.dataclass(frozen=True)
@@ -181,9 +178,7 @@ def compare_steps(base: StepPair, branch: StepPair, time_s: float = STRETCH_S, t
                         base = rebuild(first[0])
                     else:
                         base, branch = rebuild(first[0]), rebuild(first[1])
-                    for step in (base.plain, base.subclass, branch.subclass):
-                        for _ in range(WARM_STEPS):
-                            step()
+                    warm((base.plain, base.subclass, branch.subclass))
                 counts, more = alternate((base.plain, base.subclass, branch.subclass), time_s, pairs, say,
                                          f"{label}, stretch {stretch + 1}",
                                          what="the plain twin, the base and the branch",
@@ -196,9 +191,9 @@ def compare_steps(base: StepPair, branch: StepPair, time_s: float = STRETCH_S, t
                 say(f"{label}: {result.incomplete}; keeping the {stretch} stretches finished")
                 break
             samples = tuple(old + new for old, new in zip(samples, more))
-            changes += (stats.headline(more[2]) - stats.headline(more[1]),)
-            overheads += ((stats.headline(more[1]) - stats.headline(more[0]),
-                           stats.headline(more[2]) - stats.headline(more[0])),)
+            plain, mine, theirs = (stats.headline(m) for m in more)
+            changes += (theirs - mine,)
+            overheads += ((mine - plain, theirs - plain),)
             result = StepComparison(base.spec, branch.spec, base.batch, counts, *samples, tuple(drifts), threads,
                                     (clock_ns() - started) / 1e9, changes, threshold_ns, threshold_pct,
                                     stretch_overheads_ns=overheads)

@@ -248,6 +248,13 @@ def alternate(steps: Sequence[Callable], time_s: float = DEFAULT_TIME_S, pairs: 
                 return counts, tuple(tuple(s) for s in samples)
 
 
+def warm(steps: Sequence[Callable]) -> None:
+    """Each of a stretch's freshly built `steps` run STRETCH_WARM_STEPS times, untimed."""
+    for step in steps:
+        for _ in range(STRETCH_WARM_STEPS):
+            step()
+
+
 def time_steps(pair: StepPair, time_s: float = DEFAULT_TIME_S, threads: int = 1,
                pairs: int | None = None, progress: Callable[[str], None] | None = None,
                stretches: int = STRETCHES, rebuild: Callable[[StepPair], StepPair] = rebuilt) -> StepTiming:
@@ -274,9 +281,7 @@ def time_steps(pair: StepPair, time_s: float = DEFAULT_TIME_S, threads: int = 1,
                 if stretch:
                     built = None  # the last stretch's steps freed before the next are built
                     built = rebuild(pair)
-                    for step in (built.plain, built.subclass):
-                        for _ in range(STRETCH_WARM_STEPS):
-                            step()
+                    warm((built.plain, built.subclass))
                 rounds = None if pairs is None else pairs // stretches + (stretch < pairs % stretches)
                 counts, more = alternate((built.plain, built.subclass), time_s / stretches, rounds, say,
                                          f"{label}, stretch {stretch + 1} of {stretches}",
