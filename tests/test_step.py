@@ -188,6 +188,31 @@ def test_the_overhead_and_its_interval_come_from_fresh_builds_and_hold_what_diff
     assert "the median of 10 builds'" in "\n".join(step_table(timed))
 
 
+def test_a_later_build_that_raises_keeps_the_builds_finished_and_the_table_says_why(user_folder):
+    """Build 8 raising (a dataset that moved): the 7 finished stand, their median is the overhead,
+    and the line under the table says which build could not run and why, also where -q hides
+    the progress that said it."""
+    from overrides.step.factory import build_steps, rebuilt
+    from overrides.step.output import step_table
+    from overrides.step.stepfile import TimingFigures
+    from overrides.step.timing import time_steps
+
+    builds = [1]
+
+    def rebuild(pair):
+        builds[0] += 1
+        if builds[0] == 8:
+            raise RuntimeError("the dataset moved")
+        return rebuilt(pair)
+
+    timed = time_steps(build_steps("steptest:same"), time_s=0.5, rebuild=rebuild)
+    assert len(timed.stretch_overheads_ns) == 7 and timed.stretched
+    assert timed.incomplete == "build 8 of 10 could not run (RuntimeError: the dataset moved)"
+    assert "the median of 7 builds'" in step_table(timed)[-1]
+    assert step_table(timed)[-1].endswith("; build 8 of 10 could not run (RuntimeError: the dataset moved)")
+    assert TimingFigures.from_dict(TimingFigures.of(timed).to_dict()).incomplete == timed.incomplete
+
+
 def test_a_comparison_reads_each_version_s_overhead_over_its_builds_as_step_does():
     """--compare --step's per-version overhead and share: the median of its stretches' and their
     interval (timing.StepTiming), as --step reads one step, not the pooled samples' narrow one."""

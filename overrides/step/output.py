@@ -65,12 +65,13 @@ def step_table(timing: StepTiming) -> list[str]:
 def interval_basis(timing: StepTiming) -> str:
     """Where the overhead and its interval come from, in words: a reviewer reads how sure it is."""
     built = len(timing.stretch_overheads_ns)
+    why = f"; {timing.incomplete}" if timing.incomplete else ""
     if timing.stretched:
         return (f"overhead: the median of {built} builds' (both steps built afresh), its 95% CI over them: "
-                "what differs between builds is inside it")
+                f"what differs between builds is inside it{why}")
     if built:
-        return (f"overhead: from the samples of {built} builds only (a later build could not run), its 95% CI "
-                "the samples': what differs between builds is not in it")
+        return (f"overhead: from the samples of {built} builds only, its 95% CI the samples': what differs "
+                f"between builds is not in it{why or '; a later build could not run'}")
     return "overhead: one build's samples, its 95% CI theirs"
 
 

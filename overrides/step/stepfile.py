@@ -45,6 +45,7 @@ class TimingFigures:
     subclass_samples_ns: tuple[float | None, ...] = ()
     # each build's overhead (timing.StepTiming.stretch_overheads_ns): the overhead is their median
     stretch_overheads_ns: tuple[float | None, ...] = ()
+    incomplete: str = ""  # why fewer builds ran than planned (timing.StepTiming.incomplete); empty: all did
 
     @classmethod
     def of(cls, t: StepTiming) -> "TimingFigures":
@@ -53,7 +54,7 @@ class TimingFigures:
                    tuple(json_figure(v) for v in t.overhead_ci_ns), json_figure(t.share, 4),
                    tuple(json_figure(v, 4) for v in t.share_ci), tuple(t.drift),
                    tuple(json_figure(v) for v in t.plain_ns), tuple(json_figure(v) for v in t.subclass_ns),
-                   tuple(json_figure(v) for v in t.stretch_overheads_ns))
+                   tuple(json_figure(v) for v in t.stretch_overheads_ns), t.incomplete)
 
     def to_dict(self) -> dict:
         return fields_to_dict(self)

@@ -97,6 +97,9 @@ class StepTiming:
     # afresh for each: from MIN_STRETCHES_CI on, the overhead is their median and its interval
     # the median's (the module docstring says why). Empty: one build (a GPU's timing).
     stretch_overheads_ns: tuple[float, ...] = ()
+    # Why the builds ended before STRETCHES (a later build or step that raised), in words; the
+    # builds finished stand. Empty: all ran.
+    incomplete: str = ""
 
     @property
     def plain_step_ns(self) -> float:
@@ -269,7 +272,7 @@ def time_steps(pair: StepPair, time_s: float = DEFAULT_TIME_S, threads: int = 1,
     started = clock_ns()
     if pairs is not None:  # `pairs` rounds in all (-m), as even among the stretches as they go
         stretches = max(1, min(stretches, pairs))
-    counts, samples, overheads = None, ((), ()), ()
+    counts, samples, overheads, incomplete = None, ((), ()), (), ""
     try:
         say(f"{label}: warming up both steps and looking for drift ({drift.PROBE_STEPS} steps each)")
         drifts = check_drift(pair)
@@ -289,15 +292,15 @@ def time_steps(pair: StepPair, time_s: float = DEFAULT_TIME_S, threads: int = 1,
             except Exception as exc:
                 if not stretch:
                     raise
-                say(f"{label}: stretch {stretch + 1} could not run ({type(exc).__name__}: {exc}); "
-                    f"keeping the {stretch} finished")
+                incomplete = f"build {stretch + 1} of {stretches} could not run ({type(exc).__name__}: {exc})"
+                say(f"{label}: {incomplete}; keeping the {stretch} finished")
                 break
             samples = tuple(old + new for old, new in zip(samples, more))
             overheads += (stats.headline(more[1]) - stats.headline(more[0]),)
     finally:
         torch.set_num_threads(previous_threads)
     return StepTiming(pair.spec, pair.batch, counts, *samples, tuple(drifts), threads,
-                      (clock_ns() - started) / 1e9, stretch_overheads_ns=overheads)
+                      (clock_ns() - started) / 1e9, stretch_overheads_ns=overheads, incomplete=incomplete)
 
 
 def step_label(pair: StepPair) -> str:
