@@ -5,7 +5,7 @@ against the same base; and whether today's verdicts stay right.
 
 Kinds (each run in turn by both trees, the order alternating between rounds):
   budget:  `--write-budget` then `--check-budget` of units:pair and units_fast:pair on torch.add
-           and torch.mul, from a folder of their own; today's write counts into an empty cache
+           and x+y, from a folder of their own; today's write counts into an empty cache
            (`write`), its check after it reuses (`check`), and a check with no cache (`check-cold`)
   shim:    `--compare PY BARE` of the four seed cases, today's with no cache (nothing reused)
   repeat:  the same `--compare` again, today's reusing the counts the first one kept
@@ -42,7 +42,7 @@ CASES = ("Tensor", "SubTensor", "WithTorchFunction", "SubWithTorchFunction")
 SHIM = {"Tensor": "no change", "SubTensor": "regression", "WithTorchFunction": "no change",
         "SubWithTorchFunction": "regression"}
 BUDGET_CASES = ("units:pair", "units_fast:pair")
-BUDGET_OPS = ("torch.add", "torch.mul")
+BUDGET_OPS = ("torch.add", "x+y")
 USER_FILES = ("units.py", "units_fast.py", "units_slow.py")
 RUN_TIMEOUT_S = 3600
 OFF = "off"
