@@ -207,9 +207,9 @@ def test_a_later_build_that_raises_keeps_the_builds_finished_and_the_table_says_
 
     timed = time_steps(build_steps("steptest:same"), time_s=0.5, rebuild=rebuild)
     assert len(timed.stretch_overheads_ns) == 7 and timed.stretched
-    assert timed.incomplete == "build 8 of 10 could not run (RuntimeError: the dataset moved)"
+    assert timed.incomplete == "stretch 8 could not run: RuntimeError: the dataset moved"
     assert "the median of 7 builds'" in step_table(timed)[-1]
-    assert step_table(timed)[-1].endswith("; build 8 of 10 could not run (RuntimeError: the dataset moved)")
+    assert step_table(timed)[-1].endswith("; stretch 8 could not run: RuntimeError: the dataset moved")
     assert TimingFigures.from_dict(TimingFigures.of(timed).to_dict()).incomplete == timed.incomplete
 
 

@@ -41,11 +41,10 @@ import torch
 
 from overrides.clock import stats
 from overrides.clock.timer import clock_ns
-from overrides.errors import UsageError
 from overrides.step import drift
 from overrides.step.factory import StepPair, rebuilt
 from overrides.step.optable import OpRow
-from overrides.step.timing import EAGER_LEAD, SAME_COUNT, StepTiming, alternate, step_label, warm
+from overrides.step.timing import EAGER_LEAD, SAME_COUNT, StepTiming, alternate, in_stretches, step_label
 from overrides.figures import signed, whole
 from overrides.sides import BASE, BRANCH, Sides
 from overrides.verdicts import (DECIDED, DEFAULT_THRESHOLD_NS, DEFAULT_THRESHOLD_PCT, NO_CHANGE_CONFIDENCE, judge,
@@ -167,29 +166,17 @@ def compare_steps(base: StepPair, branch: StepPair, time_s: float = STRETCH_S, t
         drifts = drift.check(("plain", base.plain), (BASE, base.subclass), (BRANCH, branch.subclass))
         for line in drifts:
             say(line)
-        counts, samples, changes, overheads, first = None, ((), (), ()), (), (), (base, branch)
+        counts, samples, changes, overheads = None, ((), (), ()), (), ()
         result: StepComparison | None = None  # each finished stretch's judgement, the last kept
-        for stretch in range(MAX_STRETCHES):
-            try:
-                if stretch:
-                    base = branch = None  # the last stretch's steps freed before the next are built
-                    if stretch % 2:  # built in turns, as sampled in turns: neither always built second
-                        branch = rebuild(first[1])
-                        base = rebuild(first[0])
-                    else:
-                        base, branch = rebuild(first[0]), rebuild(first[1])
-                    warm((base.plain, base.subclass, branch.subclass))
-                counts, more = alternate((base.plain, base.subclass, branch.subclass), time_s, pairs, say,
-                                         f"{label}, stretch {stretch + 1}",
-                                         what="the plain twin, the base and the branch",
-                                         lead=EAGER_LEAD, same_count=SAME_COUNT, counts=counts)
-            except Exception as exc:  # a later stretch's build or step: the ones finished stand
-                if not stretch:
-                    raise
-                why = str(exc) if isinstance(exc, UsageError) else f"{type(exc).__name__}: {exc}"
-                result = dataclasses.replace(result, incomplete=f"stretch {stretch + 1} could not run: {why}")
-                say(f"{label}: {result.incomplete}; keeping the {stretch} stretches finished")
-                break
+
+        def time_one(index: int, steps: tuple):
+            return alternate(steps, time_s, pairs, say, f"{label}, stretch {index + 1}",
+                             what="the plain twin, the base and the branch",
+                             lead=EAGER_LEAD, same_count=SAME_COUNT, counts=counts)
+
+        def take(index: int, timed) -> bool:
+            nonlocal counts, samples, changes, overheads, result
+            counts, more = timed
             samples = tuple(old + new for old, new in zip(samples, more))
             plain, mine, theirs = (stats.headline(m) for m in more)
             changes += (theirs - mine,)
@@ -198,11 +185,18 @@ def compare_steps(base: StepPair, branch: StepPair, time_s: float = STRETCH_S, t
                                     (clock_ns() - started) / 1e9, changes, threshold_ns, threshold_pct,
                                     stretch_overheads_ns=overheads)
             if result.decided_early:
-                break
-            if MIN_STRETCHES <= stretch + 1 < MAX_STRETCHES:
+                return True
+            if MIN_STRETCHES <= index + 1 < MAX_STRETCHES:
                 low, high = result.change_ci_ns(NO_CHANGE_CONFIDENCE)
                 say(f"{label}: the change is not decided yet ({signed(result.change_ns)} ns a step, 99% CI "
                     f"{signed(low)}..{signed(high)}, threshold {whole(result.threshold)}): another stretch")
+            return False
+
+        incomplete = in_stretches((base, branch), MAX_STRETCHES, rebuild,
+                                  lambda built: (built[0].plain, built[0].subclass, built[1].subclass), time_one, take)
+        if incomplete:
+            result = dataclasses.replace(result, incomplete=incomplete)
+            say(f"{label}: {incomplete}; keeping the {len(changes)} stretches finished")
     finally:
         torch.set_num_threads(previous_threads)
     return result

@@ -31,12 +31,13 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Callable, Sequence
+from typing import Callable, Sequence, TypeVar
 
 import torch
 
 from overrides.clock import stats
 from overrides.clock.timer import clock_ns, paused_gc
+from overrides.errors import UsageError
 from overrides.step import drift
 from overrides.step.factory import StepPair, rebuilt
 
@@ -258,6 +259,41 @@ def warm(steps: Sequence[Callable]) -> None:
             step()
 
 
+Timed = TypeVar("Timed")
+
+
+def in_stretches(first: Sequence[StepPair], stretches: int, rebuild: Callable[[StepPair], StepPair],
+                 steps_of: Callable[[tuple[StepPair, ...]], tuple[Callable, ...]],
+                 time_one: Callable[[int, tuple[Callable, ...]], Timed],
+                 take: Callable[[int, Timed], bool]) -> str:
+    """The one loop of --step's and --compare --step's stretches: `time_one(index, steps)` times
+    the `steps_of` the `first` builds, then of each later stretch's, every pair built afresh by
+    `rebuild` (in turns, the order reversed every other stretch, as they are sampled: none always
+    built second) and warmed (`warm`); `take(index, timed)` keeps each stretch's figures and says
+    whether to stop. Returns '' once they ran, else why a later build or step could not run (the
+    stretches taken stand); the first stretch's failure is raised."""
+    for index in range(stretches):
+        try:
+            if index:
+                built: dict[int, StepPair] = {}
+                steps = None  # the last stretch's steps freed before the next are built
+                for place in (reversed(range(len(first))) if index % 2 else range(len(first))):
+                    built[place] = rebuild(first[place])
+                steps = steps_of(tuple(built[place] for place in range(len(first))))
+                warm(steps)
+            else:
+                steps = steps_of(tuple(first))
+            timed = time_one(index, steps)
+        except Exception as exc:
+            if not index:
+                raise
+            why = str(exc) if isinstance(exc, UsageError) else f"{type(exc).__name__}: {exc}"
+            return f"stretch {index + 1} could not run: {why}"
+        if take(index, timed):
+            return ""
+    return ""
+
+
 def time_steps(pair: StepPair, time_s: float = DEFAULT_TIME_S, threads: int = 1,
                pairs: int | None = None, progress: Callable[[str], None] | None = None,
                stretches: int = STRETCHES, rebuild: Callable[[StepPair], StepPair] = rebuilt) -> StepTiming:
@@ -272,31 +308,29 @@ def time_steps(pair: StepPair, time_s: float = DEFAULT_TIME_S, threads: int = 1,
     started = clock_ns()
     if pairs is not None:  # `pairs` rounds in all (-m), as even among the stretches as they go
         stretches = max(1, min(stretches, pairs))
-    counts, samples, overheads, incomplete = None, ((), ()), (), ""
+    counts, samples, overheads = None, ((), ()), ()
+
+    def time_one(index: int, steps: tuple[Callable, ...]):
+        rounds = None if pairs is None else pairs // stretches + (index < pairs % stretches)
+        return alternate(steps, time_s / stretches, rounds, say, f"{label}, stretch {index + 1} of {stretches}",
+                         lead=EAGER_LEAD, same_count=SAME_COUNT, counts=counts)
+
+    def take(index: int, timed) -> bool:
+        nonlocal counts, samples, overheads
+        counts, more = timed
+        samples = tuple(old + new for old, new in zip(samples, more))
+        overheads += (stats.headline(more[1]) - stats.headline(more[0]),)
+        return False
+
     try:
         say(f"{label}: warming up both steps and looking for drift ({drift.PROBE_STEPS} steps each)")
         drifts = check_drift(pair)
         for line in drifts:
             say(line)
-        built = pair
-        for stretch in range(stretches):
-            try:
-                if stretch:
-                    built = None  # the last stretch's steps freed before the next are built
-                    built = rebuild(pair)
-                    warm((built.plain, built.subclass))
-                rounds = None if pairs is None else pairs // stretches + (stretch < pairs % stretches)
-                counts, more = alternate((built.plain, built.subclass), time_s / stretches, rounds, say,
-                                         f"{label}, stretch {stretch + 1} of {stretches}",
-                                         lead=EAGER_LEAD, same_count=SAME_COUNT, counts=counts)
-            except Exception as exc:
-                if not stretch:
-                    raise
-                incomplete = f"build {stretch + 1} of {stretches} could not run ({type(exc).__name__}: {exc})"
-                say(f"{label}: {incomplete}; keeping the {stretch} finished")
-                break
-            samples = tuple(old + new for old, new in zip(samples, more))
-            overheads += (stats.headline(more[1]) - stats.headline(more[0]),)
+        incomplete = in_stretches((pair,), stretches, rebuild, lambda built: (built[0].plain, built[0].subclass),
+                                  time_one, take)
+        if incomplete:
+            say(f"{label}: {incomplete}; keeping the {len(overheads)} finished")
     finally:
         torch.set_num_threads(previous_threads)
     return StepTiming(pair.spec, pair.batch, counts, *samples, tuple(drifts), threads,
