@@ -5,7 +5,8 @@ never from above (docs/layout.md draws them; tests/test_imports.py checks the im
 tests/test_package_docs.py that this list names every layer and every module at the root):
 - basics, at the root: what every wing may use: `errors` (the one usage error), `files`
   (whole-or-nothing files), `progress`, `children` (child processes Ctrl-C stops), `entry` (the
-  one way a process of the tool's own starts, and its protocol), `argtypes`, `modes` (which
+  one way a process of the tool's own starts, and its protocol), `workers` (the parent's side of
+  that protocol: one client, and a process that said why told from one that died), `argtypes`, `modes` (which
   flags combine), `variables` (the tool's environment variables), `verdicts` (the one verdict
   rule), `tables` (every table's layout), `figures` (how a figure is written), `sides` (base and
   branch, paired);

@@ -13,6 +13,10 @@ and every one answers the same way:
   traceback to stderr and exits 1; the parent tells that (the user's to fix) from a death;
 - an interactive role reads its requests as JSON lines on stdin (`Channel.requests`).
 
+This file is the process's side. The parent's side, for every parent, is `overrides/workers.py`:
+one client for a live process, one reading of a finished one's answer, and the two exceptions
+(said why, died) every parent raises.
+
 This file runs as a script in any interpreter, with or without this checkout importable, so it
 imports nothing of the package at its top and nothing newer than Python 3.8 allows. Its own folder
 (which `python FILE` puts first on `sys.path`) is taken off the path before anything is imported:

@@ -22,7 +22,7 @@ PACKAGE = "overrides"
 # wings on lower rows: never from a higher row, nor from another wing on its own row.
 ROWS = (
     {"basics": ("overrides", "overrides.errors", "overrides.files", "overrides.progress",
-                "overrides.children", "overrides.entry", "overrides.argtypes", "overrides.modes", "overrides.variables", "overrides.verdicts", "overrides.tables",
+                "overrides.children", "overrides.entry", "overrides.workers", "overrides.argtypes", "overrides.modes", "overrides.variables", "overrides.verdicts", "overrides.tables",
                 "overrides.figures", "overrides.sides")},
     {"cases": ("overrides.cases",)},
     {"clock": ("overrides.clock",), "builds": ("overrides.builds",)},
