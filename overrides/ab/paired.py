@@ -69,7 +69,7 @@ from overrides.ab.countfirst import Counted, check_seconds, count_first
 from overrides.ab.named import with_names
 from overrides.ab.estimates import (PairEstimate, Pooled, compare_pooled, pair_estimates, waiting_for,
                                     why_stop)
-from overrides.ab.pairs import Pair, WorkerDied, WorkerError, pin, timing_cpu
+from overrides.ab.pairs import Pair, pin, timing_cpu
 from overrides.builds import placement, samepath
 from overrides.builds.interpreters import Build, Interpreter, probe_interpreter
 from overrides.cases.casenames import Case
@@ -80,10 +80,10 @@ from overrides.comparison_settings import (PAIRED, ComparisonSettings, CountSett
                                            StartupPaths)
 from overrides.run_settings import RunSettings
 from overrides.environment import Environment
-from overrides.errors import UsageError
 from overrides.results import CaseResult, RunResult
 from overrides.sides import BASE, BRANCH, ROLES, Sides
 from overrides.verdicts import NO_CHANGE_CONFIDENCE
+from overrides.workers import WorkerDied
 
 HASH_SEED_LIMIT = 2**32 - 1  # PYTHONHASHSEED's largest value
 # Workers that may die (killed, crashed) in one comparison before it ends with the pairs it
@@ -259,8 +259,6 @@ def run_ab(
                 raise
             interrupted = True
             say(f"interrupted after {loop.pairs_done} pairs; keeping what was measured")
-        except WorkerError as exc:  # a worker that said it cannot go on: the user's to fix
-            raise UsageError(str(exc)) from None
         finally:
             if loop.current is not None:
                 loop.current.close()
@@ -350,7 +348,7 @@ def _run_pairs(sides: _Sides, pooled: Pooled, config: ABConfig, settled: dict,
             live = _live_targets(loop.current, pooled)
             _sample_pair(loop.current, live, pooled, config, say, of)
             _collect(loop.current, pooled)  # the pair's samples count only once all are read
-        except WorkerDied as exc:
+        except WorkerDied as exc:  # one that said why (WorkerSaid) is a UsageError: not retried
             if loop.current is not None:
                 loop.current.close()
             loop.current = None

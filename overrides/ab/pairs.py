@@ -2,26 +2,25 @@
 `Pair` with matched layouts, and the CPU a pair samples on.
 
 The workers themselves are `overrides/ab/worker.py`, started as `overrides/entry.py`'s `time`
-role in each side's own interpreter; this module speaks their side of entry.py's protocol.
+role in each side's own interpreter; a `Worker` is `overrides/workers.py`'s client of them
+(how each is read, and how a death is told from a worker that said why).
 """
 
 from __future__ import annotations
 
-import json
 import os
 import platform
 import shutil
 import subprocess
 from typing import Sequence
 
-from overrides import ROOT, children, entry
+from overrides import ROOT, children, entry, workers
 from overrides.ab.config import ABConfig, side_env
 from overrides.builds import samepath
 from overrides.builds.interpreters import with_import_path
 from overrides.cases.casenames import USER_DIR_VARIABLE, env_bytes
 from overrides.clock.allocator import MALLOC_ENV
 from overrides.environment import Environment
-from overrides.errors import UsageError
 from overrides.sides import BASE, ROLES, Sides
 from overrides import variables
 
@@ -29,23 +28,18 @@ PAD_STEP = 1531  # bytes of environment padding added per pair: moves the initia
 PAD_VARIABLE = variables.LAYOUT_PAD
 
 
-class WorkerError(Exception):
-    """A worker died or said it cannot go on."""
+# How long a worker whose output ended may take to end itself before it is said to have stopped
+# answering: it is gone or going (a worker holds nothing to flush), so anything near this is a hang.
+END_WAIT_S = 10
 
 
-class WorkerDied(WorkerError):
-    """A worker ended with no answer (a signal, a crash, an exit): a fault of the machine or of
-    the code it ran, which a fresh pair may not meet again (overrides/ab/paired.py retries)."""
-
-
-class Worker:
+class Worker(workers.Client):
     """The parent's handle on one worker process. `shown`: the interpreter as the user named
     it, for messages (the process itself may run it at samepath's fixed path)."""
 
     def __init__(self, label: str, where: samepath.Placement, env: dict, config: ABConfig, shown: str = ""):
         self.label = label
         self.python = shown or where.python
-        self.doing = "starting"  # what it was last asked to do, for a message if it dies
         command = entry.command(where.python, "time", tool=where.tool)
         setarch = shutil.which("setarch")
         if config.fix_layout and setarch:
@@ -54,50 +48,10 @@ class Worker:
         # shadow the build); user cases are found through USER_DIR_VARIABLE (see worker_env).
         # Where `where` is fixed, the checkout is seen at samepath.FIXED_ROOT and the namespace
         # launcher changes into it.
-        self.process = subprocess.Popen(where.wrap(command), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                        stderr=subprocess.PIPE, text=True, bufsize=1, env=env,
-                                        cwd=ROOT)
+        process = subprocess.Popen(where.wrap(command), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                   stderr=subprocess.PIPE, text=True, bufsize=1, env=env, cwd=ROOT)
+        super().__init__(process, f"the {label} worker ({self.python})", wait_s=END_WAIT_S)
         self.environment: Environment | None = None  # once the worker has imported torch
-
-    def send(self, request: dict) -> None:
-        try:
-            self.process.stdin.write(json.dumps(request) + "\n")
-            self.process.stdin.flush()
-        except (BrokenPipeError, OSError):
-            self._died()
-
-    def read(self) -> dict:
-        line = self.process.stdout.readline()
-        if not line.endswith("\n"):  # nothing, or half a line: the process is gone
-            self._died()
-        reply = entry.message(line)
-        if not isinstance(reply, dict):
-            raise WorkerError(f"the {self.label} worker ({self.python}) said something unreadable "
-                              f"while {self.doing}: {line.strip()[:200]}")
-        if entry.fatal_of(reply):
-            raise WorkerError(f"{self.label} worker ({self.python}): {entry.fatal_of(reply)}")
-        return reply
-
-    def _died(self) -> None:
-        """Raise WorkerDied saying how the process ended and what it was doing; a worker that
-        exited with a message of its own (no torch, a bad case) says it, as a WorkerError."""
-        try:
-            code = self.process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            code = None
-        err = self.process.stderr.read().strip().splitlines() if code is not None else []
-        said = err[-1] if err else ""
-        if code is not None and code > 0 and said:
-            raise WorkerError(f"{self.label} worker ({self.python}) exited: {said}")
-        raise WorkerDied(f"the {self.label} worker ({self.python}) {children.ended(code)} while {self.doing}"
-                         + (f" ({said})" if said else ""))
-
-    def ask(self, request: dict) -> dict:
-        self.send(request)
-        return self.read()
-
-    def wait_ready(self) -> None:
-        self.environment = Environment.from_dict(self.read()["environment"])
 
     def close(self) -> None:
         # A worker holds nothing worth a graceful exit, and tearing down torch takes ~1 s that
@@ -178,19 +132,16 @@ class Pair:
 
     def wait_ready(self) -> None:
         """Both workers' environments once they have imported torch. One that exits with a
-        message (no torch, a broken build) is the user's to fix: a UsageError; one killed or
-        crashed is a WorkerDied, for the caller to retry."""
+        message (no torch, a broken build) is the user's to fix (WorkerSaid, a UsageError); one
+        killed or crashed is a WorkerDied, for the caller to retry."""
         try:
             for worker in self.in_order():
                 if not worker.environment:
-                    worker.doing = "importing torch"
-                    worker.environment = Environment.from_dict(worker.read()["environment"])
-        except WorkerDied:
+                    worker.environment = Environment.from_dict(worker.read("environment", "importing torch")
+                                                               ["environment"])
+        except (workers.WorkerSaid, workers.WorkerDied):
             self.close()
             raise
-        except WorkerError as exc:
-            self.close()
-            raise UsageError(f"a worker could not start: {exc}") from None
 
     def finish_prepare(self, labels: Sequence[str] = ROLES) -> None:
         self.wait_ready()
