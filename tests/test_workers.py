@@ -9,10 +9,12 @@ import os
 import subprocess
 import sys
 import textwrap
+import time
 
 import pytest
 
 from overrides import children, workers
+from overrides.counts import forkserver, valgrind
 from overrides.errors import UsageError
 
 WHO = "the test worker"
@@ -168,6 +170,40 @@ def test_what_a_subclass_does_before_waiting_comes_before_the_wait(start):
     with pytest.raises(workers.WorkerDied) as died:
         client.read(doing="timing")
     assert str(died.value) == f"{WHO} was killed by SIGKILL (out of memory?) while timing"
+
+
+def _open_files(pid: int) -> list[str]:
+    """The files a process holds open; none once it has exited (a zombie's, or gone)."""
+    try:
+        return os.listdir(f"/proc/{pid}/fd")
+    except (FileNotFoundError, ProcessLookupError):
+        return []
+
+
+def test_a_fork_server_killed_while_its_child_holds_its_pipes_is_a_death_not_a_hang(start, tmp_path):
+    """forkserver.Server reads by select and drains stderr: its forked child keeps both pipes
+    open after the server is killed, so neither reaches its end until the group is killed."""
+    process = start("""
+        import json, os, select, signal, sys
+        child = os.fork()
+        if child == 0:
+            select.select([], [], [])  # a forked child, holding stdout and stderr
+        print(json.dumps({"imported": child}), flush=True)
+        print("a warning of the server's own", file=sys.stderr, flush=True)
+        os.kill(os.getpid(), signal.SIGKILL)
+    """, launch=children.start)
+    launch = valgrind.Launch((), process, str(tmp_path / "out"), time.monotonic(), None)
+    server = forkserver.Server(launch, "seed 1 (python)")
+    try:
+        child = server.read("imported", "importing torch")["imported"]
+        with pytest.raises(workers.WorkerDied) as died:
+            server.read("ended")
+        # the child let go of the pipes (its stderr was read to its end): killed with the group
+        assert not _open_files(child), f"the forked child {child} still holds its files"
+    finally:
+        server.close()
+    assert str(died.value) == ("the counting process for seed 1 (python) was killed by SIGKILL (out of memory?) "
+                               "while importing torch (a warning of the server's own)")
 
 
 def test_a_finished_processs_answer_is_its_last_message_holding_a_key():

@@ -46,10 +46,11 @@ figures'):
 This module holds what is counted by which process: the builds (`Build`), the jobs (`Job`),
 the seeds, a server a build and seed, the retries of a child or server that died, the progress
 lines. The loops a child runs and how its profiles are read are `caseloops.py`; the server and
-its children `forkserver.py`; the process itself (its command line, environment, switching on,
-how it ended) `valgrind.py`. Beside them: `records.py` (the counts as records and their JSON),
-`dumps.py` (reading a dump), `judge.py` (verdicts on the deltas between builds) and `rounds.py`
-(which seeds, and counting in rounds until the counts decide).
+its children `forkserver.py`; the process itself (its command line, environment, switching on)
+`valgrind.py`; how any process of the tool's own ended, `overrides/workers.py`. Beside them:
+`records.py` (the counts as records and their JSON), `dumps.py` (reading a dump), `judge.py`
+(verdicts on the deltas between builds) and `rounds.py` (which seeds, and counting in rounds
+until the counts decide).
 """
 
 from __future__ import annotations
@@ -71,8 +72,9 @@ from overrides.clock.allocator import MALLOC_ENV
 from overrides.counts import forkserver, kept, records, valgrind
 from overrides.counts.caseloops import CALLS_PER_REPEAT, DEFAULT_REPEATS, WARMUP_CALLS, read_counts
 from overrides.counts.records import CaseCounts, CountRun
-from overrides.counts.valgrind import CountingDied, find_valgrind, valgrind_version
+from overrides.counts.valgrind import find_valgrind, valgrind_version
 from overrides.errors import UsageError
+from overrides.workers import WorkerDied
 
 # No torch at module level: bench.py imports this before torch to give valgrind a head start.
 
@@ -340,7 +342,7 @@ def _serve(build: Build, seed: int, jobs: Sequence[tuple[int, Job]], tree: bool,
                     keep(index, run, loaded)
                     out.append(run)
                     break
-                except CountingDied as exc:
+                except WorkerDied as exc:
                     if children.stopping():  # Ctrl-C or SIGTERM killed it: no fault to retry
                         raise KeyboardInterrupt from None
                     attempts += 1

@@ -32,8 +32,9 @@ How, and why each piece:
   server's `os.fork` behind it, so the same case lies elsewhere. What the counts of a layout
   are is unchanged in kind; a budget written by those versions is refused in one line
   (COUNTED_BY, in a budget's environment).
-- A child that dies (killed, crashed) is a CountingDied as a process's death was, counted again
-  in a new child of the same server; a server that dies is started again.
+- A child that dies (killed, crashed) is a WorkerDied as a process's death was, counted again
+  in a new child of the same server; a server that dies is started again. The parent's handle
+  on a server (`Server`) is `overrides/workers.py`'s client, reading as it must here.
 
 Parent and child speak entry.py's protocol on the server's stdin and stdout (the child inherits
 both): `fork` and the job, `ready`, `go`, `dumps`, `loaded` (what kept.py checks a kept count
@@ -48,15 +49,12 @@ import gc
 import json
 import os
 import select
-import subprocess
 import sys
 import threading
 import time
 
-from overrides import children, entry
+from overrides import children, entry, workers
 from overrides.counts import valgrind
-from overrides.counts.valgrind import CountingDied
-from overrides.errors import UsageError
 
 ROLE = "count-fork"
 # How counts are made, in a run's settings and a budget's environment (environment.Fingerprint):
@@ -67,6 +65,9 @@ FORK = b"fork\n"  # the line that forks a child, read whole by os.read: the serv
 SERVER_SPEC = "{}"  # what the server parses before torch, as a counting process parsed its spec
 POLL_S = 0.5  # how often a silent server is looked at: is it still there?
 STDERR_KEPT = 40  # last lines of a server's stderr kept, for what its death says
+# How long the thread draining a dead server's stderr gets to read its last lines once the group
+# is killed: the pipe's end is then at hand, so this only bounds a wait that should not happen.
+DRAIN_WAIT_S = 5
 
 
 # ---------------------------------------------------------------------------------------------
@@ -167,17 +168,18 @@ class Served:
     loaded: list[str]  # every file it loaded, as it saw them (loaded_files)
 
 
-class Server:
+class Server(workers.Client):
     """A server under valgrind for one build and hash seed; `run` counts one job in a child.
 
     Its stdout is read by select, never blocking past POLL_S: a child whose server died (killed)
     keeps the pipe open, so the server's end is watched, and then its whole process group (the
-    children it forked) killed. Its stderr is drained as it comes (a child's warnings, a print of
-    yours, over many children) and its last lines kept for what a death says."""
+    children it forked) killed before its end is waited for. Its stderr is drained as it comes (a
+    child's warnings, a print of yours, over many children) and its last lines kept for what a
+    death says. `who`: "seed 1 (/usr/bin/python3)"."""
 
     def __init__(self, launch: valgrind.Launch, who: str):
+        super().__init__(launch.process, f"the counting process for {who}")
         self.launch = launch
-        self.who = who
         self.imported_s: float | None = None
         self.served = 0
         self._buffer = b""
@@ -185,15 +187,11 @@ class Server:
         self._drain = threading.Thread(target=self._drain_stderr, daemon=True)
         self._drain.start()
 
-    @property
-    def process(self) -> subprocess.Popen:
-        return self.launch.process
-
     def wait_imported(self) -> float:
         """Block until torch is imported (and the throwaway turn done): the seconds it took."""
         if self.imported_s is None:
-            self._read("imported", "importing torch")
-            self._read("ended", "importing torch")
+            self.read("imported", "importing torch")
+            self.read("ended", "importing torch")
             self.imported_s = time.monotonic() - self.launch.started
         return self.imported_s
 
@@ -201,17 +199,16 @@ class Server:
         """Fork a child for `job`, switch it on when it is ready, and wait for its dumps."""
         self.wait_imported()
         started = time.monotonic()
-        self._write(FORK.decode() + json.dumps(job) + "\n")
-        pid = self._read("ready", "building its cases")["ready"]
-        alive = lambda: _alive(pid)  # noqa: E731
-        valgrind.switch_on(control, self.process, pid, self.who, self.launch.out_dir, alive, self._died)
-        self._write("go\n")
-        order = self._read("dumps", "counting")["dumps"]
-        loaded = self._read("loaded", "listing what it loaded")["loaded"]
-        code = self._read("ended", "leaving")["ended"]
+        self.write(FORK.decode() + json.dumps(job) + "\n", "being given a job")
+        pid = self.read("ready", "building its cases")["ready"]
+        valgrind.switch_on(control, self, pid, self.launch.out_dir, lambda: _alive(pid))
+        self.write("go\n", "being given a job")
+        order = self.read("dumps", "counting")["dumps"]
+        loaded = self.read("loaded", "listing what it loaded")["loaded"]
+        code = self.read("ended", "leaving")["ended"]
         self.served += 1
         if code != 0:
-            raise CountingDied(f"the counting process for {self.who} {children.ended(code)} after counting")
+            raise workers.WorkerDied(f"{self.who} {children.ended(code)} after counting")
         return Served(pid, order, valgrind.main_thread_dumps(self.launch.out_dir, pid), time.monotonic() - started,
                       loaded)
 
@@ -231,29 +228,6 @@ class Server:
             pass
         children.kill_group(self.process)  # and nothing it forked outlives it
         self.launch.close()
-
-    def _write(self, text: str) -> None:
-        try:
-            self.process.stdin.write(text)
-            self.process.stdin.flush()
-        except (BrokenPipeError, OSError):
-            self._died("being given a job")
-
-    def _read(self, key: str, doing: str) -> dict:
-        """The next message holding `key`; a child's end first is its death (CountingDied) or
-        what it said (UsageError); the server's end, how it ended (_died)."""
-        while True:
-            line = self._line()
-            if line is None:
-                self._died(doing)
-            said = entry.message(line)
-            if isinstance(said, dict) and key in said:
-                return said
-            if entry.fatal_of(said):
-                raise UsageError(f"the counting process for {self.who} ended early: {entry.fatal_of(said)}")
-            if isinstance(said, dict) and "ended" in said:
-                raise CountingDied(f"the counting process for {self.who} {children.ended(said['ended'])} "
-                                   f"while {doing}")
 
     def _line(self) -> str | None:
         """The next line the server or a child of it wrote; None once the server has ended."""
@@ -277,17 +251,14 @@ class Server:
         except (OSError, ValueError):
             pass
 
-    def _died(self, doing: str) -> None:
-        """Raise how the server ended, its group killed first: a UsageError where it said why
-        (a torch that does not import), else CountingDied."""
+    def _stop(self) -> None:
+        """Kill the server's group before its end is waited for: a child it forked would hold
+        its pipes open, and its stderr would never end."""
         children.kill_group(self.process)
-        code = self.process.wait()
-        self._drain.join(timeout=5)
-        said = next((line for line in reversed(self._said) if line.strip() and not line.startswith("==")), "")
-        if code > 0 and said:
-            raise UsageError(f"the counting process for {self.who} ended early: {said}")
-        raise CountingDied(f"the counting process for {self.who} {children.ended(code)} while {doing}"
-                           + (f" ({said})" if said else ""))
+
+    def _stderr_lines(self, code: int | None) -> list[str]:
+        self._drain.join(timeout=DRAIN_WAIT_S)
+        return list(self._said)
 
 
 def _alive(pid: int) -> bool:

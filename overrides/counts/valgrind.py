@@ -11,9 +11,9 @@ place (why each piece is there: callgrind.py's docstring):
   children that callgrind_control can find (TRACE_FORKS: forkserver.py's children);
 - the environment, the working folder and the padding, fixed so that two processes of the same
   seed make the same memory layout;
-- switching instrumentation on with `callgrind_control` once the worker says it is ready, and
-  telling a worker that died (`CountingDied`: counted again) from one that said why
-  (`UsageError`: a case that fails, a torch that does not import).
+- switching instrumentation on with `callgrind_control` once the worker says it is ready; a
+  worker that dies meanwhile is a `WorkerDied` (counted again), told from one that said why as
+  every parent tells it (`overrides/workers.py`).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ import tempfile
 import time
 from typing import Callable
 
-from overrides import ROOT, children, entry
+from overrides import ROOT, children, entry, workers
 from overrides.builds import samepath
 from overrides.clock.allocator import MALLOC_ENV
 from overrides.counts import statfinder
@@ -207,17 +207,16 @@ def _vgdb_prefix(out_dir: str) -> str:
     return f"--vgdb-prefix={os.path.join(out_dir, 'vgdb')}"
 
 
-def switch_on(control: str, process: subprocess.Popen, pid: int, who: str, out_dir: str,
-              alive: Callable[[], bool] | None = None, ended: Callable[[str], None] | None = None) -> None:
-    """callgrind_control switches the worker `pid`'s instrumentation on (`process`: the server
-    it was forked from, `alive`: whether the worker itself still lives); it waits for an answer
-    that a worker killed meanwhile never gives, so the worker is watched while it runs. Where it
-    could not find the worker, the worker is given DYING_S to show it died (a death: retried by
-    the caller), and a living one is asked again, up to CONTROL_ATTEMPTS times. `ended(doing)`
-    raises how the server ended (default `died`; a fork server's own, which kills what it forked
-    first: a child still holding the server's pipes would keep `died`'s read waiting)."""
+def switch_on(control: str, server: workers.Client, pid: int, out_dir: str,
+              alive: Callable[[], bool] | None = None) -> None:
+    """callgrind_control switches the worker `pid`'s instrumentation on (`server`: the client of
+    the process it was forked from, `alive`: whether the worker itself still lives); it waits
+    for an answer that a worker killed meanwhile never gives, so the worker is watched while it
+    runs. Where it could not find the worker, the worker is given DYING_S to show it died (a
+    WorkerDied: retried by the caller), and a living one is asked again, up to CONTROL_ATTEMPTS
+    times. A server that ended meanwhile says how (`server.died`)."""
     alive = alive or (lambda: True)
-    ended = ended or (lambda doing: died(process, who, doing))
+    process = server.process
     for attempt in range(CONTROL_ATTEMPTS):
         done = _control(control, process, pid, out_dir, alive)
         switched = done.returncode == 0 and not _control_errors(done)
@@ -229,12 +228,11 @@ def switch_on(control: str, process: subprocess.Popen, pid: int, who: str, out_d
             while process.poll() is None and alive() and time.monotonic() < deadline:
                 time.sleep(0.05)
         if process.poll() is not None:
-            ended("its instrumentation was being switched on")
+            server.died("its instrumentation was being switched on")
         if not alive():
-            raise CountingDied(f"the counting process for {who} died while its instrumentation was being "
-                               "switched on")
+            raise workers.WorkerDied(f"{server.who} died while its instrumentation was being switched on")
         if done.returncode is None or done.returncode < 0:
-            raise UsageError(f"callgrind_control did not answer in {CONTROL_TIMEOUT_S} s for {who}")
+            raise UsageError(f"callgrind_control did not answer in {CONTROL_TIMEOUT_S} s for {server.who}")
         if switched or attempt == CONTROL_ATTEMPTS - 1:
             check_switched(done)
             return
@@ -272,31 +270,3 @@ def check_switched(done: subprocess.CompletedProcess) -> None:
     if done.returncode != 0 or errors:
         raise UsageError("callgrind_control could not switch instrumentation on: "
                          f"{(errors or lines or ['no message'])[0]}")
-
-
-class CountingDied(Exception):
-    """A valgrind process ended with no answer (killed, crashed): its seed is counted again in
-    a fresh process (count_builds), which under the same seed makes the same layout."""
-
-
-def read_message(process: subprocess.Popen, key: str, who: str, doing: str) -> dict:
-    """The worker's next message holding `key`; where it ends first, how it ended (died)."""
-    for line in process.stdout:
-        message = entry.message(line)
-        if isinstance(message, dict) and key in message:
-            return message
-        if entry.fatal_of(message):  # it said why (a case that fails, a torch that does not import)
-            process.wait()
-            raise UsageError(f"the counting process for {who} ended early: {entry.fatal_of(message)}")
-    died(process, who, doing)
-
-
-def died(process: subprocess.Popen, who: str, doing: str) -> None:
-    """Raise how the worker ended: a UsageError where it said why, else CountingDied."""
-    code = process.wait()
-    err = process.stderr.read().strip().splitlines()
-    said = next((line for line in reversed(err) if line.strip() and not line.startswith("==")), "")
-    if code > 0 and said:  # it said why: a Python error in a case, a torch that does not import
-        raise UsageError(f"the counting process for {who} ended early: {said}")
-    raise CountingDied(f"the counting process for {who} {children.ended(code)} while {doing}"
-                       + (f" ({said})" if said else ""))
