@@ -15,7 +15,7 @@ import subprocess
 import time
 from typing import Sequence
 
-from overrides import ROOT, entry
+from overrides import ROOT, entry, workers
 from overrides.ab.config import MIN_PAIRS, ABConfig, side_env
 from overrides.builds.interpreters import PROBE_TIMEOUT_S, with_import_path
 from overrides.cases.casenames import USER_DIR_VARIABLE, Case
@@ -59,11 +59,7 @@ def countable(targets: Sequence[tuple[Case, Op]], python: str,
                                timeout=PROBE_TIMEOUT_S)
     except subprocess.TimeoutExpired:
         raise UsageError(f"{python} took over {PROBE_TIMEOUT_S} s to build the user cases") from None
-    answer = entry.last_message(asked.stdout)
-    if not isinstance(answer, dict) or not ("reasons" in answer or "error" in answer):
-        err = asked.stderr.strip().splitlines()
-        why = entry.fatal_of(answer) or (err[-1] if err else "no message")
-        raise UsageError(f"{python} could not build the user cases: {why}")
+    answer = workers.answer(asked, "reasons", "error", failed=f"{python} could not build the user cases")
     if "error" in answer:
         raise UsageError(answer["error"])
     skipped = {target for target, reason in zip(unknown, answer["reasons"]) if reason}

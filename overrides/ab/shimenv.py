@@ -16,7 +16,7 @@ import subprocess
 import sys
 import venv
 
-from overrides import entry
+from overrides import entry, workers
 
 SHIM_MODULE = "_overrides_shim"
 TRUTH_SECONDS = 2.0  # per twin pair and process
@@ -137,16 +137,16 @@ def shim_source(work: str) -> str:
 
 
 def base_site_packages(python: str) -> list[str]:
-    out = subprocess.run(entry.command(python, "site-packages"), capture_output=True, text=True, check=True)
-    return entry.last_message(out.stdout)["site_packages"]
+    out = subprocess.run(entry.command(python, "site-packages"), capture_output=True, text=True)
+    return workers.answer(out, "site_packages", failed=f"{python} could not list its site-packages")["site_packages"]
 
 
 def make_shim_env(base_python: str, dest: str, work: str | None) -> ShimEnv:
     """A virtualenv at `dest` sharing `base_python`'s packages; with `work`, the shim installed."""
     venv.EnvBuilder(with_pip=False, symlinks=True, clear=True).create(dest)
     python = os.path.join(dest, "bin", "python")
-    site_dir = entry.last_message(subprocess.run(entry.command(python, "purelib"), capture_output=True,
-                                                 text=True, check=True).stdout)["purelib"]
+    out = subprocess.run(entry.command(python, "purelib"), capture_output=True, text=True)
+    site_dir = workers.answer(out, "purelib", failed=f"{python} could not say its purelib folder")["purelib"]
     # Each of the base's site folders added as the base's own start-up adds it (site.addsitedir),
     # running its .pth files, not merely listed (a listed folder's .pth files never run): a base
     # whose site-packages holds .pth files (setuptools' distutils-precedence.pth, a coverage or
@@ -263,8 +263,8 @@ def truth_across_processes(work: str, processes: int = TRUTH_PROCESSES,
             progress(f"truth for shim {work!r}: process {index + 1}/{processes}")
         env = dict(os.environ, PYTHONPATH=root, PYTHONHASHSEED=str(7000 + index), **MALLOC_ENV)
         out = subprocess.run(entry.command(python, "shim-truth", work), capture_output=True, text=True,
-                             check=True, env=env, cwd=root)
-        per_process.append(entry.last_message(out.stdout))
+                             env=env, cwd=root)
+        per_process.append(workers.answer(out, failed=f"the truth of shim {work!r} could not be measured"))
     names = list(per_process[0])
     mean = {name: sum(p[name] for p in per_process) / len(per_process) for name in names}
     return Truth(work, mean, tuple(per_process))

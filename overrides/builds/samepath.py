@@ -58,8 +58,7 @@ import tempfile
 import threading
 import time
 
-from overrides import ROOT, entry
-from overrides.errors import UsageError
+from overrides import ROOT, entry, workers
 from overrides.files import one_process_at_a_time
 from overrides import variables
 
@@ -399,11 +398,10 @@ def _prime(where: Placement, extra_path: str) -> None:
     done = subprocess.run(where.wrap(entry.command(where.python, "prime", tool=where.tool)),
                           capture_output=True, text=True, env=env, timeout=PRIME_TIMEOUT_S, cwd="/")
     if done.returncode != 0:
-        said = (done.stderr.strip().splitlines() or ["no message"])[-1]
-        raise UsageError(f"{where.python} could not import torch at the fixed path: {said}")
+        raise workers.WorkerSaid(f"{where.python} could not import torch at the fixed path: {workers.reason(done)}")
     said = entry.last_message(done.stdout)
     if not isinstance(said, dict) or "loaded" not in said:
-        return  # nothing to remember: the next process primes again
+        return  # nothing to remember (not a failure): the next process primes again
     loaded = said["loaded"]
     from overrides.files import write_text_atomic
 

@@ -33,7 +33,7 @@ import os
 import subprocess
 from typing import Mapping, Sequence
 
-from overrides import ROOT, entry
+from overrides import ROOT, entry, workers
 from overrides.errors import UsageError
 from overrides.counts.pyhook import C_SUFFIX, CALLS, SCHEMA, WARMUP_CALLS
 from overrides.figures import COUNT_PLACES, json_figure
@@ -114,13 +114,7 @@ def count_build(python: str, targets: Sequence[tuple[str, str]], *, import_path:
                               env=env, timeout=RUN_TIMEOUT_S, cwd=ROOT)
     except subprocess.TimeoutExpired:
         raise UsageError(f"counting Python calls under {python} took over {RUN_TIMEOUT_S} s") from None
-    said = entry.last_message(done.stdout)
-    try:
-        return from_dict(said)
-    except (TypeError, ValueError, KeyError):
-        last = done.stderr.strip().splitlines()
-        why = entry.fatal_of(said) or (last[-1] if last else "no output")
-        raise UsageError(f"counting Python calls under {python} failed: {why}") from None
+    return from_dict(workers.answer(done, "cases", failed=f"counting Python calls under {python} failed"))
 
 
 # ---------------------------------------------------------------------------------------------
