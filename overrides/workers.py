@@ -137,8 +137,9 @@ class Client:
 def reason(done: subprocess.CompletedProcess) -> str:
     """Why a finished process gave no answer: its fatal message, else its last line on stderr."""
     for line in reversed((done.stdout or "").splitlines()):
-        if entry.fatal_of(entry.message(line)):
-            return entry.fatal_of(entry.message(line))
+        fatal = entry.fatal_of(entry.message(line))
+        if fatal:
+            return fatal
     return last_said((done.stderr or "").splitlines()) or NO_MESSAGE
 
 
