@@ -46,6 +46,16 @@ class WorkerDied(Exception):
     the machine or of the code it ran, which a fresh process may not meet again."""
 
 
+# A fatal message is "Type: message"; a UsageError's message is already worded for the user
+# (what is wrong, and the fix), and its type name only stands in the way.
+_USAGE_PREFIX = "UsageError: "
+
+
+def _worded(fatal: str) -> str:
+    """A process's fatal message as said to the user: a UsageError's without its type name."""
+    return fatal[len(_USAGE_PREFIX):] if fatal.startswith(_USAGE_PREFIX) else fatal
+
+
 def last_said(lines) -> str:
     """The last line of a process's stderr that says something: not blank, not valgrind's."""
     return next((line.strip() for line in reversed(list(lines))
@@ -96,7 +106,7 @@ class Client:
             if not isinstance(said, dict):
                 continue
             if entry.fatal_of(said):
-                raise WorkerSaid(f"{self.who} ended early while {self.doing}: {entry.fatal_of(said)}")
+                raise WorkerSaid(f"{self.who} ended early while {self.doing}: {_worded(entry.fatal_of(said))}")
             if key is None or key in said:
                 return said
             if "ended" in said:  # a forked child's end, said by the process that forked it
@@ -139,7 +149,7 @@ def reason(done: subprocess.CompletedProcess) -> str:
     for line in reversed((done.stdout or "").splitlines()):
         fatal = entry.fatal_of(entry.message(line))
         if fatal:
-            return fatal
+            return _worded(fatal)
     return last_said((done.stderr or "").splitlines()) or NO_MESSAGE
 
 

@@ -89,6 +89,22 @@ def test_a_fatal_message_is_the_users_to_fix_in_one_line(start):
     assert str(said.value) == f"{WHO} ended early while building its cases: ValueError: no case named Nope"
 
 
+def test_a_usage_error_is_said_in_its_own_words_without_its_type_name(start):
+    """A UsageError raised in the process (a case of yours that raised) is already worded for the
+    user; its type name is not repeated, as any other type's is (FATAL above keeps ValueError)."""
+    said_usage = """
+        import json, sys
+        print(json.dumps({"fatal": "UsageError: case 'bad:pair': pair() raised RuntimeError: moved"}), flush=True)
+        sys.exit(1)
+    """
+    with pytest.raises(workers.WorkerSaid) as said:
+        workers.Client(start(said_usage), WHO).read("ready", doing="preparing the cases")
+    assert str(said.value) == f"{WHO} ended early while preparing the cases: case 'bad:pair': pair() raised RuntimeError: moved"
+    with pytest.raises(workers.WorkerSaid) as finished:
+        workers.answer(_finished(said_usage), "ready", failed="counting Python calls failed")
+    assert str(finished.value) == "counting Python calls failed: case 'bad:pair': pair() raised RuntimeError: moved"
+
+
 def test_a_process_killed_by_a_signal_is_a_death_saying_the_signal_and_what_it_was_doing(start):
     process = start("""
         import json, os, signal
