@@ -58,6 +58,25 @@ def test_a_wrapper_subclass_twin_is_the_float32_it_presents_holding_its_dequanti
     assert "as_subclass(torch.Tensor)" in units_twin.description
 
 
+def test_a_dtensors_twin_is_this_ranks_local_shard_and_an_op_it_redistributes_for_is_na(tmp_path):
+    """DTensor (benchmarks/userlib/dtensors.py, a 4-rank fake process group in the run's own
+    process): a Shard(0) operand's twin is its local shard, the rows its kernel runs on, not ones
+    of the global shape; torch.add of it and a Replicate operand, which DTensor redistributes for
+    first, does not run on the local shards as they lie: n/a with that reason, not a failure."""
+    shutil.copy(os.path.join(USERLIB, "dtensors.py"), tmp_path / "dtensors.py")
+    out = tmp_path / "run.json"
+    done = run_in(tmp_path, os.path.join(ROOT, "bench.py"), "--cases", "dtensors:sharded", "--op",
+                  "torch.matmul(x, y)", "torch.add", "-m", "50", "-q", "--json", str(out))
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert ("this rank's local shard (S(0): float32 (16, 64) of the global (64, 64)); its local tensor "
+            "(R: float32 (64, 64), the whole on every rank)") in done.stdout
+    assert "n/a: not on this rank's local shards as they lie: DTensor redistributes an operand first" in done.stdout
+    assert "the overhead is against unlike tensors" not in done.stdout + done.stderr
+    results = {(r["case"], r["op"]): r for r in json.loads(out.read_text())["results"]}
+    assert results[("dtensors:sharded@plain", "torch.matmul(x, y)")]["per_call_ns"] > 0
+    assert results[("dtensors:sharded@plain", "torch.add")]["per_call_ns"] is None
+
+
 @pytest.mark.slow
 def test_an_int8_wrapper_reads_no_faster_than_its_float32_twin(tmp_path):
     _library(tmp_path)

@@ -59,6 +59,9 @@ class Case:
     unbuildable: str = ""
     # Said under the table and on stderr: a twin unlike its case's operands in dtype or shape.
     warning: str = ""
+    # Where an op that raises on these operands is n/a, not a failure, and why (a twin of a
+    # DTensor's local shards, on which an op DTensor redistributes for first does not run).
+    raises_not_applicable: str = ""
 
     @property
     def stem(self) -> str:

@@ -181,7 +181,8 @@ def not_applicable_reason(case: Case, op: Op) -> str | None:
             return str(exc).replace("'", "")  # "WithTorchFunction object is not subscriptable"
         return _meta_reason(exc)
     except (RuntimeError, NotImplementedError) as exc:
-        return _meta_reason(exc)
+        return _meta_reason(exc) or (f"{case.raises_not_applicable} ({str(exc).splitlines()[0]})"
+                                     if case.raises_not_applicable else None)
     except Exception:  # a real failure: the Timer core records it with the others
         pass
     return None

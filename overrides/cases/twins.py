@@ -11,10 +11,18 @@ plain. A twin is, in this order:
    for `pair256`, HOOK_SUFFIX): a zero-argument function returning the plain operands (x, y);
 2. else, operand by operand: a plain tensor as it is; a tensor-like, the tensor it holds
    (seedcases.unwrap); a subclass without `__torch_dispatch__` (its data is its own),
-   `as_subclass(torch.Tensor)`, sharing its data; a subclass with `__torch_dispatch__` (a
-   wrapper, FakeTensor, DTensor), a new plain tensor of its outer shape, strides, dtype, device
-   and requires_grad, holding the values of the class's own `dequantize()`, else of an inner
-   tensor (`__tensor_flatten__`) of the outer shape and dtype, else ones (valid for every op).
+   `as_subclass(torch.Tensor)`, sharing its data; a DTensor, this rank's local shard
+   (`to_local()`, copied: what its ops run their kernels on, so the overhead is DTensor's
+   placement logic, not the kernel on every rank's rows; a Replicate DTensor's is the whole); a
+   subclass with `__torch_dispatch__` (a wrapper, FakeTensor), a new plain tensor of its outer
+   shape, strides, dtype, device and requires_grad, holding the values of the class's own
+   `dequantize()`, else of an inner tensor (`__tensor_flatten__`) of the outer shape and dtype,
+   else ones (valid for every op).
+
+A DTensor op that must redistribute first (a Shard(0) operand added to a Replicate one) raises on
+the local shards (their shapes differ), and is n/a with that reason: the twin of the global shape
+(the first version) read a Shard(0) matmul as ~22x plain, its kernel on all four ranks' rows
+against DTensor's on one rank's.
 
 Which twin was used is the twin's description (the notes under the table, the JSON); where a
 twin of yours differs from the case's operands in dtype or shape, its warning says so. A twin
@@ -25,6 +33,7 @@ that reason on every op: its case's figure stands, only its overhead cell is los
 from __future__ import annotations
 
 import dataclasses
+import sys
 from typing import Any
 
 import torch
@@ -35,6 +44,9 @@ from overrides.cases.usercases import (asked_of, case_from_spec, check_operands,
                                        lookup)
 from overrides.errors import UsageError
 
+# Why an op that raises on a DTensor's local shards is n/a: DTensor redistributes an operand
+# before it (a Replicate one sliced to Shard(0)), which the local shards as they lie do not.
+SHARDED_NOT_APPLICABLE = "not on this rank's local shards as they lie: DTensor redistributes an operand first"
 HOOK_SUFFIX = "_plain"  # `pair256_plain` is the twin of `pair256`, when your module defines it
 _TORCH_BASES = (torch.Tensor, torch._C.TensorBase)
 
@@ -102,6 +114,28 @@ def _outer_twin(value: torch.Tensor) -> tuple[torch.Tensor, str]:
                   f"holding {source}")
 
 
+def _dtensor(value: Any) -> bool:
+    """Whether `value` is a DTensor (torch.distributed.tensor, loaded only where one was made)."""
+    dtensor = getattr(sys.modules.get("torch.distributed.tensor"), "DTensor", None)
+    return dtensor is not None and isinstance(value, dtensor)
+
+
+def _local_shard(value: torch.Tensor) -> tuple[torch.Tensor, str]:
+    """A DTensor's twin: this rank's local shard, copied, and how it was made."""
+    try:
+        local = value.to_local().detach().clone()
+    except Exception as exc:
+        raise NoTwin(f"DTensor.to_local() raised {type(exc).__name__}: {exc}") from None
+    if type(local) is not torch.Tensor:
+        raise NoTwin(f"DTensor.to_local() returned a {type(local).__name__}, not a plain tensor")
+    if value.requires_grad:
+        local.requires_grad_(True)
+    placements = ", ".join(str(p) for p in value.placements)
+    if tuple(local.shape) == tuple(value.shape):
+        return local, f"its local tensor ({placements}: {_described(local)}, the whole on every rank)"
+    return local, f"this rank's local shard ({placements}: {_described(local)} of the global {tuple(value.shape)})"
+
+
 def plain_like(value: Any) -> tuple[Any, str]:
     """(the plain twin of one operand, how it was made), read past your `__torch_function__`:
     building a twin must not run it (it may want what only your constructor sets)."""
@@ -120,6 +154,8 @@ def _plain_like_inside(value: Any) -> tuple[Any, str]:
         return value, "as they are"
     if not defines_torch_dispatch(type(value)):
         return value.as_subclass(torch.Tensor), "as_subclass(torch.Tensor), sharing their data"
+    if _dtensor(value):
+        return _local_shard(value)
     return _outer_twin(value)
 
 
@@ -147,6 +183,8 @@ def unlike(spec: str, operands: tuple, twins: tuple) -> str:
 def _unlike(spec: str, name: str, mine: Any, twin: Any) -> list[str]:
     """Where one operand's twin differs from it in dtype or shape (the first leaf that does)."""
     for a, b in zip(_leaves(mine), _leaves(twin)):
+        if isinstance(a, torch.Tensor) and _dtensor(a):  # its twin is its local shard, said so
+            a = a.to_local()
         if isinstance(a, torch.Tensor) and (not isinstance(b, torch.Tensor) or a.dtype != b.dtype
                                             or str(tuple(a.shape)) != str(tuple(b.shape))):
             return [f"its {name} is {_described(b)} where {spec}'s is {_described(a)}"]
@@ -206,7 +244,9 @@ def plain_twin(spec: str) -> Case:
         return dataclasses.replace(named, description=f"{spec}'s own operands as plain tensors: none built",
                                    make_operands=none_built, unbuildable=reason)
     how = "; ".join(dict.fromkeys(how for _, how in made))
+    sharded = any(_dtensor(leaf) and tuple(leaf.to_local().shape) != tuple(leaf.shape) for leaf in _leaves(operands))
     return dataclasses.replace(
         named, description=f"{spec}'s own operands as plain tensors: {how}",
         make_operands=lambda: tuple(plain_like(o)[0] for o in make()),
-        warning=unlike(spec, operands, tuple(twin for twin, _ in made)))
+        warning=unlike(spec, operands, tuple(twin for twin, _ in made)),
+        raises_not_applicable=SHARDED_NOT_APPLICABLE if sharded else "")
