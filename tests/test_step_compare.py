@@ -24,7 +24,23 @@ STEPS_MODULE = tiny_steps(
                 "            pass\n"},
     {"quiet": ("Quiet", "a small step, its weight a bare subclass"),
      "waiting": ("Waiting", "the same step waiting WAIT_NS a call")},
-    prelude=f"WAIT_NS = {WAIT_NS}\n")
+    prelude=f"WAIT_NS = {WAIT_NS}\n", rest='''
+
+def twinless(plain=False):
+    """the waiting step, whose plain twin raises once built: only the base's twin may be timed"""
+    step = waiting(plain)
+    if not plain:
+        return step
+    ran = []
+
+    def once():
+        ran.append(1)
+        if len(ran) > 1:
+            raise RuntimeError("the branch's own plain twin ran")
+        step()
+
+    return once
+''')
 
 
 @pytest.fixture
@@ -136,7 +152,7 @@ def test_bench_py_compares_two_steps_op_by_op_and_writes_the_json(user_folder):
                       "--min-time", "0.3", "--json", "compare.json")
     assert out.returncode == 1, out.stderr  # a regression, as --compare says one
     for said in ("plain twin (base's)", "base: comparetest:quiet", "branch: comparetest:waiting",
-                 "change a step, branch less base: +", ": regression", "(the median of ", "threshold: max(20.0 ns, 0.75% of base)",
+                 "change a step, branch less base: +", ": regression", "(the change: the median of ", "threshold: max(20.0 ns, 0.75% of base)",
                  "change ns/call", "torch.nn.functional.linear", "the ops' changes: +"):
         assert said in out.stdout, (said, out.stdout)
     with open(user_folder / "compare.json", encoding="utf-8") as src:
@@ -147,7 +163,9 @@ def test_bench_py_compares_two_steps_op_by_op_and_writes_the_json(user_folder):
     assert calls == len(saved["calls"]["base"]) and calls >= 5
     assert 0.7 * calls * WAIT_NS <= saved["change"]["ns"] <= 2.5 * calls * WAIT_NS, (saved["change"], calls)
     assert saved["change"]["verdict"] == "regression"
-    assert len(saved["plain"]["samples_ns"]) == len(saved["base"]["samples_ns"]) == len(saved["branch"]["samples_ns"])
+    # each version timed as --step times it: the plain twin's samples are the base's timing's
+    assert len(saved["plain"]["samples_ns"]) == len(saved["base"]["samples_ns"]) and saved["branch"]["samples_ns"]
+    assert saved["branch"]["overhead_ns"] > saved["base"]["overhead_ns"]
     priced = [op for op in saved["ops"] if op["change_ns"] is not None]
     assert {op["op"] for op in priced} >= {"torch.nn.functional.linear", "torch.Tensor.square", "torch.Tensor.sum"}
     # each op waits once a call more: its change a call is the wait (a busy machine lengthens it)
@@ -223,10 +241,33 @@ def test_each_stretch_times_steps_built_afresh(user_folder):
     stretches = len(result.stretch_changes_ns)
     assert stretches >= MIN_STRETCHES
     # each stretch after the first builds both afresh, in turns: the branch first every other one
-    assert built == [spec for stretch in range(1, stretches)
+    # (then each version is timed as --step times it, on builds of its own)
+    assert built[:2 * (stretches - 1)] == [spec for stretch in range(1, stretches)
                      for spec in (("comparetest:waiting", "comparetest:quiet") if stretch % 2
                                   else ("comparetest:quiet", "comparetest:waiting"))]
     assert all(change > 0 for change in result.stretch_changes_ns)  # each stretch sees the wait
+
+
+def test_each_versions_share_is_timed_as_step_times_it_against_the_base_twin(user_folder):
+    """Three steps in turn run the plain twin only ever after a subclass step, and read a
+    version's share below --step's; each version's overhead and share come from timing.time_steps
+    (ten builds), the branch's step beside the base's plain twin."""
+    from overrides.step.comparing import compare_steps
+    from overrides.step.factory import build_steps
+    from overrides.step.timing import STRETCHES
+
+    from overrides.step import compare_output
+
+    # the branch's own plain twin raises once built: the base's is the one timed beside it
+    result = compare_steps(build_steps("comparetest:quiet"), build_steps("comparetest:twinless"), time_s=0.2)
+    assert len(result.versions) == 2, "the versions were not timed as --step times them"
+    base, branch = result.versions
+    assert (base.spec, branch.spec) == ("comparetest:quiet", "comparetest:twinless")
+    assert result.timings.base is base and result.timings.branch is branch
+    assert len(base.stretch_overheads_ns) == len(branch.stretch_overheads_ns) == STRETCHES
+    assert branch.overhead_ns > base.overhead_ns  # the branch waits WAIT_NS a call more
+    report = compare_output.StepCompareReport(result, ("", ""), (), ())
+    assert "each version's overhead and share timed as --step times it" in compare_output.render(report)
 
 
 def test_each_warning_names_its_side_in_an_a_a():

@@ -12,7 +12,6 @@ from __future__ import annotations
 import dataclasses
 import math
 
-from overrides.clock import stats
 from overrides.comparison_report import verdict_rule
 from overrides.figures import json_figure, signed, whole
 from overrides.sides import Sides
@@ -51,9 +50,10 @@ def _range(ends: tuple[float, float], percent: bool = False) -> str:
 
 
 def step_table(c: StepComparison) -> list[str]:
+    plain = c.timings.base  # the plain twin as each version was timed beside it
     body = [["step", "per step ns", "overhead ns", "95% CI ns", "share", "95% CI", "samples"],
-            ["plain twin (base's)", whole(stats.headline(c.plain_ns)), "", "", "", "",
-             f"{len(c.plain_ns)}x{c.steps_per_sample[0]}"]]
+            ["plain twin (base's)", whole(plain.plain_step_ns), "", "", "", "",
+             f"{len(plain.plain_ns)}x{plain.steps_per_sample[0]}"]]
     for which, t in c.timings.roles():
         body.append([f"{which}: {t.spec}", whole(t.subclass_step_ns), signed(t.overhead_ns), _range(t.overhead_ci_ns),
                      _pct(t.share), _range(t.share_ci, percent=True), f"{len(t.subclass_ns)}x{t.steps_per_sample[1]}"])
@@ -67,8 +67,10 @@ def change_line(c: StepComparison) -> str:
 
 def stretches_line(c: StepComparison) -> str:
     stretches = len(c.stretch_changes_ns)
-    return (f"(the median of {stretches} stretch{'es' if stretches != 1 else ''}, each of the three steps built afresh; "
-            f"the interval from their spread, so a build's luck is inside it; each version's overhead and share likewise)")
+    versions = ("each version's overhead and share timed as --step times it, over builds of its own" if c.versions
+                else "each version's overhead and share likewise")
+    return (f"(the change: the median of {stretches} stretch{'es' if stretches != 1 else ''}, each of the three steps "
+            f"built afresh; the interval from their spread, so a build's luck is inside it; {versions})")
 
 
 def _calls(change: OpChange) -> str:
@@ -173,8 +175,9 @@ def payload(report: StepCompareReport, environment: dict) -> dict:
     return {"schema": SCHEMA, **c.timings.to_dict(_version_dict),
             "descriptions": list(report.descriptions), "batch": c.batch, "threads": c.threads,
             "wall_s": json_figure(c.wall_s), "drift": list(c.drift), "incomplete": c.incomplete or None,
-            "plain": {"step_ns": json_figure(stats.headline(c.plain_ns)), "steps_per_sample": c.steps_per_sample[0],
-                      "samples_ns": [json_figure(v) for v in c.plain_ns]},
+            "plain": {"step_ns": json_figure(c.timings.base.plain_step_ns),
+                      "steps_per_sample": c.timings.base.steps_per_sample[0],
+                      "samples_ns": [json_figure(v) for v in c.timings.base.plain_ns]},
             "change": {"ns": json_figure(c.change_ns), "share": json_figure(c.change_share, 4),
                        "ci95_ns": [json_figure(v) for v in c.change_ci_ns()],
                        "ci99_ns": [json_figure(v) for v in c.change_ci_ns(NO_CHANGE_CONFIDENCE)],

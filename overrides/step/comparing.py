@@ -29,6 +29,12 @@ Why this way:
   the time its "no change" needs.
 - One plain twin, the base's: the branch is a new version of your subclass, not of your model,
   so both overheads are against one baseline, and a third step fewer keeps the samples many.
+- Each version's overhead and share, then, timed as `--step` times a step (timing.time_steps:
+  two steps in turn over ten fresh builds, the branch's beside the base's plain twin), not read
+  off the stretches: in three steps taking turns the plain twin only ever follows a subclass
+  step, and its share read below `--step`'s in 13 of 14 rounds under load and 5 of 6 at load ~1
+  (a DTensor MLP 1.22-1.25 against 1.32-1.35), where the change (two subclass steps in the same
+  places) is not moved (benchmarks/README.md, "Real libraries, priced"). ~10-30 s more.
 """
 
 from __future__ import annotations
@@ -44,7 +50,9 @@ from overrides.clock.timer import clock_ns
 from overrides.step import drift
 from overrides.step.factory import StepPair, rebuilt
 from overrides.step.optable import OpRow
-from overrides.step.timing import EAGER_LEAD, SAME_COUNT, StepTiming, alternate, in_stretches, step_label
+from overrides.errors import UsageError
+from overrides.step.timing import (DEFAULT_TIME_S, EAGER_LEAD, SAME_COUNT, StepTiming, alternate, in_stretches,
+                                    step_label, time_steps)
 from overrides.figures import signed, whole
 from overrides.sides import BASE, BRANCH, Sides
 from overrides.verdicts import (DECIDED, DEFAULT_THRESHOLD_NS, DEFAULT_THRESHOLD_PCT, NO_CHANGE_CONFIDENCE, judge,
@@ -93,8 +101,12 @@ class StepComparison:
     # the stretches finished are kept and judged. Empty: they ran to the rule.
     incomplete: str = ""
     # Each stretch's overheads (the base's and the branch's figure less the plain twin's): each
-    # version's overhead and share, as `--step` reads them (timing.StepTiming, stretched).
+    # version's overhead and share where `versions` could not be timed (timing.StepTiming, stretched).
     stretch_overheads_ns: tuple[tuple[float, float], ...] = ()
+    # Each version timed as `--step` times a step (timing.time_steps: ten fresh builds, two steps
+    # in turn), the branch against the base's plain twin: each version's overhead and share (see
+    # the module docstring). Empty: from the stretches.
+    versions: tuple[StepTiming, ...] = ()
 
     @property
     def base_step_ns(self) -> float:
@@ -141,6 +153,8 @@ class StepComparison:
     @property
     def timings(self) -> Sides[StepTiming]:
         """Base and branch each against the plain twin, as `--step` shows a step: its overhead and share."""
+        if self.versions:
+            return Sides.of(list(self.versions))
         return Sides.of([StepTiming(spec, self.batch, (self.steps_per_sample[0], count), self.plain_ns, samples,
                                     self.drift, self.threads, self.wall_s,
                                     stretch_overheads_ns=tuple(pair[side] for pair in self.stretch_overheads_ns))
@@ -197,9 +211,34 @@ def compare_steps(base: StepPair, branch: StepPair, time_s: float = STRETCH_S, t
         if incomplete:
             result = dataclasses.replace(result, incomplete=incomplete)
             say(f"{label}: {incomplete}; keeping the {len(changes)} stretches finished")
+        result = dataclasses.replace(result, versions=_as_step_times(base, branch, time_s, threads, pairs, say, rebuild))
     finally:
         torch.set_num_threads(previous_threads)
     return result
+
+
+def _against_base_twin(base: StepPair, branch: StepPair) -> StepPair:
+    """The branch's step beside the base's plain twin: one baseline for both versions."""
+    return dataclasses.replace(branch, plain=base.plain)
+
+
+def _as_step_times(base: StepPair, branch: StepPair, time_s: float, threads: int, pairs: int | None,
+                   say: Callable[[str], None], rebuild: Callable[[StepPair], StepPair]) -> tuple[StepTiming, ...]:
+    """Each version timed as `--step` times it (timing.time_steps, for a time scaled as the
+    stretches were: timing.DEFAULT_TIME_S at STRETCH_S), each on builds of its own; () where a
+    build or step raised (said), and the stretches' own overheads stand."""
+    version_time_s = DEFAULT_TIME_S * time_s / STRETCH_S
+    try:
+        say(f"{step_label(base)} against {branch.spec}: each version's overhead and share, timed as --step times it")
+        mine = time_steps(rebuild(base), version_time_s, threads, pairs, say, rebuild=rebuild)
+        both = lambda _: _against_base_twin(rebuild(base), rebuild(branch))  # noqa: E731
+        theirs = time_steps(both(None), version_time_s, threads, pairs, say, rebuild=both)
+    except Exception as exc:
+        why = str(exc) if isinstance(exc, UsageError) else f"{type(exc).__name__}: {exc}"
+        say(f"{step_label(base)} against {branch.spec}: the versions could not be timed as --step times them "
+            f"({why}); their overheads and shares are the stretches'")
+        return ()
+    return mine, theirs
 
 
 @dataclasses.dataclass(frozen=True)
