@@ -32,7 +32,7 @@ Why this way:
 - Each version's overhead and share, then, timed as `--step` times a step (timing.time_steps:
   two steps in turn over ten fresh builds, the branch's beside the base's plain twin), not read
   off the stretches: in three steps taking turns the plain twin only ever follows a subclass
-  step, and its share read below `--step`'s in 13 of 14 rounds under load and 5 of 6 at load ~1
+  step, and its share read below `--step`'s in 28 of 30 rounds at loads 1-6, 5 of 6 at load ~1
   (a DTensor MLP 1.22-1.25 against 1.32-1.35), where the change (two subclass steps in the same
   places) is not moved (benchmarks/README.md, "Real libraries, priced"). ~10-30 s more.
 """
