@@ -157,7 +157,7 @@ def test_bench_py_compares_two_steps_op_by_op_and_writes_the_json(user_folder):
         assert said in out.stdout, (said, out.stdout)
     with open(user_folder / "compare.json", encoding="utf-8") as src:
         saved = json.load(src)
-    assert saved["schema"] == "torch-function-overhead/step-compare/2"
+    assert saved["schema"] == "torch-function-overhead/step-compare/3"
     assert len(saved["change"]["stretches_ns"]) >= 5 and all(v > 0 for v in saved["change"]["stretches_ns"])
     calls = len(saved["calls"]["branch"])
     assert calls == len(saved["calls"]["base"]) and calls >= 5

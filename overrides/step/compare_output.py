@@ -1,6 +1,6 @@
 """`--compare BASE BRANCH --step`'s output: the three steps, the change a step with its interval
 and verdict, and the op table of both versions side by side, as text for people and as the
-`torch-function-overhead/step-compare/2` JSON with every sample and each stretch's change.
+`torch-function-overhead/step-compare/3` JSON with every sample and each stretch's change.
 
 Apart from output.py (one step's tables) so that each stays one screen; figures are worded with
 overrides/figures.py, laid out with overrides/tables.py, and the verdict's rule in
@@ -25,7 +25,7 @@ from overrides.verdicts import NO_CHANGE_CONFIDENCE
 
 # 2: the change is the mean of the stretches' (each of fresh builds), its interval Student's t
 # over them, and `change.stretches_ns` lists them; 1 took both from one build's samples.
-SCHEMA = "torch-function-overhead/step-compare/2"
+SCHEMA = "torch-function-overhead/step-compare/3"  # /3: base, branch and plain are each version's --step timing (/2: the stretches')
 
 
 @dataclasses.dataclass(frozen=True)
