@@ -136,16 +136,19 @@ def _local_shard(value: torch.Tensor) -> tuple[torch.Tensor, str]:
     return local, f"this rank's local shard ({placements}: {_described(local)} of the global {tuple(value.shape)})"
 
 
-def plain_like(value: Any) -> tuple[Any, str]:
+def plain_like(value: Any, local_shards: bool = True) -> tuple[Any, str]:
     """(the plain twin of one operand, how it was made), read past your `__torch_function__`:
-    building a twin must not run it (it may want what only your constructor sets)."""
+    building a twin must not run it (it may want what only your constructor sets). With
+    `local_shards` off, a DTensor's twin is of its global shape, as any wrapper's: a step's op
+    table (step/hooks.py), whose plain twin step computes the whole, and whose own-kernel column
+    shows the local shard's kernels apart (step/kernels.py)."""
     with torch._C.DisableTorchFunctionSubclass():
-        return _plain_like_inside(value)
+        return _plain_like_inside(value, local_shards)
 
 
-def _plain_like_inside(value: Any) -> tuple[Any, str]:
+def _plain_like_inside(value: Any, local_shards: bool = True) -> tuple[Any, str]:
     if type(value) in (tuple, list):
-        made = [_plain_like_inside(v) for v in value]
+        made = [_plain_like_inside(v, local_shards) for v in value]
         return type(value)(twin for twin, _ in made), "; ".join(dict.fromkeys(how for _, how in made))
     if not isinstance(value, torch.Tensor):
         inner = unwrap(value)
@@ -154,7 +157,7 @@ def _plain_like_inside(value: Any) -> tuple[Any, str]:
         return value, "as they are"
     if not defines_torch_dispatch(type(value)):
         return value.as_subclass(torch.Tensor), "as_subclass(torch.Tensor), sharing their data"
-    if _dtensor(value):
+    if local_shards and _dtensor(value):
         return _local_shard(value)
     return _outer_twin(value)
 

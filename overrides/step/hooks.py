@@ -226,7 +226,7 @@ def _wrapper_twin(value: torch.Tensor) -> tuple[torch.Tensor, str]:
 
     try:
         with torch.no_grad():
-            twin, how = plain_like(value)
+            twin, how = plain_like(value, local_shards=False)  # the step's plain twin computes the whole
     except NoTwin as exc:
         raise _NoTwin(f"no plain twin of {type(value).__name__}: {exc}") from None
     return twin.detach().requires_grad_(value.requires_grad), how
