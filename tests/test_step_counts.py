@@ -72,11 +72,23 @@ def _function(payload: dict, name: str) -> dict:
     return next(f for f in payload["functions"] if f["function"] == name)
 
 
+# How far two processes' counts of one step may lie apart. A step's figure is the least of its
+# repeats, which within one process differ by up to 0.37% (seen on torch 2.14; the cause not
+# found, torch's sampled RecordFunction callbacks a candidate); on torch 2.13 two processes read the same to the instruction in every
+# run here, on torch 2.14 twice 0.03-0.05% apart (CI, Python 3.13: plain 469,020.67 against
+# 468,767.33; a fresh clone, 3.12: 477,506.67 against 477,355.33). Twice the largest seen.
+STEP_COUNT_AGREEMENT = 0.001
+
+
 @pytest.mark.slow
 def test_a_step_counted_twice_reads_the_same_instructions(counted_twice):
     (first, second), _ = counted_twice
-    assert first["per_seed"] == second["per_seed"], (first["per_seed"], second["per_seed"])
-    assert [s["seed"] for s in first["per_seed"]] == [1]
+    for one, other in zip(first["per_seed"], second["per_seed"]):
+        assert one["seed"] == other["seed"]
+        for which in ("plain", "yours"):
+            assert abs(one[which] - other[which]) <= STEP_COUNT_AGREEMENT * one[which], (first["per_seed"],
+                                                                                       second["per_seed"])
+    assert [s["seed"] for s in first["per_seed"]] == [1] and len(second["per_seed"]) == 1
     assert all(s["plain"] > 0 and s["yours"] > 0 for s in first["per_seed"])
 
 
