@@ -50,9 +50,8 @@ from overrides.clock.timer import clock_ns
 from overrides.step import drift
 from overrides.step.factory import StepPair, rebuilt
 from overrides.step.optable import OpRow
-from overrides.errors import UsageError
-from overrides.step.timing import (DEFAULT_TIME_S, EAGER_LEAD, SAME_COUNT, StepTiming, alternate, in_stretches,
-                                    step_label, time_steps)
+from overrides.step.timing import (DEFAULT_TIME_S, EAGER_LEAD, SAME_COUNT, StepTiming, alternate, failure_said,
+                                    in_stretches, step_label, time_steps)
 from overrides.figures import signed, whole
 from overrides.sides import BASE, BRANCH, Sides
 from overrides.verdicts import (DECIDED, DEFAULT_THRESHOLD_NS, DEFAULT_THRESHOLD_PCT, NO_CHANGE_CONFIDENCE, judge,
@@ -234,9 +233,8 @@ def _as_step_times(base: StepPair, branch: StepPair, time_s: float, threads: int
         both = lambda _: _against_base_twin(rebuild(base), rebuild(branch))  # noqa: E731
         theirs = time_steps(both(None), version_time_s, threads, pairs, say, rebuild=both)
     except Exception as exc:
-        why = str(exc) if isinstance(exc, UsageError) else f"{type(exc).__name__}: {exc}"
         say(f"{step_label(base)} against {branch.spec}: the versions could not be timed as --step times them "
-            f"({why}); their overheads and shares are the stretches'")
+            f"({failure_said(exc)}); their overheads and shares are the stretches'")
         return ()
     return mine, theirs
 

@@ -262,6 +262,12 @@ def warm(steps: Sequence[Callable]) -> None:
 Timed = TypeVar("Timed")
 
 
+def failure_said(exc: BaseException) -> str:
+    """Why a later build or step could not run, in one line: a UsageError's own words (already
+    worded for the user), else the exception's type and message."""
+    return str(exc) if isinstance(exc, UsageError) else f"{type(exc).__name__}: {exc}"
+
+
 def in_stretches(first: Sequence[StepPair], stretches: int, rebuild: Callable[[StepPair], StepPair],
                  steps_of: Callable[[tuple[StepPair, ...]], tuple[Callable, ...]],
                  time_one: Callable[[int, tuple[Callable, ...]], Timed],
@@ -287,8 +293,7 @@ def in_stretches(first: Sequence[StepPair], stretches: int, rebuild: Callable[[S
         except Exception as exc:
             if not index:
                 raise
-            why = str(exc) if isinstance(exc, UsageError) else f"{type(exc).__name__}: {exc}"
-            return f"stretch {index + 1} could not run: {why}"
+            return f"stretch {index + 1} could not run: {failure_said(exc)}"
         if take(index, timed):
             return ""
     return ""
