@@ -14,6 +14,7 @@ import math
 
 from overrides.cases.casenames import BASELINE_CASE, split_shaped, twinned
 from overrides.clock import stats
+from overrides.clock.speed import SpeedCheck
 from overrides.clock.timer import DRIFT_MAX_WIDTH
 from overrides.counts import records
 from overrides.progress import counted
@@ -86,31 +87,33 @@ def speed_note(run: RunResult) -> str:
     within = "95% CI covers sampling noise within this run"
     if check is None:
         return f"{within}; this run's speed against other runs was not checked; {_BUILDS}."
-    reference = f"a reference loop ({check.stmt}) timed beside the cases"
+    said = speed_said(check, "the cases", _CASES_READ_HIGH)
+    return f"{SLOW_MARK} {said}; {_BUILDS}." if check.slow else f"{within}; {said}; {_BUILDS}."
+
+
+_CASES_READ_HIGH = "every figure marked reads high (the ratios less so)"
+
+
+def speed_said(check: SpeedCheck, beside: str, reads_high: str) -> str:
+    """A run's speed check in words: its reference loop, timed beside `beside`, against this
+    machine's earlier runs; a slow one says so, and which figures read high (`reads_high`)."""
+    reference = f"a reference loop ({check.stmt}) timed beside {beside}"
     if check.reference_ns is None:
-        return (f"{within}; {reference} took {len(check.samples_ns)} samples, too few to judge the "
-                f"run's speed; {_BUILDS}.")
+        return f"{reference} took {len(check.samples_ns)} samples, too few to judge the run's speed"
     if check.ratio is None:
-        return (f"{within}; {reference} ran {check.reference_ns:,.1f} ns a call, the first run kept for "
-                f"this machine and Python, so its speed has nothing to be compared with yet; {_BUILDS}.")
+        return (f"{reference} ran {check.reference_ns:,.1f} ns a call, the first run kept for this machine and "
+                "Python, so its speed has nothing to be compared with yet")
     against = (f"{check.ratio:.2f}x the fastest of this machine's {counted(check.earlier_runs, 'earlier run')} "
                f"({check.reference_ns:,.1f} ns a call against {check.best_ns:,.1f})")
     if check.slow:
-        return f"{SLOW_MARK} {_slow_run(run)}; {_BUILDS}."
-    return f"{within}; {reference} ran {against}: not slowed past {check.limit:.2f}x; {_BUILDS}."
-
-
-def _slow_run(run: RunResult) -> str:
-    check = run.speed
-    return (f"slow run: a reference loop ({check.stmt}) timed beside the cases ran {check.ratio:.2f}x the "
-            f"fastest of this machine's {counted(check.earlier_runs, 'earlier run')} ({check.reference_ns:,.1f} ns a call "
-            f"against {check.best_ns:,.1f}), past {check.limit:.2f}x: the machine was slower for the whole "
-            "run, so every figure marked reads high (the ratios less so); re-run when it is quieter")
+        return (f"slow run: {reference} ran {against}, past {check.limit:.2f}x: the machine was slower for the "
+                f"whole run, so {reads_high}; re-run when it is quieter")
+    return f"{reference} ran {against}: not slowed past {check.limit:.2f}x"
 
 
 def speed_warnings(run: RunResult) -> list[str]:
     """The slow run's line, for stderr."""
-    return [f"warning: {_slow_run(run)}"] if run.slow else []
+    return [f"warning: {speed_said(run.speed, 'the cases', _CASES_READ_HIGH)}"] if run.slow else []
 
 
 def _missing_baseline_notes(run: RunResult, shown: str) -> list[str]:

@@ -69,8 +69,7 @@ def run_benchmark(
             scaled_from = config.cap_s()
             config = dataclasses.replace(config, min_time_s=min(config.min_time_s, per_target_s),
                                          max_time_s=per_target_s if config.precision else None)
-    reference = (Target(speed.REFERENCE_NAME, speed.REFERENCE_STMT, lambda: (None, None))
-                 if speed_cache and timed_pairs else None)
+    reference = speed.reference_target() if speed_cache and timed_pairs else None
     timing = time_targets([target_for(case, op) for case, op in timed_pairs], config, progress,
                           reference=reference)
     timed_in_order = iter(timing.targets)  # one per applicable pair, in pair order

@@ -373,6 +373,34 @@ def test_bench_py_says_a_drifting_step_and_exits_1(user_folder):
     assert "warning: steptest:kept: the plain step drifts" in out.stderr
 
 
+def test_a_step_run_slowed_as_a_whole_is_marked_and_its_speed_kept(user_folder, tmp_path, monkeypatch):
+    """The speed reference, sampled between the steps' rounds, judged against this machine's kept
+    runs (clock/speed.py) as a cases run's is: against a yardstick no run reaches, the run is marked
+    slow under the step table, on stderr and in the JSON, and kept beside the earlier run."""
+    from overrides import environment
+    from overrides.clock import speed
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    cache = tmp_path / "cache" / speed.CACHE_FILE
+    cache.parent.mkdir(parents=True)
+    # bench.py runs this interpreter, on this machine, and with --random-layout keeps this process's layout
+    key = environment.collect(1).machine_key()
+    cache.write_text(json.dumps({"schema": speed.CACHE_SCHEMA,
+                                 "machines": {key: [{"reference_ns": 1.0, "created": "earlier"}]}}))
+    # 120 rounds in 10 builds of 12: a reference sample every 4th round, 30 in all (a figure)
+    out = _bench_here(user_folder, "--step", "steptest:same", "-m", "120", "--random-layout", "--json", "step.json")
+    assert out.returncode == 0, out.stderr
+    table = out.stdout.split("op by op:")[0]
+    assert "~ slow run: a reference loop (sorted((3, 1, 2), key=abs)) timed beside the steps ran" in table, table
+    assert "the fastest of this machine's 1 earlier run (" in table
+    assert "warning: steptest:same: slow run: a reference loop" in out.stderr, out.stderr
+    with open(user_folder / "step.json", encoding="utf-8") as src:
+        saved = json.load(src)["speed"]
+    assert saved["slow"] is True and saved["earlier_runs"] == 1 and len(saved["samples_ns"]) == 30
+    (runs,) = json.loads(cache.read_text())["machines"].values()
+    assert [run["reference_ns"] for run in runs] == [1.0, saved["reference_per_call_ns"]]
+
+
 def test_a_table_summing_to_more_than_the_step_is_not_called_unexplained():
     from overrides.step.closure import Closure
     from overrides.step.output import closure_lines

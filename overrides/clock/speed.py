@@ -23,6 +23,7 @@ import json
 import os
 
 from overrides.clock import stats
+from overrides.clock.timer import Target
 from overrides.errors import UsageError
 from overrides.files import schema_of, write_json_atomic
 
@@ -31,6 +32,13 @@ from overrides.files import schema_of, write_json_atomic
 # on one machine differ in it only by the machine's speed; it has no operands (x, y go unused).
 REFERENCE_STMT = "sorted((3, 1, 2), key=abs)"
 REFERENCE_NAME = "speed reference"
+
+
+def reference_target() -> Target:
+    """The reference as a Timer core target (beside the cases: single_run.py; beside a step's
+    samples: step/timing.py)."""
+    return Target(REFERENCE_NAME, REFERENCE_STMT, lambda: (None, None))
+
 # A run is marked slow when its reference ran past this multiple of the fastest of this
 # machine's kept runs. The quiet runs' reference figures spread by ~2% (the fastest of them is
 # the yardstick, so a quiet run reads up to ~1.02x), and a slowdown reaches the reference a

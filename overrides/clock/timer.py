@@ -23,7 +23,7 @@ How it times, and why:
   active while its statement runs. It is entered around each sample and exited after it,
   outside the clock reads, because round-robin moves to another target after every sample.
 - A reference target (overrides/clock/speed.py: the run's own speed) may be sampled beside the
-  targets, every REFERENCE_EVERY rounds, in the same rotation.
+  targets, every REFERENCE_EVERY rounds, in the same rotation; or on demand (Sampler).
 - A target that raises is recorded as failed and dropped from the rotation; the others go on.
   Ctrl-C stops the rounds and returns what was measured so far, marked interrupted.
 """
@@ -45,16 +45,16 @@ from overrides.progress import counted
 
 TARGET_SAMPLE_NS = 1_000_000  # ~1 ms a sample: far above clock cost, far below the slow spells
 WARMUP_NS = 50_000_000  # 50 ms per target: the 3.11 interpreter specialises within a few calls
-# Calibration times the warm probe (UNROLL calls) and an empty probe in CALIBRATION_BURSTS
-# bursts of CALIBRATION_PROBES each, CALIBRATION_GAP_S apart, and sizes samples from the fastest
-# of each: noise only adds time, so the fastest is the undisturbed cost. Compiling a fresh loop
-# per trial (the first version) timed cold code and gave SubTensor 50 calls in one run and 150 in
-# the next; 30 probes back to back (the second, their 10th percentile) lasted ~3 ms, and one
-# slow spell covering them sized Tensor at 250 calls a sample (0.39 ms instead of ~1 ms). Spread
-# over ~60 ms, a spell has to cover all four bursts. A burst stops early once it has lasted
-# CALIBRATION_BURST_NS (after two probes): WrapperDispatchTensor's probes take 1.3 ms each, and
-# its calibration took 101-116 ms with six of them a burst. Now 61-91 ms a target over the
-# catalog (torch.add, x.shape, x+y), quiet or with a CPU hog on each core.
+# Calibration times the warm probe (UNROLL calls) and an empty probe in CALIBRATION_BURSTS bursts
+# of CALIBRATION_PROBES each, CALIBRATION_GAP_S apart, and sizes samples from the fastest of each:
+# noise only adds time, so the fastest is the undisturbed cost. Compiling a fresh loop per trial
+# (the first version) timed cold code and gave SubTensor 50 calls in one run and 150 in the next;
+# 30 probes back to back (the second, their 10th percentile) lasted ~3 ms, and one slow spell
+# covering them sized Tensor at 250 calls a sample (0.39 ms instead of ~1 ms). Spread over ~60 ms,
+# a spell has to cover all four bursts. A burst stops early once it has lasted CALIBRATION_BURST_NS
+# (after two probes): WrapperDispatchTensor's probes take 1.3 ms each, and its calibration took
+# 101-116 ms with six of them a burst. Now 61-91 ms a target over the catalog (torch.add, x.shape,
+# x+y), quiet or with a CPU hog on each core.
 CALIBRATION_BURSTS = 4
 CALIBRATION_PROBES = 6  # per burst: the first after a gap runs cold, the rest are warm
 CALIBRATION_BURST_NS = 3_000_000
@@ -71,16 +71,14 @@ CALIBRATION_GAP_S = 0.02
 # lost 30% of it to a check at a tenth of the cap, 1.2 s of bench.py's 4.
 RECALIBRATE_AT = 0.1  # of the run's floor (or of its fixed samples)
 RECALIBRATE_MIN_ROUNDS = 10
-# Fastest sample / calibration over the catalog here (torch.add, x.shape, x+y): 0.87-1.05, quiet
-# or with a CPU hog on each core. Below 0.7 (calibration slowed by more than 40%) is no jitter.
+# Fastest sample / calibration over the catalog: 0.87-1.05, quiet or beside CPU hogs; below 0.7 no jitter.
 RECALIBRATE_BELOW = 0.7
 MAX_CALLS_PER_SAMPLE = 10_000_000
-# The empty-loop cost removed from every sample: the same low quantile of the empty samples as
-# the headline takes of the real ones, i.e. the undisturbed cost, the one an undisturbed sample
-# carries. The median (the first version) carried the disturbed empty samples too (and the cold
-# ones: each runs once, right after another loop) and removed too much from every sample: over
-# the seed cases here, the median was 2.2-3.5x the 2nd percentile, 0.3-1.3 ns a call too much
-# quiet and 0.4-2.3 with a CPU hog on each core; up to ~10 ns where the clock is slower.
+# The empty-loop cost removed from every sample: the same low quantile of the empty samples as the
+# headline takes of the real ones, the undisturbed cost an undisturbed sample carries. The median
+# (the first version) carried the disturbed and the cold empty samples too (each runs once, right
+# after another loop) and removed too much: over the seed cases, 2.2-3.5x the 2nd percentile,
+# 0.3-1.3 ns a call quiet, 0.4-2.3 beside a CPU hog a core, up to ~10 ns where the clock is slower.
 EMPTY_LOOP_QUANTILE = stats.HEADLINE_QUANTILE
 MIN_SAMPLES = 20  # fewer than this and no spread or interval means anything
 DEFAULT_MIN_TIME_S = 3.0  # per target, when no precision is asked for (TimerConfig.precision)
@@ -111,11 +109,11 @@ DEFAULT_MAX_TIME_S = 3.0
 DRIFT_MAX_WIDTH = 0.01
 PRECISION_CHECK_EVERY_NS = 200_000_000  # sorting every target's samples costs ~1 ms
 PROGRESS_EVERY_NS = 1_000_000_000  # progress callback cadence
-# A reference target (overrides/clock/speed.py: the run's speed) takes one sample every this
-# many rounds, in the same round-robin, so it covers the whole run as the cases do: ~1 ms per
-# two rounds, about 12% more time beside four cases. Every fourth round (the first version) left
-# it ~150 samples in a 12-s run, its 2nd percentile on the 3rd fastest, and a run beside another
-# tenant read it 10% high while the cases' figures were not.
+# A reference target (overrides/clock/speed.py: the run's speed) takes one sample every this many
+# rounds, in the same round-robin, so it covers the whole run as the cases do: ~1 ms per two
+# rounds, about 12% more time beside four cases. Every fourth round (the first version) left it
+# ~150 samples in a 12-s run, its 2nd percentile on the 3rd fastest, and a run beside another tenant
+# read it 10% high while the cases' figures were not.
 REFERENCE_EVERY = 2
 
 _clock = clock_ns  # loops.py's: the one clock
@@ -362,6 +360,21 @@ class _Slot:
                           for mode, (_, _, raws, empties) in self.extra.items() if raws and empties)
         return TimedTarget(self.target.name, self.target.stmt, self.calls, per_call,
                            empty_ns / self.calls, self.error, self.device, device_ns)
+
+
+class Sampler:
+    """One target sampled on demand by the core's loops: a step's speed reference (step/timing.py)."""
+
+    def __init__(self, target: Target, config: TimerConfig | None = None):
+        self._slot = _Slot(target)
+        self._slot.prepare(dataclasses.replace(config or TimerConfig(), calls_per_sample=None))
+
+    def sample(self) -> None:  # none once the target raised: result() says why
+        if self._slot.error is None:
+            self._slot.sample()
+
+    def result(self) -> TimedTarget:
+        return self._slot.result()
 
 
 def _why_stop(live: list[_Slot], config: TimerConfig) -> str | None:

@@ -64,12 +64,14 @@ def _run_eager(args, say) -> int:
     from overrides.step.factory import build_steps, find_factory
     from overrides.step.hooks import capture_step
     from overrides.step.optable import price_step
+    from overrides.clock import speed
+    from overrides.clock.timer import Sampler
     from overrides.step.timing import DEFAULT_TIME_S, time_steps
 
     batches = list(dict.fromkeys(args.batch)) if args.batch else [None]
     device = _device(args)
     find_factory(args.step, batches=args.batch is not None, device=device)  # refused before anything runs
-    timings, on_device, first = [], [], None
+    timings, on_device, first, reference = [], [], None, None
     for batch in batches:
         pair = build_steps(args.step, batch, device)
         if first is None and say:
@@ -82,7 +84,9 @@ def _run_eager(args, say) -> int:
                                             args.nrepreps, say))
             timings.append(on_device[-1].synced)  # the step's cost: what a training loop pays
         else:
-            timings.append(time_steps(pair, args.min_time or DEFAULT_TIME_S, args.threads, args.nrepreps, say))
+            reference = reference or Sampler(speed.reference_target())  # one for the run: its samples pooled
+            timings.append(time_steps(pair, args.min_time or DEFAULT_TIME_S, args.threads, args.nrepreps, say,
+                                      reference=reference))
     say and say(f"{args.step}: one step under the hooks, then each op timed on its operands")
     captured = capture_step(first.subclass, first.user_dir)
     priced = price_step(captured, threads=args.threads, progress=say)
@@ -90,9 +94,24 @@ def _run_eager(args, say) -> int:
     against = output.op_table_baseline(tuple(timings), tuple(on_device))
     closure = close(against.overhead_ns, against.overhead_ci_ns, rows, first.plain, first.subclass,
                     (priced.in_order_ns, priced.in_order_ci_ns))
+    checked = _speed(reference, args.threads) if reference is not None else None
     _show(args, output.StepReport(args.step, first.description, tuple(timings), captured, rows, closure,
-                                  on_device=tuple(on_device)))
+                                  on_device=tuple(on_device), speed=checked))
     return 1 if any(t.drift for t in timings) else 0
+
+
+def _speed(reference, threads: int):
+    """The run's speed reference, sampled between the steps' rounds, judged against this machine's
+    earlier runs and kept beside them (clock/speed.py), as a cases run's is."""
+    import datetime
+
+    from overrides import environment
+    from overrides.clock import speed
+
+    timed = reference.result()
+    created = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+    return speed.judge(timed.samples_ns, timed.calls_per_sample, environment.collect(threads).machine_key(),
+                       speed.cache_path(), created)
 
 
 # What a run costs beside its steps: the drift probe's collections, the capture and its replays'

@@ -12,7 +12,8 @@ import math
 import re
 
 from overrides.figures import json_figure, signed, whole
-from overrides.run_notes import spread_reason
+from overrides.clock.speed import SpeedCheck
+from overrides.run_notes import SLOW_MARK, speed_said, spread_reason
 from overrides.step.closure import CLOSED_WITHIN, Closure
 from overrides.step.compiled_output import compiled_dict, compiled_lines
 from overrides.step.compiling import EagerAndCompiled
@@ -42,6 +43,9 @@ class StepReport:
     compiled: EagerAndCompiled | None = None  # --compiled: the four figures
     # On a CUDA device: each batch's host, synced and GPU figures (timings holds the synced).
     on_device: tuple[DeviceStepTiming, ...] = ()
+    # The run's speed reference, sampled between the steps' rounds, against this machine's earlier
+    # runs (clock/speed.py). None: not checked (on a GPU, or --compiled).
+    speed: SpeedCheck | None = None
 
 
 def _pct(value: float) -> str:
@@ -60,6 +64,18 @@ def step_table(timing: StepTiming) -> list[str]:
                   ["yours", whole(timing.subclass_step_ns), signed(timing.overhead_ns),
                    _range(*timing.overhead_ci_ns), _pct(timing.share), _range(*timing.share_ci, percent=True),
                    f"{len(timing.subclass_ns)}x{steps}"]]) + [interval_basis(timing)]
+
+
+# A slow run's step figures: what reads high when the whole run was slowed (clock/speed.py).
+_STEPS_READ_HIGH = "both steps' figures read high, and the overhead and its share may too"
+
+
+def speed_line(check: SpeedCheck | None) -> list[str]:
+    """The run's speed against this machine's earlier runs, under the step table; marked when slow."""
+    if check is None:
+        return []
+    said = speed_said(check, "the steps", _STEPS_READ_HIGH)
+    return [f"{SLOW_MARK} {said}" if check.slow else f"speed: {said}"]
 
 
 def interval_basis(timing: StepTiming) -> str:
@@ -262,8 +278,10 @@ def device_lines(on_device: tuple[DeviceStepTiming, ...]) -> list[str]:
 
 
 def warnings(report: StepReport) -> list[str]:
-    """Drift and spread of a step's report, one line each, for stderr."""
-    return timing_warnings(report.timings)
+    """Drift, spread and a slow run of a step's report, one line each, for stderr."""
+    slow = report.speed is not None and report.speed.slow
+    return timing_warnings(report.timings) + (
+        [f"warning: {report.spec}: {speed_said(report.speed, 'the steps', _STEPS_READ_HIGH)}"] if slow else [])
 
 
 def timing_warnings(timings: tuple[StepTiming, ...]) -> list[str]:
@@ -285,7 +303,7 @@ def render(report: StepReport) -> str:
     lines += [f"drift: {line}" for t in report.timings for line in t.drift]
     if report.compiled is not None:
         return "\n".join(lines + compiled_lines(report.compiled))
-    lines += step_table(first)
+    lines += step_table(first) + speed_line(report.speed)
     if report.on_device:
         lines += [""] + device_lines(report.on_device)
     lines += ["", "op by op: every call of your subclass's __torch_function__ / __torch_dispatch__ in one step, "
@@ -304,6 +322,10 @@ def _timing_dict(t: StepTiming) -> dict:
     return TimingFigures.of(t).to_dict()
 
 
+def _speed_dict(report: StepReport) -> dict | None:
+    return report.speed.to_dict() if report.speed is not None else None
+
+
 def _device_dict(d: DeviceStepTiming) -> dict:
     return {"device": d.device, "device_name": d.device_name, "batch": d.batch,
             "gpu_idle": {which: json_figure(d.gpu_idle(which), 4) for which in ("plain", "subclass")},
@@ -320,10 +342,11 @@ def _payload(report: StepReport, environment: dict) -> dict:
     c = report.closure
     if c is None:
         return {"schema": SCHEMA, "spec": report.spec, "description": report.description, "environment": environment,
-                "timings": [_timing_dict(t) for t in report.timings], "ops": [], "calls": [], "closure": None,
+                "timings": [_timing_dict(t) for t in report.timings], "speed": _speed_dict(report),
+                "ops": [], "calls": [], "closure": None,
                 "compiled": compiled_dict(report.compiled) if report.compiled else None}
     return {"schema": SCHEMA, "spec": report.spec, "description": report.description, "environment": environment,
-            "timings": [_timing_dict(t) for t in report.timings],
+            "timings": [_timing_dict(t) for t in report.timings], "speed": _speed_dict(report),
             "falls_under_batch": falls_under(list(report.timings)) if len(report.timings) > 1 else None,
             "ops": [OpFigures.of(r).to_dict() for r in report.rows],
             "calls": [dataclasses.asdict(call) for call in report.captured.calls],

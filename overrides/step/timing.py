@@ -36,7 +36,7 @@ from typing import Callable, Sequence, TypeVar
 import torch
 
 from overrides.clock import stats
-from overrides.clock.timer import clock_ns, paused_gc
+from overrides.clock.timer import Sampler, clock_ns, paused_gc
 from overrides.errors import UsageError
 from overrides.step import drift
 from overrides.step.factory import StepPair, rebuilt
@@ -77,6 +77,12 @@ EAGER_LEAD = True
 # 1.06-1.08x with each its own count (the plain twin 2 steps a sample, the waiting step 1) and
 # 1.03x with the same, the A/A +1.7 against -0.3 us (benchmarks/step_validation.py 5, each way).
 SAME_COUNT = True
+# The run's speed reference (clock/speed.py), when one is given, takes a sample every this many
+# rounds of the steps, so that it covers the run as the steps do: ~0.6 ms a sample against ~4 ms
+# a round of two steps and their lead steps, ~4% of the time. Its samples, among the steps', read
+# 0.95-1.03x its samples back to back (the Timer core's way, against which the machine's earlier
+# runs were kept), a steps:mlp step at load ~3.
+REFERENCE_EVERY_ROUNDS = 4
 
 
 @dataclasses.dataclass(frozen=True)
@@ -221,14 +227,16 @@ def alternate(steps: Sequence[Callable], time_s: float = DEFAULT_TIME_S, pairs: 
               progress: Callable[[str], None] | None = None, label: str = "",
               what: str = "the plain step and yours",
               lead: bool = False, same_count: bool = False,
-              counts: tuple[int, ...] | None = None) -> tuple[tuple[int, ...], tuple[tuple[float, ...], ...]]:
+              counts: tuple[int, ...] | None = None,
+              reference: Sampler | None = None) -> tuple[tuple[int, ...], tuple[tuple[float, ...], ...]]:
     """`steps` timed in alternation (in the orders of balanced_orders, in turn), `time_s` each or
     `pairs` rounds: (steps a sample of each, each one's samples, per step), paired by position.
     The caller has warmed them up and set the threads; see the module docstring for the method.
     With `lead`, each sample follows one untimed step of its own (LEAD_STEP says why); with
     `same_count`, every step takes the fewest steps a sample any of them was calibrated to
     (SAME_COUNT says why); `counts` given: these steps a sample, not calibrated (more rounds
-    to pool with earlier ones)."""
+    to pool with earlier ones); `reference` given, it takes a sample every REFERENCE_EVERY_ROUNDS
+    rounds, between them."""
     say = progress or (lambda message: None)
     counts = counts or tuple(steps_per_sample(step) for step in steps)
     if same_count:
@@ -241,6 +249,8 @@ def alternate(steps: Sequence[Callable], time_s: float = DEFAULT_TIME_S, pairs: 
         while True:
             for index in orders[len(samples[0]) % len(orders)]:
                 samples[index].append(_sample(steps[index], counts[index], lead))
+            if reference is not None and len(samples[0]) % REFERENCE_EVERY_ROUNDS == 0:
+                reference.sample()
             now = clock_ns()
             done = (len(samples[0]) >= pairs if pairs is not None
                     else now - rounds_start >= budget_ns and len(samples[0]) >= MIN_PAIRS)
@@ -301,11 +311,13 @@ def in_stretches(first: Sequence[StepPair], stretches: int, rebuild: Callable[[S
 
 def time_steps(pair: StepPair, time_s: float = DEFAULT_TIME_S, threads: int = 1,
                pairs: int | None = None, progress: Callable[[str], None] | None = None,
-               stretches: int = STRETCHES, rebuild: Callable[[StepPair], StepPair] = rebuilt) -> StepTiming:
+               stretches: int = STRETCHES, rebuild: Callable[[StepPair], StepPair] = rebuilt,
+               reference: Sampler | None = None) -> StepTiming:
     """Time both steps of `pair` in alternation for `time_s` each (or `pairs` rounds), after
     the drift probe, in `stretches` stretches that share that time, each after the first on both
     steps built afresh by `rebuild`; see the module docstring for the method. A later build or
-    step that raises ends the stretches: those finished stand, and the progress says why."""
+    step that raises ends the stretches: those finished stand, and the progress says why. The
+    speed `reference`, given, is sampled between the rounds (alternate)."""
     say = progress or (lambda message: None)
     label = step_label(pair)
     previous_threads = torch.get_num_threads()
@@ -318,7 +330,7 @@ def time_steps(pair: StepPair, time_s: float = DEFAULT_TIME_S, threads: int = 1,
     def time_one(index: int, steps: tuple[Callable, ...]):
         rounds = None if pairs is None else pairs // stretches + (index < pairs % stretches)
         return alternate(steps, time_s / stretches, rounds, say, f"{label}, stretch {index + 1} of {stretches}",
-                         lead=EAGER_LEAD, same_count=SAME_COUNT, counts=counts)
+                         lead=EAGER_LEAD, same_count=SAME_COUNT, counts=counts, reference=reference)
 
     def take(index: int, timed) -> bool:
         nonlocal counts, samples, overheads
