@@ -227,7 +227,7 @@ def count_served(builds: Sequence[Build], seeds: Sequence[int], jobs: Sequence[J
         def keep(j: int, run: CountRun, loaded: list[str]) -> None:
             identity, where = identities.get((index, seed, j), (None, None))
             if identity is not None and not run.died:
-                kept.keep(identity, seed, records.exact_dict(run), loaded, where.seen_from_outside,
+                kept.keep(identity, seed, run.to_dict(), loaded, where.seen_from_outside,
                           (where.user_dir, where.tool))
 
         return _serve(builds[index], seed, todo, tree, say, tally, side, keep)
@@ -303,7 +303,7 @@ def _kept(builds: Sequence[Build], seeds: Sequence[int], of_seed: dict, tree: bo
                 identities[(b, seed, j)] = (_identity(build, where, tree, job), where)
                 hit = kept.find(identities[(b, seed, j)][0], seed, where.seen_from_outside)
                 if hit is not None:
-                    run = records.from_exact(hit.run)
+                    run = CountRun.from_dict(hit.run)
                     found[(b, seed, j)] = dataclasses.replace(run, settings=dict(run.settings, reused_from=hit.written))
                     when.append(hit.written)
         if when:
