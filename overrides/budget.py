@@ -111,6 +111,12 @@ class Budget:
     def get(self, case: str, op: str) -> Row | None:
         return next((r for r in self.rows if (r.case, r.op) == (case, op)), None)
 
+    @classmethod
+    def from_dict(cls, data: dict) -> "Budget":
+        """A budget as `to_dict` writes it (its schema checked by the caller: `load`)."""
+        return cls(Fingerprint.from_dict(data["environment"]), tuple(data["seeds"]),
+                   tuple(Row.from_dict(r) for r in data["rows"]))
+
 
 def dumps(budget: Budget) -> str:
     """The budget file's text: the environment and seeds as indented JSON, then one line per
@@ -132,9 +138,8 @@ def load(path: str) -> Budget:
     from overrides.files import read_json, versioned
 
     data = read_json(path, "budget", f"write one with `python bench.py --write-budget {path}`")
-    versioned(data, SCHEMA, path, "a budget file", f"write one with `python bench.py --write-budget {path}`")
-    rows = tuple(Row.from_dict(r) for r in data["rows"])
-    return Budget(Fingerprint.from_dict(data["environment"]), tuple(data["seeds"]), rows)
+    return Budget.from_dict(versioned(data, SCHEMA, path, "a budget file",
+                                      f"write one with `python bench.py --write-budget {path}`"))
 
 
 def rows_from(runs, seeds: Sequence[int], variant_runs=()) -> list[Row]:

@@ -82,11 +82,6 @@ def last_message(stdout: str):
     return None
 
 
-def fatal_of(found) -> str | None:
-    """What a process said it could not go on with, or None."""
-    return found.get("fatal") if isinstance(found, dict) else None
-
-
 class Channel:
     """A process's half of the protocol: messages on the stdout it started with."""
 

@@ -17,15 +17,18 @@ missing one its own way. Here is the one reading:
   stderr's last lines are had and what is done before waiting for its end are its subclasses'
   (`ab/pairs.py`'s `Worker`: the defaults; `counts/forkserver.py`'s `Server`: select, a drained
   stderr, its process group killed);
-- `answer`: a finished process's answer, or why there is none (`reason`).
+- `answer`: a finished process's answer, or why there is none (`reason`);
+- `Value`: the one parser of a message that carries one value under its kind's key (`{"fatal":
+  ...}`, `{"ended": code}`, a forked child's `{"ready": pid}`): read by attribute everywhere else.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import subprocess
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from overrides import children, entry
 from overrides.errors import UsageError
@@ -34,6 +37,28 @@ from overrides.errors import UsageError
 # summary, a leak check), so they are never what a process said.
 _VALGRIND_LINE = re.compile(r"==\d+==")
 NO_MESSAGE = "no message"  # why, where a process said nothing at all
+# The two keys the protocol itself gives a meaning: why a process cannot go on (entry.main's last
+# line), and a forked child's exit status said by the server that forked it (forkserver._turn).
+FATAL = "fatal"
+ENDED = "ended"
+
+
+@dataclasses.dataclass(frozen=True)
+class Value:
+    """What a message carries under `key`, the name of its kind: `{"ended": 0}` carries 0 under
+    "ended"; None where it is no message (a line of someone else's) or carries nothing there."""
+
+    key: str
+    value: Any
+
+    @classmethod
+    def from_dict(cls, said, key: str) -> "Value":
+        return cls(key, said.get(key) if isinstance(said, dict) else None)
+
+
+def value_of(said, key: str):
+    """The value `said` (a message, or None) carries under `key` (Value)."""
+    return Value.from_dict(said, key).value
 
 
 class WorkerSaid(UsageError):
@@ -92,6 +117,11 @@ class Client:
         self.send(request)
         return self.read(key)
 
+    def value(self, key: str, doing: str | None = None):
+        """What the next message holding `key` carries there (a message of one value: a
+        child's `{"ready": pid}`)."""
+        return value_of(self.read(key, doing), key)
+
     def read(self, key: str | None = None, doing: str | None = None) -> dict:
         """The next message (with `key`, the next holding it), skipping lines that are none (a
         library writing to the stdout it inherited). A fatal message is a WorkerSaid; a child's
@@ -105,12 +135,12 @@ class Client:
             said = entry.message(line)
             if not isinstance(said, dict):
                 continue
-            if entry.fatal_of(said):
-                raise WorkerSaid(f"{self.who} ended early while {self.doing}: {_worded(entry.fatal_of(said))}")
+            if value_of(said, FATAL):
+                raise WorkerSaid(f"{self.who} ended early while {self.doing}: {_worded(value_of(said, FATAL))}")
             if key is None or key in said:
                 return said
-            if "ended" in said:  # a forked child's end, said by the process that forked it
-                raise WorkerDied(f"{self.who} {children.ended(said['ended'])} while {self.doing}")
+            if ENDED in said:  # a forked child's end, said by the process that forked it
+                raise WorkerDied(f"{self.who} {children.ended(value_of(said, ENDED))} while {self.doing}")
 
     def died(self, doing: str | None = None) -> NoReturn:
         """Raise how the process ended: WorkerSaid where it exited above 0 with a line on
@@ -147,7 +177,7 @@ class Client:
 def reason(done: subprocess.CompletedProcess) -> str:
     """Why a finished process gave no answer: its fatal message, else its last line on stderr."""
     for line in reversed((done.stdout or "").splitlines()):
-        fatal = entry.fatal_of(entry.message(line))
+        fatal = value_of(entry.message(line), FATAL)
         if fatal:
             return _worded(fatal)
     return last_said((done.stderr or "").splitlines()) or NO_MESSAGE
@@ -158,7 +188,7 @@ def answer(done: subprocess.CompletedProcess, *keys: str, failed: str) -> dict:
     where there is none, or a fatal message came after it, WorkerSaid: "`failed`: why"."""
     for line in reversed((done.stdout or "").splitlines()):
         said = entry.message(line)
-        if entry.fatal_of(said):
+        if value_of(said, FATAL):
             break
         if isinstance(said, dict) and (not keys or any(key in said for key in keys)):
             return said

@@ -13,7 +13,7 @@ import sys
 
 from conftest import ROOT
 
-from overrides import entry
+from overrides import entry, workers
 
 CHILD_TIMEOUT_S = 300  # importing torch beside other work
 
@@ -54,7 +54,7 @@ def test_a_role_that_fails_says_fatal_last_and_exits_1(tmp_path):
     done = _run("applicable", json.dumps([["broken_cases:pair", "torch.add"]]),
                 env={"OVERRIDES_USER_DIR": str(tmp_path)})
     said = entry.last_message(done.stdout)
-    fatal = entry.fatal_of(said)
+    fatal = workers.value_of(said, workers.FATAL)
     assert done.returncode in (0, 1), done.stderr
     # A case that cannot be built is the user's to fix: said as an error, or as a fatal.
     assert fatal or "error" in said, done.stdout

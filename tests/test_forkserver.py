@@ -52,9 +52,9 @@ def test_a_forked_child_counts_to_the_instruction_as_a_servers_first_child(serve
 
 
 def test_a_job_names_the_users_folder_only_when_it_builds_something_of_the_users():
-    assert SEED_CASES.spec("/u")["user_dir"] is None
-    assert USERLIB.spec("/u")["user_dir"] == "/u"
-    assert callgrind.Job((("steps:mlp", "plain"),), role="count-step").spec("/u")["user_dir"] == "/u"
+    assert SEED_CASES.spec("/u").user_dir is None
+    assert USERLIB.spec("/u").user_dir == "/u"
+    assert callgrind.Job((("steps:mlp", "plain"),), role="count-step").spec("/u").user_dir == "/u"
 
 
 @pytest.mark.slow

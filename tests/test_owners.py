@@ -2,8 +2,9 @@
 each command's flags are declared by one parser, a JSON document's schema is read in
 `overrides/files.py` alone, a table is laid out in `overrides/tables.py` alone, an
 environment's fields are read by string key in `overrides/environment.py` alone, settings by
-string key only in their records' modules, and the unpaired comparison's process term is worded
-from its constant alone.
+string key only in their records' modules, a loaded document (parsed JSON, found by where a value
+comes from) by string key only in its record's `from_dict`, and the unpaired comparison's process
+term is worded from its constant alone.
 
 Each check reads the source (no import), so a made-up violation in a scratch package shows
 that each can fail. The Markdown check (no tables laid out in the measuring wings) is
@@ -422,6 +423,256 @@ def test_the_settings_check_finds_a_read_by_string_key(tmp_path):
     assert settings_reads_outside_owners(root, "pkg", ("pkg.run_settings",)) == [
         "pkg.notes:2", "pkg.notes:3", "pkg.notes:4", "pkg.notes:5"]
 
+
+# A loaded document (parsed JSON: a file read back, a message of entry.py's protocol, a request
+# on a worker's stdin) is read by string key in its record's parser alone, a classmethod
+# `from_dict`; everywhere else by attribute, where a misspelt or missing key fails once, where it
+# is parsed. What is a document is decided by where a value comes from, not by its name: these
+# calls parse JSON, and every other reader is found from them (a function of the package that
+# returns or yields a document: files.read_json, workers.Client's read and ask, workers.answer,
+# entry.message and last_message, entry.Channel.requests, ...).
+JSON_PARSERS = ("json.load", "json.loads")
+DOCUMENT_PARSER = "from_dict"
+# And the one reader of any document's "schema", whatever its record (the schema check above).
+SCHEMA_READER = (SCHEMA_OWNER, "schema_of")
+# What passes a document's part on: `doc.get("k")`, `doc.items()`, `dict(doc)`, `zip(a, b)`, ...
+_PART_METHODS = ("get", "items", "values", "keys", "copy", "pop", "setdefault")
+_PART_CALLS = ("dict", "list", "tuple", "sorted", "reversed", "enumerate", "zip", "iter", "next", "set")
+_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+
+
+def _own_nodes(scope: ast.AST):
+    """The nodes of `scope`'s own body: not those of a function or class defined in it."""
+    todo = list(ast.iter_child_nodes(scope))
+    while todo:
+        node = todo.pop()
+        yield node
+        if not isinstance(node, _SCOPES):
+            todo.extend(ast.iter_child_nodes(node))
+
+
+def _bound_names(target: ast.AST) -> list[str]:
+    return [n.id for n in ast.walk(target) if isinstance(n, ast.Name)]
+
+
+class _Documents:
+    """Where documents are, in a package: which functions return one (`readers`), which of their
+    parameters are given one at some call (`given`), and in each scope the names bound to one.
+    Found by running to a fixpoint over every module, as a reader found makes more documents."""
+
+    def __init__(self, modules: dict[str, str]):
+        self.trees = {name: ast.parse(source) for name, source in modules.items()}
+        self.functions: dict[str, dict[str, list[ast.AST]]] = {}  # module -> name -> its defs
+        self.imported: dict[str, dict[str, tuple[str, str | None]]] = {}  # alias -> (module, name)
+        self.module_of: dict[int, str] = {}  # id(function) -> its module
+        for module, tree in self.trees.items():
+            defined = self.functions.setdefault(module, {})
+            aliases = self.imported.setdefault(module, {})
+            for node in ast.walk(tree):
+                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    defined.setdefault(node.name, []).append(node)
+                    self.module_of[id(node)] = module
+                elif isinstance(node, ast.Import):
+                    for alias in node.names:
+                        if alias.asname:
+                            aliases[alias.asname] = (alias.name, None)
+                elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                    for alias in node.names:
+                        whole = f"{node.module}.{alias.name}"
+                        aliases[alias.asname or alias.name] = (
+                            (whole, None) if whole in self.trees else (node.module, alias.name))
+        self.readers: set[tuple[str, str]] = set()  # (module, function) returning a document
+        self.reader_names: set[str] = set()  # their names, for a method of some object (`worker.ask`)
+        self.given: dict[int, set[str]] = {}  # id(function) -> its parameters given a document
+        self.names: dict[int, set[str]] = {}  # id(scope) -> its names bound to a document
+        self._settle()
+
+    def _resolve(self, module: str, func: ast.AST) -> tuple[list[ast.AST], int]:
+        """The package's functions a call of `func` in `module` may run, and how many of their
+        parameters it fills itself (1 for `self.f`: self). None found: a method of some object."""
+        if isinstance(func, ast.Name):
+            if func.id in self.functions[module]:
+                return self.functions[module][func.id], 0
+            found, name = self.imported[module].get(func.id, (None, None))
+            return self.functions.get(found, {}).get(name, []), 0
+        if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name):
+            if func.value.id in ("self", "cls"):
+                return self.functions[module].get(func.attr, []), 1
+            found, name = self.imported[module].get(func.value.id, (None, None))
+            if name is None and found in self.functions:
+                return self.functions[found].get(func.attr, []), 0
+        return [], 0
+
+    def _reads(self, module: str, func: ast.AST) -> bool:
+        """Whether calling `func` in `module` gives a document: JSON parsed, or a reader's return."""
+        if ast.unparse(func) in JSON_PARSERS:
+            return True
+        targets, _ = self._resolve(module, func)
+        if targets:
+            return any((self.module_of[id(f)], f.name) in self.readers for f in targets)
+        return isinstance(func, ast.Attribute) and func.attr in self.reader_names
+
+    def is_document(self, module: str, expr: ast.AST | None, names: set[str]) -> bool:
+        if isinstance(expr, ast.Name):
+            return expr.id in names
+        if isinstance(expr, (ast.Subscript, ast.Starred)):
+            return self.is_document(module, expr.value, names)
+        if isinstance(expr, ast.BoolOp):
+            return any(self.is_document(module, v, names) for v in expr.values)
+        if isinstance(expr, ast.IfExp):
+            return self.is_document(module, expr.body, names) or self.is_document(module, expr.orelse, names)
+        if isinstance(expr, ast.Call):
+            func = expr.func
+            if isinstance(func, ast.Attribute) and func.attr in _PART_METHODS:
+                if self.is_document(module, func.value, names):
+                    return True
+            if isinstance(func, ast.Name) and func.id in _PART_CALLS:
+                return any(self.is_document(module, a, names) for a in expr.args)
+            return self._reads(module, func)
+        return False
+
+    def _scope_names(self, module: str, scope: ast.AST, inherited: set[str]) -> set[str]:
+        """The names `scope` binds to a document (its own, and those it sees of its encloser)."""
+        names = set(inherited) | self.given.get(id(scope), set())
+        bindings = []
+        for node in _own_nodes(scope):
+            if isinstance(node, ast.Assign):
+                for target in node.targets:
+                    if (isinstance(target, ast.Tuple) and isinstance(node.value, ast.Tuple)
+                            and len(target.elts) == len(node.value.elts)):  # `a, b = doc, other`
+                        bindings += list(zip(target.elts, node.value.elts))
+                    else:
+                        bindings.append((target, node.value))
+            elif isinstance(node, (ast.AnnAssign, ast.NamedExpr)) and node.value is not None:
+                bindings.append((node.target, node.value))
+            elif isinstance(node, (ast.For, ast.AsyncFor, ast.comprehension)):
+                bindings.append((node.target, node.iter))
+        grown = True
+        while grown:  # a name bound late in a loop may be read early in it
+            grown = False
+            for target, value in bindings:
+                if self.is_document(module, value, names):
+                    new = set(_bound_names(target)) - names
+                    names |= new
+                    grown = grown or bool(new)
+        return names
+
+    def scopes(self, module: str):
+        """(scope, the functions it lies in, its names bound to a document), outermost first."""
+        todo = [(self.trees[module], (), set())]
+        while todo:
+            scope, within, inherited = todo.pop(0)
+            names = self._scope_names(module, scope, inherited)
+            yield scope, within, names
+            for node in _own_nodes(scope):
+                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    todo.append((node, within + (node.name,), names - {a.arg for a in _parameters(node)}))
+                elif isinstance(node, ast.ClassDef):
+                    todo.append((node, within, set()))
+
+    def _settle(self) -> None:
+        while True:
+            before = (len(self.readers), sum(len(g) for g in self.given.values()))
+            for module in self.trees:
+                for scope, _, names in self.scopes(module):
+                    for node in _own_nodes(scope):
+                        if isinstance(node, (ast.Return, ast.Yield, ast.YieldFrom)) and not isinstance(scope, ast.Module):
+                            if self.is_document(module, node.value, names):
+                                self.readers.add((module, scope.name))
+                                self.reader_names.add(scope.name)
+                        if isinstance(node, ast.Call):
+                            self._give(module, node, names)
+            if before == (len(self.readers), sum(len(g) for g in self.given.values())):
+                return
+
+    def _give(self, module: str, call: ast.Call, names: set[str]) -> None:
+        """A document passed to a function of the package makes that parameter one."""
+        targets, filled = self._resolve(module, call.func)
+        for function in targets:
+            parameters = [a.arg for a in _parameters(function)]
+            for index, arg in enumerate(call.args, start=filled):
+                if index < len(parameters) and self.is_document(module, arg, names):
+                    self.given.setdefault(id(function), set()).add(parameters[index])
+            for keyword in call.keywords:
+                if keyword.arg in parameters and self.is_document(module, keyword.value, names):
+                    self.given.setdefault(id(function), set()).add(keyword.arg)
+
+
+def _parameters(function: ast.AST) -> list[ast.arg]:
+    args = function.args
+    return [*args.posonlyargs, *args.args, *args.kwonlyargs]
+
+
+def document_reads(root: str = ROOT, package: str = PACKAGE,
+                   schema_reader: tuple[str, str] = SCHEMA_READER) -> list[str]:
+    """`module:line` of every read by string key (`x["k"]` loaded, `x.get("k")`) of a document,
+    or of a reader's result itself (`worker.ask(...)["targets"]`), outside a `from_dict` (and
+    `schema_reader`, module and function)."""
+    modules = {}
+    for name, path in sorted(package_modules(root, package).items()):
+        with open(path, encoding="utf-8") as src:
+            modules[name] = src.read()
+    documents = _Documents(modules)
+    found = []
+    for module in modules:
+        for scope, within, names in documents.scopes(module):
+            if DOCUMENT_PARSER in within or (module == schema_reader[0] and schema_reader[1] in within):
+                continue
+            for node in _own_nodes(scope):
+                key, owner = _keyed(node)
+                if key is not None and documents.is_document(module, owner, names):
+                    found.append(f"{module}:{node.lineno}")
+    return sorted(set(found), key=lambda where: (where.rsplit(":", 1)[0], int(where.rsplit(":", 1)[1])))
+
+
+def _keyed(node: ast.AST) -> tuple[str | None, ast.AST | None]:
+    """(key, what is read) where `node` reads by a constant string key, else (None, None)."""
+    if isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Load):
+        key, owner = node.slice, node.value
+    elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+          and node.func.attr == "get" and node.args):
+        key, owner = node.args[0], node.func.value
+    else:
+        return None, None
+    return (key.value, owner) if isinstance(key, ast.Constant) and isinstance(key.value, str) else (None, None)
+
+
+
+def test_a_loaded_document_is_read_by_string_key_in_its_records_from_dict_alone():
+    found = document_reads()
+    assert not found, ("a loaded document read by string key outside its record's from_dict (give it "
+                       "a frozen record that parses it in `from_dict`, and read its attributes): "
+                       + ", ".join(found))
+
+
+def test_the_document_check_finds_reads_by_where_a_value_comes_from(tmp_path):
+    root = scratch_package(tmp_path, files=(
+        'import json\n\n\ndef read_json(path):\n    with open(path) as src:\n        return json.load(src)\n'
+        '\n\ndef schema_of(data):\n    return data.get("schema")\n'), workers=(
+        'import json\nimport sys\n\n\nclass Channel:\n    def requests(self):\n        for line in sys.stdin:\n'
+        '            yield json.loads(line)\n\n\nclass Client:\n    def read(self, key=None):\n'
+        '        said = json.loads(self.process.stdout.readline())\n        return said\n\n'
+        '    def ask(self, request):\n        return self.read()\n'), reader=(
+        'import json\nimport os\nimport sys\nimport xml.etree.ElementTree as ET\n\nfrom pkg import files\n'
+        '\n\nclass Budget:\n    @classmethod\n    def from_dict(cls, data):\n'  # 11: a record's parser
+        '        return cls(data["seeds"], [row.get("case") for row in data["rows"]])\n'
+        '\n\ndef load(path):\n    data = files.read_json(path)\n'  # 16: a document, by its reader
+        '    if files.schema_of(data) != "b/1":\n        return Budget.from_dict(data)\n'
+        '    for row in data["rows"]:\n'  # 19
+        '        seeds = row["seeds"]\n'  # 20: a part of it
+        '    return seeds.get("first"), Budget.from_dict(data).seeds\n'  # 21: a part of a part
+        '\n\ndef serve(channel):\n    for request in channel.requests():\n        answer(request)\n'
+        '\n\ndef answer(request):\n    return request["cmd"]\n'  # 30: given a request read from stdin
+        '\n\ndef sample(worker, argv):\n    spec, command = json.loads(argv[1]), argv[2:]\n'
+        '    return worker.ask({"cmd": "result"})["targets"], spec.get("root"), command[0]\n'  # 35: an answer, a parse
+        '\n\ndef not_documents(klass, svg, **kwargs):\n'
+        '    request = {"cmd": "exit"}\n'  # named as a request is, built here
+        '    home = os.environ["HOME"] + os.environ.get("USER", "")\n'
+        '    root = ET.parse(svg).getroot()\n    width, height = root.attrib["width"], root.get("height")\n'
+        '    torch = sys.modules["torch"]\n'
+        '    return request["cmd"], kwargs["threads"], vars(klass)["__torch_function__"], home, width, torch\n'))
+    assert document_reads(root, "pkg", ("pkg.files", "schema_of")) == [
+        "pkg.reader:19", "pkg.reader:20", "pkg.reader:21", "pkg.reader:30", "pkg.reader:35"]
 
 # Every environment variable of the tool's own is named in overrides/variables.py; statfinder.py
 # names its four itself, as it runs before the package can be imported.

@@ -24,6 +24,22 @@ from overrides.errors import UsageError
 from overrides.sides import BASE, BRANCH, ROLES
 from overrides.verdicts import DECIDED
 
+@dataclasses.dataclass(frozen=True)
+class Applicable:
+    """A side's answer to which (case, op)s apply (`serve`): a reason each, None where the op
+    applies; or `error`, why a case of yours could not be built."""
+
+    reasons: tuple[str | None, ...] = ()
+    error: str | None = None
+
+    def to_dict(self) -> dict:
+        return {"error": self.error} if self.error is not None else {"reasons": list(self.reasons)}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "Applicable":
+        return cls(error=data["error"]) if "error" in data else cls(tuple(data["reasons"]))
+
+
 def serve(channel, targets_json: str) -> None:
     """In a side's interpreter (entry.py's `applicable` role): say which of the (case, op)s apply
     (ops.not_applicable_reason, a reason or None each), or {"error": ...} for a user case that
@@ -32,10 +48,10 @@ def serve(channel, targets_json: str) -> None:
     from overrides.cases.registry import get_case
 
     try:
-        channel.say({"reasons": [not_applicable_reason(get_case(c), get_op(o))
-                                 for c, o in json.loads(targets_json)]})
+        channel.say(Applicable(tuple(not_applicable_reason(get_case(c), get_op(o))
+                                     for c, o in json.loads(targets_json))).to_dict())
     except UsageError as error:
-        channel.say({"error": str(error)})
+        channel.say(Applicable(error=str(error)).to_dict())
 
 
 def countable(targets: Sequence[tuple[Case, Op]], python: str,
@@ -59,10 +75,11 @@ def countable(targets: Sequence[tuple[Case, Op]], python: str,
                                timeout=PROBE_TIMEOUT_S)
     except subprocess.TimeoutExpired:
         raise UsageError(f"{python} took over {PROBE_TIMEOUT_S} s to build the user cases") from None
-    answer = workers.answer(asked, "reasons", "error", failed=f"{python} could not build the user cases")
-    if "error" in answer:
-        raise UsageError(answer["error"])
-    skipped = {target for target, reason in zip(unknown, answer["reasons"]) if reason}
+    answer = Applicable.from_dict(workers.answer(asked, "reasons", "error",
+                                                 failed=f"{python} could not build the user cases"))
+    if answer.error is not None:
+        raise UsageError(answer.error)
+    skipped = {target for target, reason in zip(unknown, answer.reasons) if reason}
     return [target for target in declared if target not in skipped]
 
 

@@ -58,14 +58,16 @@ def paired_log_ratios(base_samples: Sequence[float], branch_samples: Sequence[fl
     return [math.log(b / a) for a, b in zip(base_samples, branch_samples) if a > 0 and b > 0]
 
 
-def pair_estimates(pair: int, targets: Sequence[tuple[Case, Op]], base_out: list,
-                    branch_out: list) -> list[PairEstimate]:
+def pair_estimates(pair: int, targets: Sequence[tuple[Case, Op]], base_out: Sequence,
+                    branch_out: Sequence) -> list[PairEstimate]:
+    """Each target's estimate from one pair (`base_out`, `branch_out`: each side's
+    worker.TargetSamples, in the targets' order)."""
     estimates = []
     for (case, op), a, b in zip(targets, base_out, branch_out):
-        ratios = paired_log_ratios(a["samples_ns"], b["samples_ns"])
+        ratios = paired_log_ratios(a.samples_ns, b.samples_ns)
         if not ratios:
             continue
-        base_head, branch_head = stats.headline(a["samples_ns"]), stats.headline(b["samples_ns"])
+        base_head, branch_head = stats.headline(a.samples_ns), stats.headline(b.samples_ns)
         estimates.append(PairEstimate(pair, case.name, op.name, stats.median(ratios),
                                       math.log(branch_head / base_head), base_head, branch_head,
                                       len(ratios)))

@@ -70,6 +70,7 @@ from overrides.ab.named import with_names
 from overrides.ab.estimates import (PairEstimate, Pooled, compare_pooled, pair_estimates, waiting_for,
                                     why_stop)
 from overrides.ab.pairs import Pair, pin, timing_cpu
+from overrides.ab.worker import RESULT, SAMPLE, Request, Result, Sampled
 from overrides.builds import placement, samepath
 from overrides.builds.interpreters import Build, Interpreter, probe_interpreter
 from overrides.cases.casenames import Case
@@ -109,7 +110,7 @@ class ABResult:
 def _live_targets(pair: Pair, pooled: Pooled) -> list[int]:
     """The targets both prepared workers of `pair` can time; records the others' errors."""
     live = []
-    for i, errors in enumerate(zip(*(prepared["errors"] for prepared in pair.prepared))):
+    for i, errors in enumerate(zip(*(prepared.errors for prepared in pair.prepared))):
         e_base, e_branch = errors
         if e_base or e_branch:
             pooled.errors[i] = e_base if e_base == e_branch else "; ".join(
@@ -122,7 +123,8 @@ def _live_targets(pair: Pair, pooled: Pooled) -> list[int]:
 def _user_modules(pair: Pair, label: str) -> dict:
     """{spec: file} of what the side's worker ran of yours, the files as they are outside its
     namespace (builds/samepath.py mounts your folder at a fixed path)."""
-    modules = (pair.prepared.side(label) or {}).get("modules")
+    prepared = pair.prepared.side(label)
+    modules = prepared.modules if prepared else {}
     where = pair.placements.side(label)
     return {spec: os.path.realpath(where.seen_from_outside(path)) for spec, path in modules.items()} \
         if modules else {}
@@ -140,7 +142,7 @@ def _first_pair(base_py: str, branch_py: str, pooled: Pooled, config: ABConfig,
         wire = pooled.wire_targets()
         pair.start_prepare(wire, pooled.calls, only=(BASE,))
         pair.finish_prepare((BASE,))
-        pooled.calls = pair.prepared.base["calls"]
+        pooled.calls = list(pair.prepared.base.calls)
         pair.start_prepare(wire, pooled.calls, only=(BRANCH,))
         pair.finish_prepare((BRANCH,))
     except BaseException:  # Ctrl-C or a failure: the caller never gets the pair to close
@@ -186,9 +188,9 @@ def _sample_pair(pair: Pair, live: list[int], pooled: Pooled, config: ABConfig,
                 order = (base, branch) if (rounds + position) % 2 == 0 else (branch, base)
                 for worker in order:
                     worker.doing = f"timing {pooled.targets[i][0].name} [{pooled.targets[i][1].name}]"
-                    reply = worker.ask({"cmd": "sample", "target": i})
-                    if "error" in reply:
-                        pooled.errors[i] = f"{worker.label}: {reply['error']}"
+                    reply = Sampled.from_dict(worker.ask(Request(SAMPLE, target=i).to_dict()))
+                    if reply.error:
+                        pooled.errors[i] = f"{worker.label}: {reply.error}"
             live = [i for i in live if pooled.errors[i] is None]
             rounds += 1
             if time.monotonic() >= next_report:
@@ -203,11 +205,11 @@ def _collect(pair: Pair, pooled: Pooled) -> None:
     """The pair's samples into the pool, and its per-case estimates."""
     for worker in pair.workers:
         worker.doing = "handing over its samples"
-    outputs = pair.workers.map(lambda worker: worker.ask({"cmd": "result"})["targets"])
+    outputs = pair.workers.map(lambda worker: Result.from_dict(worker.ask(Request(RESULT).to_dict())).targets)
     for out, samples, loop_cost in zip(outputs, pooled.samples, pooled.loop_cost):
         for i, target in enumerate(out):
-            samples[i].extend(target["samples_ns"])
-            loop_cost[i] = target["loop_overhead_ns"]
+            samples[i].extend(target.samples_ns)
+            loop_cost[i] = target.loop_overhead_ns
     ok = [i for i in range(len(pooled.targets)) if pooled.errors[i] is None]
     pooled.estimates += pair_estimates(pair.index, [pooled.targets[i] for i in ok],
                                         *([out[i] for i in ok] for out in outputs))

@@ -15,6 +15,7 @@ import subprocess
 from typing import Sequence
 
 from overrides import ROOT, children, entry, workers
+from overrides.ab.worker import PREPARE, Prepared, Ready, Request
 from overrides.ab.config import ABConfig, side_env
 from overrides.builds import samepath
 from overrides.builds.interpreters import with_import_path
@@ -118,7 +119,7 @@ class Pair:
 
         started = {label: start(label) for label in self.order}
         self.workers: Sides[Worker] = Sides.of([started[label] for label in ROLES])
-        self.prepared: Sides[dict | None] = Sides(None, None)  # each worker's answer to prepare
+        self.prepared: Sides[Prepared | None] = Sides(None, None)  # each worker's answer to prepare
 
     def in_order(self) -> list[Worker]:
         return [self.workers.side(label) for label in self.order]
@@ -128,7 +129,7 @@ class Pair:
         for worker in self.in_order():
             if worker.label in only:
                 worker.doing = "preparing the cases"
-                worker.send({"cmd": "prepare", "targets": wire_targets, "calls": calls})
+                worker.send(Request(PREPARE, tuple(map(tuple, wire_targets)), tuple(calls)).to_dict())
 
     def wait_ready(self) -> None:
         """Both workers' environments once they have imported torch. One that exits with a
@@ -137,8 +138,7 @@ class Pair:
         try:
             for worker in self.in_order():
                 if not worker.environment:
-                    worker.environment = Environment.from_dict(worker.read("environment", "importing torch")
-                                                               ["environment"])
+                    worker.environment = Ready.from_dict(worker.read("environment", "importing torch")).environment
         except (workers.WorkerSaid, workers.WorkerDied):
             self.close()
             raise
@@ -147,7 +147,7 @@ class Pair:
         self.wait_ready()
         for worker in self.in_order():
             if worker.label in labels:
-                self.prepared = self.prepared.with_side(worker.label, worker.read())
+                self.prepared = self.prepared.with_side(worker.label, Prepared.from_dict(worker.read()))
 
     def close(self) -> None:
         for worker in self.workers:

@@ -138,7 +138,8 @@ def shim_source(work: str) -> str:
 
 def base_site_packages(python: str) -> list[str]:
     out = subprocess.run(entry.command(python, "site-packages"), capture_output=True, text=True)
-    return workers.answer(out, "site_packages", failed=f"{python} could not list its site-packages")["site_packages"]
+    return workers.value_of(workers.answer(out, "site_packages", failed=f"{python} could not list its site-packages"),
+                            "site_packages")
 
 
 def make_shim_env(base_python: str, dest: str, work: str | None) -> ShimEnv:
@@ -146,7 +147,8 @@ def make_shim_env(base_python: str, dest: str, work: str | None) -> ShimEnv:
     venv.EnvBuilder(with_pip=False, symlinks=True, clear=True).create(dest)
     python = os.path.join(dest, "bin", "python")
     out = subprocess.run(entry.command(python, "purelib"), capture_output=True, text=True)
-    site_dir = workers.answer(out, "purelib", failed=f"{python} could not say its purelib folder")["purelib"]
+    site_dir = workers.value_of(workers.answer(out, "purelib", failed=f"{python} could not say its purelib folder"),
+                                "purelib")
     # Each of the base's site folders added as the base's own start-up adds it (site.addsitedir),
     # running its .pth files, not merely listed (a listed folder's .pth files never run): a base
     # whose site-packages holds .pth files (setuptools' distutils-precedence.pth, a coverage or

@@ -65,6 +65,24 @@ class Interpreter:
     torch_version: str = "?"  # torch.__version__ as that interpreter's torch/version.py sets it
 
 
+@dataclasses.dataclass(frozen=True)
+class Probe:
+    """What an interpreter answers to entry.py's `interpreter` role: its real path, whether it
+    has torch, and the torch folder and version it would import."""
+
+    executable: str
+    torch: bool
+    torch_dir: str | None
+    torch_version: str
+
+    @classmethod
+    def from_dict(cls, data) -> "Probe | None":
+        """None where `data` is not a Python's answer (a message without its path and torch)."""
+        if not isinstance(data, dict) or "executable" not in data or "torch" not in data:
+            return None
+        return cls(data["executable"], data["torch"], data.get("torch_dir"), str(data.get("torch_version", "?")))
+
+
 def resolve_interpreter(spec: str) -> str:
     """The real path of the interpreter `spec` names, checked to run and to have torch.
 
@@ -89,24 +107,17 @@ def probe_interpreter(spec: "str | Build") -> Interpreter:
     except subprocess.TimeoutExpired:
         raise UsageError(f"{build.python} did not answer as a Python interpreter within "
                          f"{PROBE_TIMEOUT_S} s: {fix}") from None
-    answer = _probe_answer(probe.stdout)
+    answer = Probe.from_dict(entry.last_message(probe.stdout))
     if answer is None:
         raise UsageError(f"{build.python} is not a Python interpreter (it printed nothing a Python "
                          f"would): {fix}")
-    if not answer["torch"]:
+    if not answer.torch:
         raise UsageError(f"{build.describe()} has no torch; install torch into that environment or "
                          "pass an interpreter that has it")
-    torch_dir = answer.get("torch_dir")
+    torch_dir = answer.torch_dir
     if build.torch_root and not (torch_dir or "").startswith(os.path.join(build.torch_root, "")):
         raise UsageError(f"{build.python} imports torch from {torch_dir}, not from {build.torch_root}")
-    return Interpreter(answer["executable"], torch_dir, build.torch_root, str(answer.get("torch_version", "?")))
-
-
-def _probe_answer(stdout: str) -> dict | None:
-    """What an interpreter answered to its `interpreter` role, or None if the output is not a
-    Python's answer."""
-    answer = entry.last_message(stdout)
-    return answer if isinstance(answer, dict) and "executable" in answer and "torch" in answer else None
+    return Interpreter(answer.executable, torch_dir, build.torch_root, answer.torch_version)
 
 
 def with_import_path(env: dict, *folders: str | None) -> dict:

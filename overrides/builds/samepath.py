@@ -31,7 +31,7 @@ FIXED_ROOT holds, as bind mounts:
   So each side's imports are first run natively in its namespace (`prime`), which writes
   every module it loads into a cache of its own (one per interpreter, torch folder and
   checkout, kept between runs, refreshed as sources change), compiled at the fixed paths. What
-  that loaded is remembered beside the cache (MANIFEST), so a later process that finds every
+  that loaded is remembered beside the cache (`primed.py`), so a later process that finds every
   file and folder as it was skips the prime (seconds a side; figures:
   benchmarks/history.md, 'Docstring figures').
 Nothing is mounted outside the namespace and nothing is left behind; the kernel removes the
@@ -59,6 +59,7 @@ import threading
 import time
 
 from overrides import ROOT, entry, workers
+from overrides.builds import primed, samepath_enter
 from overrides.files import one_process_at_a_time
 from overrides import variables
 
@@ -87,7 +88,7 @@ PRIMED_MODULES = ("torch", "overrides.ab.worker", "overrides.counts.callgrind", 
 
 def serve_prime(channel) -> None:
     """In a side's process at the fixed path (entry.py's `prime` role): import PRIMED_MODULES, then
-    say what was loaded (as this process sees the paths) for the manifest below, and the `.pth`
+    say what was loaded (as this process sees the paths) for its manifest (primed.py), and the `.pth`
     files on its path, which decide at start-up what else is found and imported."""
     import glob
     import importlib
@@ -97,13 +98,9 @@ def serve_prime(channel) -> None:
     loaded = {m.__file__ for m in list(sys.modules.values()) if isinstance(getattr(m, "__file__", None), str)}
     pth = {f for d in sys.path if os.path.isdir(d) for f in glob.glob(os.path.join(d, "*.pth"))}
     channel.say({"loaded": sorted(loaded | {sys.executable} | pth)})
-# A side's cache remembers what its last prime loaded and how those files stood (`primed.json`
-# in the bytecode folder, gone with it): a new process finds the cache fresh from a few thousand
-# stat calls (~15 ms) instead of importing torch once more (~1.4 s a side on the CPU wheel,
-# before the first counting round of every comparison and report).
-MANIFEST = "primed.json"
+
+
 PRIME_LOCK = "prime.lock"  # beside the bytecode folder: one process primes a cache at a time
-MANIFEST_VERSION = 1
 # `OVERRIDES_SAME_PATH=off` starts every side from its own paths, as before this module: for the
 # validation benchmarks that measure what the fixed path buys (benchmarks/samepath_validation.py).
 SWITCH_VARIABLE = variables.SAME_PATH
@@ -147,9 +144,9 @@ def interpreter_prefix(python: str) -> str | None:
     try:
         out = subprocess.run(entry.command(python, "prefix", flags=("-I",)), capture_output=True,
                              text=True, timeout=PROBE_TIMEOUT_S, check=True).stdout
-        return entry.last_message(out)["prefix"]
-    except (OSError, subprocess.SubprocessError, TypeError, KeyError):
+    except (OSError, subprocess.SubprocessError):
         return None
+    return workers.value_of(entry.last_message(out), "prefix")
 
 
 @functools.lru_cache(maxsize=None)
@@ -162,7 +159,7 @@ def unavailable_reason() -> str:
     except OSError as error:
         return f"cannot create {FIXED_ROOT} ({error.strerror})"
     try:
-        trial = subprocess.run(_launcher({"root": FIXED_ROOT, "binds": [[ROOT, "tool"]]})
+        trial = subprocess.run(_launcher(samepath_enter.Spec(FIXED_ROOT, ((ROOT, "tool"),)))
                                + [shutil.which("test") or "/usr/bin/test", "-d", f"{FIXED_ROOT}/tool/overrides"],
                                capture_output=True, text=True, timeout=PROBE_TIMEOUT_S)
     except (OSError, subprocess.SubprocessError) as error:
@@ -173,9 +170,9 @@ def unavailable_reason() -> str:
     return ""
 
 
-def _launcher(spec: dict) -> list[str]:
+def _launcher(spec: samepath_enter.Spec) -> list[str]:
     # The parent's own interpreter runs the launcher, isolated from the side's variables.
-    return [sys.executable, "-I", ENTER_SCRIPT, json.dumps(spec)]
+    return [sys.executable, "-I", ENTER_SCRIPT, json.dumps(spec.to_dict())]
 
 
 def cache_root() -> str:
@@ -236,7 +233,7 @@ def _place(python: str, import_path: str | None, user_dir: str | None, enabled: 
     if user_dir:
         binds.append([user_dir, "user"])
     tool = os.path.join(FIXED_ROOT, "tool")
-    spec = {"root": FIXED_ROOT, "binds": binds, "cwd": tool if in_tool else None}
+    spec = samepath_enter.Spec(FIXED_ROOT, tuple(tuple(bind) for bind in binds), tool if in_tool else None)
     return Placement(os.path.join(FIXED_ROOT, "env", rel),
                      os.path.join(FIXED_ROOT, "view") if import_path else None, tool,
                      os.path.join(FIXED_ROOT, "user") if user_dir else None,
@@ -399,16 +396,15 @@ def _prime(where: Placement, extra_path: str) -> None:
                           capture_output=True, text=True, env=env, timeout=PRIME_TIMEOUT_S, cwd="/")
     if done.returncode != 0:
         raise workers.WorkerSaid(f"{where.python} could not import torch at the fixed path: {workers.reason(done)}")
-    said = entry.last_message(done.stdout)
-    if not isinstance(said, dict) or "loaded" not in said:
+    loaded = workers.value_of(entry.last_message(done.stdout), "loaded")
+    if loaded is None:
         return  # nothing to remember (not a failure): the next process primes again
-    loaded = said["loaded"]
     from overrides.files import write_text_atomic
 
-    manifest = {"version": MANIFEST_VERSION, "extra_path": extra_path, "python": where.python,
-                "files": loaded, "fingerprint": _fingerprint(loaded, where.prime_key)}
-    write_text_atomic(os.path.join(_bind_source(where.prime_key, "pycache"), MANIFEST),
-                      json.dumps(manifest, sort_keys=True))
+    manifest = primed.PrimeManifest(primed.MANIFEST_VERSION, extra_path, where.python, tuple(loaded),
+                                    primed.fingerprint(loaded, _mounts(where.prime_key)))
+    write_text_atomic(os.path.join(_bind_source(where.prime_key, "pycache"), primed.MANIFEST),
+                      json.dumps(manifest.to_dict(), sort_keys=True))
 
 
 def still_primed(where: Placement, extra_path: str) -> bool:
@@ -417,58 +413,24 @@ def still_primed(where: Placement, extra_path: str) -> bool:
     stands as it did then (a source or `.pth` file's time and size, which Python checks a `.pyc`
     by; a library's size; the names in each folder, so a module added or removed shows)."""
     try:
-        with open(os.path.join(_bind_source(where.prime_key, "pycache"), MANIFEST), encoding="utf-8") as src:
-            manifest = json.load(src)
+        with open(os.path.join(_bind_source(where.prime_key, "pycache"), primed.MANIFEST), encoding="utf-8") as src:
+            manifest = primed.PrimeManifest.from_dict(json.load(src))
     except (OSError, ValueError):
         return False
-    if (manifest.get("version") != MANIFEST_VERSION or manifest.get("extra_path") != extra_path
-            or manifest.get("python") != where.python or not isinstance(manifest.get("files"), list)):
+    if (manifest.version != primed.MANIFEST_VERSION or manifest.extra_path != extra_path
+            or manifest.python != where.python or not isinstance(manifest.files, tuple)):
         return False
-    return _fingerprint(manifest["files"], where.prime_key) == manifest.get("fingerprint")
+    return primed.fingerprint(list(manifest.files), _mounts(where.prime_key)) == manifest.fingerprint
 
 
 def _bind_source(binds: tuple, name: str) -> str:
     return next(source for source, mounted in binds if mounted == name)
 
 
-def _host_path(path: str, mounts: list) -> str:
-    """Where a path as a side's process sees it lies outside the namespace; `mounts`:
-    (folder under FIXED_ROOT, its source) from `_mounts`, deepest first."""
-    for mounted, source in mounts:
-        if path == mounted or path.startswith(mounted + os.sep):
-            return source + path[len(mounted):]
-    return path
-
-
 def _mounts(binds: tuple) -> list:
+    """(folder under FIXED_ROOT, its source) of each of `binds`, deepest first (primed.fingerprint)."""
     return [(os.path.join(FIXED_ROOT, name), source)
             for source, name in sorted(binds, key=lambda bind: -len(bind[1]))]
-
-
-def _fingerprint(files: list, binds: tuple) -> dict:
-    """How the files a prime loaded, and their folders, stand now (see still_primed); keyed by
-    the paths as the side's process sees them, so a view made afresh for every comparison
-    (the same files, hard-linked) fingerprints as its source does."""
-    out: dict = {}
-    folders = set()
-    mounts = _mounts(binds)
-    for path in files:
-        host = _host_path(path, mounts)
-        try:
-            stat = os.stat(host)
-        except OSError:
-            out[path] = None
-            continue
-        # A library's size only: a view may link it to a copy made for the comparison.
-        out[path] = [stat.st_mtime_ns, stat.st_size] if path.endswith((".py", ".pth")) else [stat.st_size]
-        folders.add(os.path.dirname(path))
-    for folder in folders:
-        try:
-            names = sorted(os.listdir(_host_path(folder, mounts)))
-        except OSError:
-            names = None
-        out[folder + os.sep] = hashlib.sha1(json.dumps(names).encode()).hexdigest()
-    return out
 
 
 def record(placements) -> dict:

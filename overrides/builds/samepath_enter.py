@@ -3,7 +3,8 @@
 Run as `python -I samepath_enter.py SPEC_JSON COMMAND...` by `overrides/builds/samepath.py`; standalone
 (no imports from this package: it runs isolated, before anything of the side is on a path).
 SPEC_JSON: {"root": FIXED_ROOT, "binds": [[source folder, name under root], ...], "cwd": folder
-or absent} (the working directory to change to once the mounts are made).
+or null} (the working directory to change to once the mounts are made): a `Spec`, which
+samepath.py writes and this reads.
 
 The command is exec'd with the environment block exactly as this process was given it (read
 back from /proc/self/environ): the launcher's own interpreter may add to `os.environ` (locale
@@ -11,7 +12,10 @@ coercion), and one byte more in the environment moves every later address.
 Exit status 125 with one line on stderr when the namespace or a mount cannot be made.
 """
 
+from __future__ import annotations
+
 import ctypes
+import dataclasses
 import json
 import os
 import sys
@@ -22,6 +26,23 @@ MS_BIND = 4096
 MS_REC = 16384
 MS_PRIVATE = 1 << 18
 FAILED = 125  # as env(1) and unshare(1) do for a failure of their own, not the command's
+
+
+@dataclasses.dataclass(frozen=True)
+class Spec:
+    """Where the side's folders are mounted: under `root`, each of `binds` (source folder, name
+    under root); then `cwd`, the working directory to change to (None: the one given)."""
+
+    root: str
+    binds: tuple[tuple[str, str], ...]
+    cwd: str | None = None
+
+    def to_dict(self) -> dict:
+        return {"root": self.root, "binds": [list(bind) for bind in self.binds], "cwd": self.cwd}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "Spec":
+        return cls(data["root"], tuple(tuple(bind) for bind in data["binds"]), data.get("cwd"))
 
 
 def _libc():
@@ -51,12 +72,12 @@ def enter(libc) -> None:
     _write("/proc/self/gid_map", f"{gid} {gid} 1")
 
 
-def mount_all(libc, spec: dict) -> None:
-    root = spec["root"]
+def mount_all(libc, spec: Spec) -> None:
+    root = spec.root
     # Nothing mounted here may leak back to the parent's namespace.
     _check(libc.mount(None, b"/", None, MS_REC | MS_PRIVATE, None), "make / private")
     _check(libc.mount(b"tmpfs", root.encode(), b"tmpfs", 0, b"mode=0755,size=1m"), f"tmpfs on {root}")
-    for source, name in spec["binds"]:
+    for source, name in spec.binds:
         target = os.path.join(root, name)
         if not os.path.exists(target):  # a file mounted over one in a mounted folder needs none
             os.mkdir(target)
@@ -75,14 +96,14 @@ def original_environment() -> dict:
 
 
 def main(argv: list) -> None:
-    spec, command = json.loads(argv[1]), argv[2:]
+    spec, command = Spec.from_dict(json.loads(argv[1])), argv[2:]
     env = original_environment()
     try:
         libc = _libc()
         enter(libc)
         mount_all(libc, spec)
-        if spec.get("cwd"):
-            os.chdir(spec["cwd"])
+        if spec.cwd:
+            os.chdir(spec.cwd)
     except OSError as error:
         print(f"samepath: {error}", file=sys.stderr)
         sys.exit(FAILED)

@@ -105,17 +105,54 @@ def from_dict(data: dict) -> SpeedCheck:
                       float(data.get("slow_ratio") or SLOW_RUN_RATIO))
 
 
-def _read_cache(path: str) -> dict:
-    """The cache's runs by machine key; a missing, unreadable or foreign file is an empty one
-    (it is a cache: the next run writes it afresh)."""
+@dataclasses.dataclass(frozen=True)
+class KeptRun:
+    """An earlier run kept in the cache: its reference (ns a call) and when it was made."""
+
+    reference_ns: float
+    created: str | None
+
+    def to_dict(self) -> dict:
+        return {"reference_ns": self.reference_ns, **({} if self.created is None else {"created": self.created})}
+
+    @classmethod
+    def from_dict(cls, data) -> "KeptRun | None":
+        """None for anything that is not a run kept (not an object, no positive reference)."""
+        if not isinstance(data, dict) or not isinstance(data.get("reference_ns"), (int, float)) \
+                or data["reference_ns"] <= 0:
+            return None
+        return cls(data["reference_ns"], data.get("created"))
+
+
+@dataclasses.dataclass(frozen=True)
+class SpeedCache:
+    """The cache file: each machine key's runs as the file holds them (a machine other than this
+    run's is written back untouched)."""
+
+    machines: dict
+
+    def to_dict(self) -> dict:
+        return {"schema": CACHE_SCHEMA, "machines": self.machines}
+
+    @classmethod
+    def from_dict(cls, data) -> "SpeedCache":
+        """A foreign file, or one without machines, is an empty cache (the next run writes it afresh)."""
+        if schema_of(data) != CACHE_SCHEMA or not isinstance(data.get("machines"), dict):
+            return cls({})
+        return cls(data["machines"])
+
+    def runs(self, key: str) -> list[KeptRun]:
+        """The runs kept for the machine `key`, those that read as runs."""
+        return [run for run in map(KeptRun.from_dict, self.machines.get(key, [])) if run is not None]
+
+
+def _read_cache(path: str) -> SpeedCache:
+    """The cache in `path`; a missing or unreadable file is an empty one (it is a cache)."""
     try:
         with open(path, encoding="utf-8") as file:
-            data = json.load(file)
+            return SpeedCache.from_dict(json.load(file))
     except (OSError, ValueError):
-        return {}
-    if schema_of(data) != CACHE_SCHEMA or not isinstance(data.get("machines"), dict):
-        return {}
-    return data["machines"]
+        return SpeedCache({})
 
 
 def judge(samples_ns: tuple[float, ...], calls_per_sample: int, key: str, path: str,
@@ -124,15 +161,15 @@ def judge(samples_ns: tuple[float, ...], calls_per_sample: int, key: str, path: 
     kept there too (when it has enough samples to be a figure). `key`: which runs it compares
     with, the environment's `machine_key()` (overrides/environment.py). A cache that cannot be
     written costs the next run its yardstick, nothing more."""
-    machines = _read_cache(path)
-    kept = [run for run in machines.get(key, []) if isinstance(run, dict)
-            and isinstance(run.get("reference_ns"), (int, float)) and run["reference_ns"] > 0]
+    cache = _read_cache(path)
+    kept = cache.runs(key)
     check = SpeedCheck(REFERENCE_STMT, calls_per_sample, tuple(samples_ns),
-                       min((run["reference_ns"] for run in kept), default=None), len(kept))
+                       min((run.reference_ns for run in kept), default=None), len(kept))
     if check.reference_ns is not None:
-        machines[key] = (kept + [{"reference_ns": round(check.reference_ns, 3), "created": created}])[-KEPT_RUNS:]
+        machines = dict(cache.machines)
+        machines[key] = [run.to_dict() for run in (kept + [KeptRun(round(check.reference_ns, 3), created)])[-KEPT_RUNS:]]
         try:
-            write_json_atomic(path, {"schema": CACHE_SCHEMA, "machines": machines})
+            write_json_atomic(path, SpeedCache(machines).to_dict())
         except (OSError, UsageError):  # a read-only home must not sink the run it measured
             pass
     return check

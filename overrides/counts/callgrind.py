@@ -126,10 +126,10 @@ class Job:
         """Whether it builds anything of the user's folder (a `pkg.module:factory` case or step)."""
         return any(":" in case for case, _ in self.targets)
 
-    def spec(self, user_dir: str | None) -> dict:
-        return {"role": self.role, "targets": [list(t) for t in self.targets], "calls": self.calls,
-                "repeats": self.repeats, "warmup_calls": self.warmup_calls, "variant": self.variant,
-                "user_dir": user_dir if self.yours else None}
+    def spec(self, user_dir: str | None) -> forkserver.JobSpec:
+        """What the child is told (`user_dir`: your folder, told only to a job of yours)."""
+        return forkserver.JobSpec(self.role, self.targets, self.calls, self.repeats, self.warmup_calls,
+                                  self.variant, user_dir if self.yours else None)
 
 
 # Servers started ahead by head_start(), taken by count_served() when the key matches exactly. The
@@ -227,7 +227,7 @@ def count_served(builds: Sequence[Build], seeds: Sequence[int], jobs: Sequence[J
         def keep(j: int, run: CountRun, loaded: list[str]) -> None:
             identity, where = identities.get((index, seed, j), (None, None))
             if identity is not None and not run.died:
-                kept.keep(identity, seed, records.exact_dict(run), loaded, where.seen_from_outside,
+                kept.keep(identity, seed, run.to_dict(), loaded, where.seen_from_outside,
                           (where.user_dir, where.tool))
 
         return _serve(builds[index], seed, todo, tree, say, tally, side, keep)
@@ -250,7 +250,8 @@ def _identity(build: Build, where, tree: bool, job: Job) -> kept.Identity:
     environment.pop("PYTHONHASHSEED")
     return kept.Identity(valgrind_version(find_valgrind()[0]), tuple(valgrind.options(tree)),
                          tuple(valgrind.server_command(where, forkserver.ROLE, forkserver.SERVER_SPEC)), tuple(sorted(environment.items())),
-                         json.dumps(job.spec(where.user_dir), sort_keys=True), _tool_digest(), forkserver.COUNTED_BY)
+                         json.dumps(job.spec(where.user_dir).to_dict(), sort_keys=True), _tool_digest(),
+                         forkserver.COUNTED_BY)
 
 
 _DIGEST: list[str] = []
@@ -303,7 +304,7 @@ def _kept(builds: Sequence[Build], seeds: Sequence[int], of_seed: dict, tree: bo
                 identities[(b, seed, j)] = (_identity(build, where, tree, job), where)
                 hit = kept.find(identities[(b, seed, j)][0], seed, where.seen_from_outside)
                 if hit is not None:
-                    run = records.from_exact(hit.run)
+                    run = CountRun.from_dict(hit.run)
                     found[(b, seed, j)] = dataclasses.replace(run, settings=dict(run.settings, reused_from=hit.written))
                     when.append(hit.written)
         if when:

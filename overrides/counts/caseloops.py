@@ -80,7 +80,9 @@ def _a_call(loop, operands, unroll: int, turns: int) -> float:
 def serve(channel, spec_json: str) -> None:
     """Build every target, warm up, say ready, wait for instrumentation, count, leave
     (`channel`: entry.Channel; a forked child of forkserver.py)."""
-    spec = json.loads(spec_json)
+    from overrides.counts.forkserver import JobSpec
+
+    spec = JobSpec.from_dict(json.loads(spec_json))
     import torch
 
     from overrides.cases import ops, registry
@@ -88,7 +90,7 @@ def serve(channel, spec_json: str) -> None:
 
     torch.set_num_threads(1)
     targets = []
-    for case_name, op_name in spec["targets"]:
+    for case_name, op_name in spec.targets:
         case = registry.get_case(case_name)
         op = ops.get_op(op_name)
         loop = compile_hot_loop(case.stmt_for(op), "counted_loop")
@@ -97,11 +99,11 @@ def serve(channel, spec_json: str) -> None:
     sizes = []
     for case, operands, loop in targets:
         with case.active():
-            turns = max(1, spec["warmup_calls"] // UNROLL)
+            turns = max(1, spec.warmup_calls // UNROLL)
             timed = min(turns, TIMED_TURNS)
             a_call = _a_call(loop, operands, UNROLL, timed)
-            calls = calls_for(a_call, UNROLL) if spec["calls"] == CALLS_PER_REPEAT else spec["calls"]
-            if calls != spec["calls"]:  # a slow op: as much warm-up as WARMUP_TARGET_S allows
+            calls = calls_for(a_call, UNROLL) if spec.calls == CALLS_PER_REPEAT else spec.calls
+            if calls != spec.calls:  # a slow op: as much warm-up as WARMUP_TARGET_S allows
                 turns = min(turns, max(timed, int(WARMUP_TARGET_S / a_call) // UNROLL))
             if turns > timed:
                 loop(operands, turns - timed)
@@ -112,7 +114,7 @@ def serve(channel, spec_json: str) -> None:
     channel.say({"ready": os.getpid(), "calls": sizes})
     channel.wait()  # the parent has switched instrumentation on
     order = []
-    for repeat in range(spec["repeats"]):
+    for repeat in range(spec.repeats):
         for index, (case, operands, loop) in enumerate(targets):
             with case.active():
                 toggle()

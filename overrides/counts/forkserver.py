@@ -70,6 +70,32 @@ STDERR_KEPT = 40  # last lines of a server's stderr kept, for what its death say
 DRAIN_WAIT_S = 5
 
 
+@dataclasses.dataclass(frozen=True)
+class JobSpec:
+    """A child's job as it reads it from stdin after its `fork` line (callgrind.Job writes it): the
+    entry.py `role` it runs and that role's `targets` (`count`: [case, op]s; `count-step`: [a
+    step's spec, side]s), the calls a repeat, the warm-up and the repeats, the layout `variant`
+    (statfinder), and `user_dir`, your folder (None where the job builds nothing of yours)."""
+
+    role: str
+    targets: tuple[tuple[str, str], ...]
+    calls: int
+    repeats: int
+    warmup_calls: int
+    variant: int
+    user_dir: str | None
+
+    def to_dict(self) -> dict:
+        return {"role": self.role, "targets": [list(t) for t in self.targets], "calls": self.calls,
+                "repeats": self.repeats, "warmup_calls": self.warmup_calls, "variant": self.variant,
+                "user_dir": self.user_dir}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "JobSpec":
+        return cls(data["role"], tuple(tuple(t) for t in data["targets"]), data["calls"], data["repeats"],
+                   data["warmup_calls"], data.get("variant") or 0, data.get("user_dir"))
+
+
 # ---------------------------------------------------------------------------------------------
 # Under valgrind: the server and its children
 
@@ -106,22 +132,23 @@ def _child(channel) -> None:
     """A forked child: its job from stdin, then the job's role, as a fresh process would run it."""
     gc.collect()  # the collector's counts start from nothing, whatever the server's turns left in them
     gc.enable()
-    job = json.loads(sys.stdin.readline())
-    if job.get("variant"):
+    line = sys.stdin.readline()
+    job = JobSpec.from_dict(json.loads(line))
+    if job.variant:
         from overrides.counts.statfinder import LAYOUT_VARIANT_VARIABLE
 
-        os.environ[LAYOUT_VARIANT_VARIABLE] = str(job["variant"])
-    if job.get("user_dir"):
+        os.environ[LAYOUT_VARIANT_VARIABLE] = str(job.variant)
+    if job.user_dir:
         from overrides.cases.casenames import USER_DIR_VARIABLE
         from overrides.counts import statfinder
 
-        os.environ[USER_DIR_VARIABLE] = job["user_dir"]
-        statfinder.add_user_folder(job["user_dir"])
-    module, function = entry.ROLES[job["role"]]
+        os.environ[USER_DIR_VARIABLE] = job.user_dir
+        statfinder.add_user_folder(job.user_dir)
+    module, function = entry.ROLES[job.role]
     try:
         import importlib
 
-        getattr(importlib.import_module(module), function)(channel, json.dumps(job))
+        getattr(importlib.import_module(module), function)(channel, line)
         channel.say({"loaded": loaded_files()})
     except Exception as exc:
         channel.say({"fatal": f"{type(exc).__name__}: {exc}"})
@@ -195,17 +222,17 @@ class Server(workers.Client):
             self.imported_s = time.monotonic() - self.launch.started
         return self.imported_s
 
-    def run(self, job: dict, control: str) -> Served:
+    def run(self, job: JobSpec, control: str) -> Served:
         """Fork a child for `job`, switch it on when it is ready, and wait for its dumps."""
         self.wait_imported()
         started = time.monotonic()
-        self.write(FORK.decode() + json.dumps(job) + "\n", "being given a job")
-        pid = self.read("ready", "building its cases")["ready"]
+        self.write(FORK.decode() + json.dumps(job.to_dict()) + "\n", "being given a job")
+        pid = self.value("ready", "building its cases")
         valgrind.switch_on(control, self, pid, self.launch.out_dir, lambda: _alive(pid))
         self.write("go\n", "being given a job")
-        order = self.read("dumps", "counting")["dumps"]
-        loaded = self.read("loaded", "listing what it loaded")["loaded"]
-        code = self.read("ended", "leaving")["ended"]
+        order = self.value("dumps", "counting")
+        loaded = self.value("loaded", "listing what it loaded")
+        code = self.value(workers.ENDED, "leaving")
         self.served += 1
         if code != 0:
             raise workers.WorkerDied(f"{self.who} {children.ended(code)} after counting")

@@ -112,6 +112,31 @@ class Kept:
     written: str  # ISO time, for people ("reused from ...")
 
 
+@dataclasses.dataclass(frozen=True)
+class Entry:
+    """A kept count's file: its JSON's `version` (VERSION), the Identity it was counted under (its
+    fields, for people), the digest of every file it `loaded` and of every folder's listing (by
+    the path as the process saw it), the `run` (records.CountRun.to_dict) and when it was written."""
+
+    version: int | None
+    identity: dict
+    loaded: dict
+    run: dict | None
+    written: str
+
+    def to_dict(self) -> dict:
+        return {"version": self.version, "identity": self.identity, "loaded": self.loaded, "run": self.run,
+                "written": self.written}
+
+    @classmethod
+    def from_dict(cls, data) -> "Entry | None":
+        """None where `data` is no entry (not a JSON object)."""
+        if not isinstance(data, dict):
+            return None
+        return cls(data.get("version"), data.get("identity") or {}, data.get("loaded") or {}, data.get("run"),
+                   data.get("written", "?"))
+
+
 class Digests:
     """SHA-256 of files, remembered by (device, inode, size, mtime, ctime)."""
 
@@ -185,14 +210,13 @@ def find(identity: Identity, seed: int, seen_from_outside) -> Kept | None:
     entries = sorted((os.path.join(seed_folder, name) for name in os.listdir(seed_folder) if name.endswith(".json")),
                      key=_mtime, reverse=True)
     for path in entries:
-        entry = _read(path)
-        if not isinstance(entry, dict) or entry.get("version") != VERSION:
+        entry = Entry.from_dict(_read(path))
+        if entry is None or entry.version != VERSION:
             continue
-        loaded = entry.get("loaded") or {}
-        if loaded and all(digests.of(seen_from_outside(name)) == digest for name, digest in loaded.items()):
+        if entry.loaded and all(digests.of(seen_from_outside(name)) == digest for name, digest in entry.loaded.items()):
             with _LOCK:
                 digests.save()
-            return Kept(entry["run"], entry.get("written", "?"))
+            return Kept(entry.run, entry.written)
     with _LOCK:
         digests.save()
     return None
@@ -228,11 +252,11 @@ def keep(identity: Identity, seed: int, run: dict, loaded: Sequence[str], seen_f
     content = {name: digests.of(seen_from_outside(name)) for name in sorted(names)}
     if not content or any(digest is None for digest in content.values()):
         return  # a file it loaded is gone already: nothing to check a reuse against
-    entry = {"version": VERSION, "identity": dataclasses.asdict(identity), "loaded": content, "run": run,
-             "written": datetime.datetime.now().isoformat(timespec="seconds")}
+    entry = Entry(VERSION, dataclasses.asdict(identity), content, run,
+                  datetime.datetime.now().isoformat(timespec="seconds"))
     name = hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()[:24] + ".json"
     os.makedirs(seed_folder, exist_ok=True)
-    write_text_atomic(os.path.join(seed_folder, name), json.dumps(entry))
+    write_text_atomic(os.path.join(seed_folder, name), json.dumps(entry.to_dict()))
     with _LOCK:
         digests.save()
     _prune(seed_folder)

@@ -35,7 +35,7 @@ from typing import Mapping, Sequence
 
 from overrides import ROOT, entry, workers
 from overrides.errors import UsageError
-from overrides.counts.pyhook import C_SUFFIX, CALLS, SCHEMA, WARMUP_CALLS
+from overrides.counts.pyhook import C_SUFFIX, CALLS, SCHEMA, WARMUP_CALLS, Spec
 from overrides.figures import COUNT_PLACES, json_figure
 from overrides.files import schema_of
 
@@ -107,8 +107,7 @@ def count_build(python: str, targets: Sequence[tuple[str, str]], *, import_path:
 
     env = with_import_path(dict(os.environ, PYTHONHASHSEED=HASH_SEED, PYTHONDONTWRITEBYTECODE="1",
                                 **{USER_DIR_VARIABLE: os.getcwd()}, **dict(own_env)), ROOT, import_path)
-    spec = json.dumps({"targets": [list(t) for t in targets], "calls": calls,
-                       "warmup_calls": warmup_calls})
+    spec = json.dumps(Spec(tuple(tuple(t) for t in targets), calls, warmup_calls).to_dict())
     try:
         done = subprocess.run(entry.command(python, "pycalls", spec), capture_output=True, text=True,
                               env=env, timeout=RUN_TIMEOUT_S, cwd=ROOT)

@@ -14,6 +14,7 @@ evidence. Why counting and not sampling, and how functions are named: `pycalls.p
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import sys
@@ -239,9 +240,26 @@ def count_case(case, op, calls: int = CALLS, warmup_calls: int = WARMUP_CALLS) -
 
 
 
+@dataclasses.dataclass(frozen=True)
+class Spec:
+    """What a `pycalls` process counts (pycalls.count_build writes it on its command line): each
+    (case, op) of `targets`, over `calls` calls after `warmup_calls` uncounted ones."""
+
+    targets: tuple[tuple[str, str], ...]
+    calls: int = CALLS
+    warmup_calls: int = WARMUP_CALLS
+
+    def to_dict(self) -> dict:
+        return {"targets": [list(t) for t in self.targets], "calls": self.calls, "warmup_calls": self.warmup_calls}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "Spec":
+        return cls(tuple(tuple(t) for t in data["targets"]), data["calls"], data["warmup_calls"])
+
+
 def serve(channel, spec_json: str) -> None:
-    """Count every target of the spec; one message (`channel`: entry.Channel)."""
-    spec = json.loads(spec_json)
+    """Count every target of the spec (a Spec's JSON); one message (`channel`: entry.Channel)."""
+    spec = Spec.from_dict(json.loads(spec_json))
     import torch
 
     from overrides.cases import ops, registry
@@ -250,14 +268,14 @@ def serve(channel, spec_json: str) -> None:
     torch.set_num_threads(1)
     counter = bytecode_counter()
     counted = []
-    for case_name, op_name in spec["targets"]:
+    for case_name, op_name in spec.targets:
         try:
             case, op = registry.get_case(case_name), ops.get_op(op_name)
             reason = not_applicable_reason(case, op)
             if reason:
                 counted.append({"case": case_name, "op": op_name, "error": f"n/a: {reason}"})
                 continue
-            counted.append(count_case(case, op, spec["calls"], spec["warmup_calls"]))
+            counted.append(count_case(case, op, spec.calls, spec.warmup_calls))
             from overrides.cases.usercases import module_files
 
             counted[-1]["module_file"] = module_files([case_name]).get(case_name)

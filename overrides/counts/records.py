@@ -73,6 +73,45 @@ class CountRun:
         fewer calls: counts/caseloops.py)."""
         return list(self.settings.get("calls_per_repeat_each") or [self.calls_per_repeat])
 
+    def to_dict(self) -> dict:
+        """This run as JSON, every figure as counted (the instruction-count document, the module's
+        `to_dict`, rounds them for people): what counts/kept.py keeps, read back by `from_dict`
+        the same to the last digit."""
+        return {"seed": self.seed, "settings": self.settings, "wall_s": self.wall_s,
+                "cases": [{"case": c.case, "op": c.op, "per_call": c.per_call, "repeats": list(c.repeats),
+                           "functions": c.functions, "error": c.error, "stacks": PackedStacks(c.stacks).to_dict()}
+                          for c in self.cases]}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "CountRun":
+        cases = tuple(CaseCounts(c["case"], c["op"], c["per_call"], tuple(c["repeats"]), c["functions"], c["error"],
+                                 PackedStacks.from_dict(c["stacks"]).stacks) for c in data["cases"])
+        return cls(data["seed"], cases, data["settings"], data["wall_s"])
+
+
+@dataclasses.dataclass(frozen=True)
+class PackedStacks:
+    """A case's call paths as its JSON holds them: each path as indices into one list of names,
+    as the same few hundred names recur in thousands of paths (a results file written out in
+    full was many megabytes for the four seed cases; figures: benchmarks/history.md, 'Docstring
+    figures')."""
+
+    stacks: dict  # call path (root first) -> self instructions per call
+
+    def to_dict(self) -> dict:
+        names: dict[str, int] = {}
+        paths = [[[names.setdefault(name, len(names)) for name in path], round(value, 3)]
+                 for path, value in self.stacks.items()]
+        return {"names": list(names), "paths": paths}
+
+    @classmethod
+    def from_dict(cls, data: dict | None) -> "PackedStacks":
+        """The paths packed in `data`; none where it is empty or absent (counted without tree)."""
+        if not data:
+            return cls({})
+        names = data["names"]
+        return cls({tuple(names[i] for i in path): value for path, value in data["paths"]})
+
 
 def _as_written(c: CaseCounts) -> CaseCounts:
     """`c` with its figures rounded as the JSON holds them: the spread written is then the one
@@ -90,25 +129,10 @@ def to_dict(runs: Sequence[CountRun]) -> dict:
                              "repeats": [round(r, 1) for r in c.repeats],
                              "spread_pct": round(_as_written(c).spread_pct, 4), "error": c.error,
                              "functions": {k: round(v, 2) for k, v in c.functions.items()},
-                             **({"stacks": _pack_stacks(c.stacks)} if c.stacks else {})}
+                             **({"stacks": PackedStacks(c.stacks).to_dict()} if c.stacks else {})}
                             for c in run.cases]}
                  for run in runs],
     }
-
-
-def exact_dict(run: CountRun) -> dict:
-    """`run` as JSON, every figure as counted (to_dict rounds them for people): what counts/kept.py
-    keeps, read back by `from_exact` the same to the last digit."""
-    return {"seed": run.seed, "settings": run.settings, "wall_s": run.wall_s,
-            "cases": [{"case": c.case, "op": c.op, "per_call": c.per_call, "repeats": list(c.repeats),
-                       "functions": c.functions, "error": c.error, "stacks": _pack_stacks(c.stacks)}
-                      for c in run.cases]}
-
-
-def from_exact(data: dict) -> CountRun:
-    return CountRun(data["seed"], tuple(CaseCounts(c["case"], c["op"], c["per_call"], tuple(c["repeats"]),
-                                                   c["functions"], c["error"], _unpack_stacks(c["stacks"]))
-                                        for c in data["cases"]), data["settings"], data["wall_s"])
 
 
 def as_saved(runs: Sequence[CountRun]) -> tuple[CountRun, ...]:
@@ -117,29 +141,12 @@ def as_saved(runs: Sequence[CountRun]) -> tuple[CountRun, ...]:
     return tuple(from_dict(to_dict(runs)))
 
 
-def _pack_stacks(stacks: dict) -> dict:
-    """Call paths as indices into one list of names: the same few hundred names recur in
-    thousands of paths (a results file written out in full was many megabytes for the four
-    seed cases; figures: benchmarks/history.md, 'Docstring figures')."""
-    names: dict[str, int] = {}
-    paths = [[[names.setdefault(name, len(names)) for name in path], round(value, 3)]
-             for path, value in stacks.items()]
-    return {"names": list(names), "paths": paths}
-
-
-def _unpack_stacks(packed: dict | None) -> dict:
-    if not packed:
-        return {}
-    names = packed["names"]
-    return {tuple(names[i] for i in path): value for path, value in packed["paths"]}
-
-
 def from_dict(data: dict, source: str = "instructions") -> list[CountRun]:
     versioned(data, SCHEMA, source, "an instruction-count file", "count again with --instructions")
     try:
         return [CountRun(run["seed"], tuple(
             CaseCounts(c["case"], c["op"], c["instructions_per_call"], tuple(c["repeats"]),
-                       c.get("functions", {}), c.get("error"), _unpack_stacks(c.get("stacks")))
+                       c.get("functions", {}), c.get("error"), PackedStacks.from_dict(c.get("stacks")).stacks)
             for c in run["cases"]),
             dict(data.get("settings", {}), **({"died": run["died"]} if run.get("died") else {})),
             run.get("wall_s", math.nan)) for run in data["runs"]]

@@ -63,6 +63,15 @@ class StepBudget:
                 "warm_steps": self.warm_steps, "rows": [row.to_dict() for row in self.rows],
                 "functions": [dataclasses.asdict(f) for f in self.functions]}
 
+    @classmethod
+    def from_dict(cls, data: dict) -> "StepBudget":
+        """A step budget as `to_dict` writes it (its schema and step checked by the caller: `load`)."""
+        functions = tuple(FunctionCalls(f["function"], f["plain"], f["yours"], f.get("plain_bytecodes", 0.0),
+                                        f.get("yours_bytecodes", 0.0)) for f in data["functions"])
+        return cls(Fingerprint.from_dict(data["environment"]), tuple(data["seeds"]), data["step"],
+                   tuple(budget.Row.from_dict(r) for r in data["rows"]), functions, data["steps_per_repeat"],
+                   data["warm_steps"])
+
 
 def dumps(step_budget: StepBudget) -> str:
     """The file's text: its head as indented JSON, then one line a row and a function
@@ -70,22 +79,35 @@ def dumps(step_budget: StepBudget) -> str:
     return budget.row_per_line(step_budget.to_dict(), ("rows", "functions"))
 
 
-def kind_refusal(path: str, data, step: str | None) -> str:
-    """Why the budget file `path` (its JSON `data`) is not of the kind asked (`step`: the
-    --step spec, None for an op budget), in one line with the fix; '' when it is."""
-    from overrides.files import schema_of
+@dataclasses.dataclass(frozen=True)
+class BudgetKind:
+    """What a budget file says it is, read before it is read as one: its schema (files.schema_of),
+    and the step whose budget it is (a step budget's `step`; None for anything else)."""
 
-    found = schema_of(data)
+    schema: str | None
+    step: str | None
+
+    @classmethod
+    def from_dict(cls, data) -> "BudgetKind":
+        from overrides.files import schema_of
+
+        return cls(schema_of(data), data.get("step") if isinstance(data, dict) else None)
+
+
+def kind_refusal(path: str, kind: BudgetKind, step: str | None) -> str:
+    """Why the budget file `path` (of `kind`) is not of the kind asked (`step`: the --step spec,
+    None for an op budget), in one line with the fix; '' when it is."""
+    found = kind.schema
     if step and found == budget.SCHEMA:
         return (f"{path} is an op budget ({budget.SCHEMA}), not a step's: check it without --step "
                 f"(--check-budget {path}), or write your step's budget to a file of its own "
                 f"(--write-budget STEP_FILE --step {step})")
     if not step and found == STEP_SCHEMA:
-        return (f"{path} is the step budget of {data.get('step')} ({STEP_SCHEMA}): check it with "
-                f"--check-budget {path} --step {data.get('step')}")
-    if step and found == STEP_SCHEMA and data.get("step") != step:
-        return (f"{path} is the step budget of {data.get('step')}, not of {step}: check it with --step "
-                f"{data.get('step')}, or write {step}'s budget to a file of its own")
+        return (f"{path} is the step budget of {kind.step} ({STEP_SCHEMA}): check it with "
+                f"--check-budget {path} --step {kind.step}")
+    if step and found == STEP_SCHEMA and kind.step != step:
+        return (f"{path} is the step budget of {kind.step}, not of {step}: check it with --step "
+                f"{kind.step}, or write {step}'s budget to a file of its own")
     return ""
 
 
@@ -97,7 +119,7 @@ def refuse_as_op_budget(path: str) -> None:
             data = json.load(handle)
     except (OSError, ValueError):
         return
-    why = kind_refusal(path, data, None)
+    why = kind_refusal(path, BudgetKind.from_dict(data), None)
     if why:
         raise UsageError(why)
 
@@ -107,15 +129,10 @@ def load(path: str, step: str) -> StepBudget:
 
     make = f"write one with `python bench.py --write-budget {path} --step {step}`"
     data = read_json(path, "step budget", make)
-    why = kind_refusal(path, data, step)
+    why = kind_refusal(path, BudgetKind.from_dict(data), step)
     if why:
         raise UsageError(why)
-    versioned(data, STEP_SCHEMA, path, "a step budget file", make)
-    rows = tuple(budget.Row.from_dict(r) for r in data["rows"])
-    functions = tuple(FunctionCalls(f["function"], f["plain"], f["yours"], f.get("plain_bytecodes", 0.0),
-                                    f.get("yours_bytecodes", 0.0)) for f in data["functions"])
-    return StepBudget(Fingerprint.from_dict(data["environment"]), tuple(data["seeds"]), data["step"], rows,
-                      functions, data["steps_per_repeat"], data["warm_steps"])
+    return StepBudget.from_dict(versioned(data, STEP_SCHEMA, path, "a step budget file", make))
 
 
 def made(counts: StepCounts, seeds: Sequence[int], environment: Fingerprint, variant_runs=()) -> StepBudget:

@@ -60,34 +60,36 @@ def _nothing() -> None:
 
 def serve(channel, spec_json: str) -> None:
     """Build both steps, warm them, say ready, wait for instrumentation, count, leave
-    (`channel`: entry.Channel; the spec as callgrind.Job writes it, targets (spec, side))."""
-    spec = json.loads(spec_json)
+    (`channel`: entry.Channel; the spec a forkserver.JobSpec, as callgrind.Job makes it, targets (spec, side))."""
+    from overrides.counts.forkserver import JobSpec
+
+    spec = JobSpec.from_dict(json.loads(spec_json))
     import torch
 
     from overrides.step.factory import build_steps
 
     torch.set_num_threads(1)
     torch.manual_seed(SEED)
-    pair = build_steps(spec["targets"][0][0])
-    steps = [pair.plain if side == PLAIN else pair.subclass for _, side in spec["targets"]]
+    pair = build_steps(spec.targets[0][0])
+    steps = [pair.plain if side == PLAIN else pair.subclass for _, side in spec.targets]
     for step in steps:
-        _steps(step, spec["warmup_calls"])
+        _steps(step, spec.warmup_calls)
     toggle, toggle_and_dump = torch._C._valgrind_toggle, torch._C._valgrind_toggle_and_dump_stats
     gc.collect()
     gc.disable()  # as for a case, and as the timing does
     channel.say({"ready": os.getpid()})
     channel.wait()
     order = []
-    for repeat in range(spec["repeats"]):
+    for repeat in range(spec.repeats):
         for index, step in enumerate(steps):
             toggle()
-            _steps(step, spec["calls"])
+            _steps(step, spec.calls)
             toggle_and_dump()
-            order.append(["target", index, repeat, spec["calls"]])  # steps a dump: what it is divided by
+            order.append(["target", index, repeat, spec.calls])  # steps a dump: what it is divided by
         toggle()
-        _steps(_nothing, spec["calls"])
+        _steps(_nothing, spec.calls)
         toggle_and_dump()
-        order.append(["empty", -1, repeat, spec["calls"]])
+        order.append(["empty", -1, repeat, spec.calls])
     channel.say({"dumps": order})  # forkserver's child says what it loaded, and leaves
 
 
