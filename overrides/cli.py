@@ -216,7 +216,8 @@ def run(argv: list[str]) -> int:
         require_torch("--step")
         from overrides.step.command import run_step, run_step_compare
 
-        return run_step_compare(args) if args.compare else run_step(args)
+        say = stderr_progress(args.quiet)
+        return run_step_compare(args, say) if args.compare else run_step(args, say)
     if args.compiled:
         from overrides.compiled import command as compiled
 

@@ -326,6 +326,22 @@ def test_the_batch_sweep_says_from_which_batch_the_share_falls_under_5_percent()
     assert "not within the batches tried (8, 32)" in sweep_lines(tuple(never))[-1]
 
 
+def test_the_step_flags_become_one_typed_request():
+    from overrides import cli
+    from overrides.step.command import compare_request, step_request
+
+    parse = cli.build_parser().parse_args
+    request = step_request(parse(["--step", "steptest:sized", "--batch", "8", "32", "8", "--min-time", "2",
+                                  "--threads", "2", "-m", "20", "--json", "out.json"]))
+    assert (request.spec, request.batches, request.swept, request.time_s, request.threads, request.pairs,
+            request.json_path) == ("steptest:sized", (8, 32), True, 2.0, 2, 20, "out.json")
+    plain = step_request(parse(["--step", "steptest:same", "--instructions", "--seeds", "3", "4"]))
+    assert (plain.batches, plain.swept, plain.time_s, plain.seeds, plain.instructions) == ((None,), False, None,
+                                                                                          (3, 4), True)
+    compared = compare_request(parse(["--compare", "steptest:same", "steptest:spinning", "--step"]))
+    assert (compared.base, compared.branch, compared.json_path) == ("steptest:same", "steptest:spinning", None)
+
+
 def _line_of(code: str) -> int:
     """The line of steps.py's MLP step (its first) holding `code`."""
     with open(os.path.join(ROOT, "benchmarks", "userlib", "steps.py"), encoding="utf-8") as src:

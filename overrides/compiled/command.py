@@ -28,13 +28,19 @@ def add_arguments(parser) -> None:
 
 def check(args) -> str:
     """The backend asked, or a UsageError where --compiled cannot run as asked. Needs torch."""
-    import torch._dynamo
-
     if args.format not in FORMATS:
         raise UsageError(f"--compiled prints a table or markdown; drop --format {args.format}")
-    if args.device and args.device != "cpu":
-        raise UsageError(f"--compiled runs on the CPU; drop --device {args.device}")
-    backend = args.compile_backend or DEFAULT_BACKEND
+    return checked_backend(args.compile_backend, args.device)
+
+
+def checked_backend(backend: str | None, device: str | None = None) -> str:
+    """`backend` (--compile-backend; None: DEFAULT_BACKEND), or a UsageError where --compiled cannot
+    run on `device` (--device) or torch.compile has no such backend. Needs torch."""
+    import torch._dynamo
+
+    if device and device != "cpu":
+        raise UsageError(f"--compiled runs on the CPU; drop --device {device}")
+    backend = backend or DEFAULT_BACKEND
     known = torch._dynamo.list_backends(exclude_tags=())
     if backend not in known:
         raise UsageError(f"--compile-backend {backend}: torch.compile has no such backend; "

@@ -1,4 +1,4 @@
-"""`bench.py --step SPEC --instructions`: the run (counting.py) and what it prints and writes.
+"""`bench.py --step SPEC --instructions`: what its count (counting.py) prints and writes.
 
 Two tables: instructions a step of the plain twin and of yours per hash seed counted, and their
 difference; then the user's Python functions a step on both sides. Kept apart from the timing's
@@ -9,11 +9,8 @@ over seeds is the layout's.
 from __future__ import annotations
 
 import math
-import sys
-from typing import Sequence
 
-from overrides.files import write_json_atomic
-from overrides.step.counting import StepCounts, count_step
+from overrides.step.counting import StepCounts
 from overrides.tables import ruled
 
 SCHEMA = "torch-function-overhead/step-counts/1"
@@ -63,19 +60,3 @@ def payload(counts: StepCounts) -> dict:
                          for seed, plain, yours in counts.per_seed()],
             "functions": [{"function": f.function, "plain": f.plain, "yours": f.yours} for f in counts.functions],
             "instructions": to_dict(counts.runs)}
-
-
-def run_counts(spec: str, seeds: Sequence[int] | None, json_path: str | None, say) -> int:
-    """The whole of `--step SPEC --instructions` (`seeds`: --seeds, None for DEFAULT_SEEDS;
-    `json_path`: --json): exit 0, or 1 where a seed's process died."""
-    from overrides.step.factory import find_factory
-
-    find_factory(spec)  # refused before valgrind starts
-    seeds = tuple(dict.fromkeys(seeds or DEFAULT_SEEDS))
-    say and say(f"{spec}: counting both steps under Callgrind, seeds {', '.join(map(str, seeds))}")
-    counts = count_step(spec, seeds, say)
-    print(render(counts), flush=True)
-    if json_path:
-        write_json_atomic(json_path, payload(counts), what="--json")
-        print(f"results written to {json_path}", file=sys.stderr)
-    return 1 if counts.died else 0
