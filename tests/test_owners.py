@@ -199,15 +199,9 @@ def keyed_reads(source: str):
     """(node, key, what is read) for every read by a constant key in `source`: `x["k"]` loaded,
     or `x.get("k")`. Writing one (`{"k": v}`, `x["k"] = v`) is not a read."""
     for node in ast.walk(ast.parse(source)):
-        if isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Load):
-            key, owner = node.slice, node.value
-        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
-              and node.func.attr == "get" and node.args):
-            key, owner = node.args[0], node.func.value
-        else:
-            continue
-        if isinstance(key, ast.Constant) and isinstance(key.value, str):
-            yield node, key.value, owner
+        key, owner = _keyed(node)
+        if key is not None:
+            yield node, key, owner
 
 
 def scratch_package(tmp_path, **modules: str) -> str:
