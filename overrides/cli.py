@@ -214,10 +214,14 @@ def run(argv: list[str]) -> int:
     history.refuse_stray_flags(args)
     if args.step:
         require_torch("--step")
-        from overrides.step.command import run_step, run_step_compare
+        from overrides.step import command as step
 
         say = stderr_progress(args.quiet)
-        return run_step_compare(args, say) if args.compare else run_step(args, say)
+        if args.compare:
+            return step.run_step_compare(args, say)
+        if args.instructions:
+            return step.run_step_counts(args, say)
+        return step.run_step_compiled(args, say) if args.compiled else step.run_step(args, say)
     if args.compiled:
         from overrides.compiled import command as compiled
 

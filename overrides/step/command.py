@@ -7,8 +7,10 @@ your step (comparing.py).
 Everything runs in this process: a step's model, data and optimizer live where its factory
 built them. Nothing here imports torch at module level (cli.py reads these flags before torch). The flags that do not go with --step are refused in overrides/modes.py.
 
-The flags stop here: `step_request` and `compare_request` make a typed request of them, and each
-mode takes that request, builds, times, prices and reports, and hands back what it shows (`Shown`);
+One entry a mode, as cli.py picks it: `run_step` (`--step`), `run_step_compiled` (`--compiled`),
+`run_step_counts` (`--instructions`) and `run_step_compare` (`--compare A B --step`). The flags
+stop there: `step_request` and `compare_request` make a typed request of them, and each mode
+takes that request, builds, times, prices and reports, and hands back what it shows (`Shown`);
 `_show` prints it and writes its JSON, last and once.
 """
 
@@ -123,17 +125,31 @@ class Shown:
 
 
 def run_step(args, say) -> int:
-    """The whole of `--step` (`say`: its progress, or None): exit 0, or 1 where a step drifts (its
-    figures mix steps)."""
+    """`--step`: both steps timed, op by op, the closure (`say`: its progress, or None): exit 0,
+    or 1 where a step drifts (its figures mix steps). cli.py picks this mode's entry, as it picks
+    run_step_compiled, run_step_counts and run_step_compare for theirs."""
     from overrides.step.factory import later_calls_said
 
     request = step_request(args)
-    if request.instructions:
-        shown = _counted(request, say)
-    else:
-        with later_calls_said(request.spec):
-            shown = _compiled(request, say) if request.compiled else _timed(request, say)
+    with later_calls_said(request.spec):
+        shown = _timed(request, say)
     return _show(shown, request.json_path, request.threads)
+
+
+def run_step_compiled(args, say) -> int:
+    """`--step --compiled`: eager and compiled timed together (run_step's exit statuses)."""
+    from overrides.step.factory import later_calls_said
+
+    request = step_request(args)
+    with later_calls_said(request.spec):
+        shown = _compiled(request, say)
+    return _show(shown, request.json_path, request.threads)
+
+
+def run_step_counts(args, say) -> int:
+    """`--step --instructions`: both steps counted under Callgrind, your functions a step."""
+    request = step_request(args)
+    return _show(_counted(request, say), request.json_path, request.threads)
 
 
 def _timed(request: StepRequest, say) -> Shown:
