@@ -336,8 +336,7 @@ def test_the_step_flags_become_one_typed_request():
     assert (request.spec, request.batches, request.swept, request.time_s, request.threads, request.pairs,
             request.json_path) == ("steptest:sized", (8, 32), True, 2.0, 2, 20, "out.json")
     plain = step_request(parse(["--step", "steptest:same", "--instructions", "--seeds", "3", "4"]))
-    assert (plain.batches, plain.swept, plain.time_s, plain.seeds, plain.instructions) == ((None,), False, None,
-                                                                                          (3, 4), True)
+    assert (plain.batches, plain.swept, plain.time_s, plain.seeds) == ((None,), False, None, (3, 4))
     compared = compare_request(parse(["--compare", "steptest:same", "steptest:spinning", "--step"]))
     assert (compared.base, compared.branch, compared.json_path) == ("steptest:same", "steptest:spinning", None)
 

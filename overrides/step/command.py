@@ -55,7 +55,8 @@ def add_arguments(parser) -> None:
 @dataclasses.dataclass(frozen=True)
 class StepRequest:
     """What `bench.py --step FACTORY ...` asks, made from the flags by `step_request`: nothing below
-    the command reads the command line."""
+    the command reads the command line. Which mode (timed, --compiled, --instructions) is cli.py's
+    choice of entry, not a field here."""
 
     spec: str  # --step pkg.module:factory
     batches: tuple[int | None, ...] = (None,)  # --batch, each once in the order given; (None,): the factory's own
@@ -64,8 +65,6 @@ class StepRequest:
     threads: int = 1  # --threads
     pairs: int | None = None  # --nrepreps
     seeds: tuple[int, ...] = ()  # --seeds (--instructions); empty: count_report.DEFAULT_SEEDS
-    instructions: bool = False  # --instructions: counted by Callgrind, not timed
-    compiled: bool = False  # --compiled: eager and compiled timed together
     backend: str | None = None  # --compile-backend; None: compiled.dynamo.DEFAULT_BACKEND
     json_path: str | None = None  # --json
 
@@ -93,8 +92,8 @@ def step_request(args) -> StepRequest:
     """The flags of `--step FACTORY` as one typed request."""
     return StepRequest(args.step, batches=tuple(dict.fromkeys(args.batch)) if args.batch else (None,),
                        device=args.device or None, time_s=args.min_time or None, threads=args.threads,
-                       pairs=args.nrepreps, seeds=tuple(args.seeds or ()), instructions=bool(args.instructions),
-                       compiled=bool(args.compiled), backend=args.compile_backend, json_path=args.json)
+                       pairs=args.nrepreps, seeds=tuple(args.seeds or ()), backend=args.compile_backend,
+                       json_path=args.json)
 
 
 def compare_request(args) -> CompareRequest:
