@@ -6,7 +6,7 @@ needs no browser: the SVG is read back into the drawing it was written from
 labels at the same pixels. matplotlib installs from pip alone (wheels with Agg and its own
 font, DejaVu Sans: the one a browser here falls back to for the SVG's Verdana); headless
 Chromium, which drew them before, was a system package a pip user cannot install, and slower
-(benchmarks/README.md, "Pictures without a browser"); cairosvg, the other candidate, needs the
+(benchmarks/history.md, "Pictures without a browser"); cairosvg, the other candidate, needs the
 system's libcairo.
 
 Every PNG is still checked before it counts (its size, more than one colour), and an SVG this
