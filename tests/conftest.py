@@ -202,6 +202,13 @@ MATRIX_RUNS = {
     "runs": "a report of recorded runs: py-spy's frame names, the pictures",
     "counted_twice": "a step's instructions (a spin's cost an iteration differs by version)",
 }
+# Of those, the runs whose code reads no version-dependent part of the interpreter (Callgrind's
+# exactness, library placement, a step's counts: valgrind's side of a count) run on the ends of
+# the supported range only (marked `ends`; scripts/matrix.sh leaves them out between), which
+# bracket the versions between; the rest (start-up paths, py-spy's frames, the Python-call
+# counter, Dynamo) on every version. On Python 3.12 these three took 269 of the matrix's 488
+# worker-seconds (5:01 of CI's wall).
+ENDS_ONLY = {"ahead_and_fresh", "copies_counted_first", "counted_twice"}
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -214,6 +221,8 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.slow)
         if shared & set(MATRIX_RUNS):
             item.add_marker(pytest.mark.matrix)
+            if shared & set(MATRIX_RUNS) <= ENDS_ONLY:
+                item.add_marker(pytest.mark.ends)
     # The workers collect (where xdist sets dist to "no" and loadgroup to True); the controller
     # only schedules what they collected.
     if not (getattr(config.option, "loadgroup", False) or config.getoption("dist", "no") == "loadgroup"):
