@@ -1,9 +1,7 @@
 """One import of torch under valgrind a build and seed, a forked child a job: each child counts
 exactly what a server's only child counts, whichever child it is."""
 
-import json
 import os
-import subprocess
 import sys
 
 import pytest
@@ -51,28 +49,6 @@ def test_a_forked_child_counts_to_the_instruction_as_a_servers_first_child(serve
             assert one.settings["counted_by"] == forkserver.COUNTED_BY
     # three seeds are three layouts: SubTensor's count moves between them
     assert len({runs[0].get("SubTensor", "torch.add").per_call for runs in second}) > 1
-
-
-def test_a_server_of_steps_imports_first_what_a_step_imports_and_a_server_of_cases_nothing_more():
-    """An optimizer's constructor imports torch._dynamo (~830 modules, 7-27 s a child under
-    valgrind); a server of steps imports it before it forks, so a step's child imports only its
-    own: steps:mlp and steps:cnn built and run after STEP_IMPORTS import 9 modules (theirs, the
-    factory's, one profiler module) where they imported ~830 without. A server of cases is as it
-    was (its children's layout, and the counts kept of it, unchanged)."""
-    assert forkserver.server_spec(["count"]) == forkserver.SERVER_SPEC
-    assert forkserver.ServerSpec.from_dict(json.loads(forkserver.server_spec(["count-step"]))).imports \
-        == forkserver.STEP_IMPORTS
-    code = ("import importlib, sys; import torch; from overrides.cases import ops, registry; "
-            "from overrides.clock import timer; from overrides.counts.forkserver import STEP_IMPORTS; "
-            "[importlib.import_module(m) for m in STEP_IMPORTS]; before = set(sys.modules); "
-            "from overrides.step.factory import build_steps\n"
-            "for spec in ('steps:mlp', 'steps:cnn'):\n"
-            "    pair = build_steps(spec); pair.plain(); pair.subclass(); pair.plain(); pair.subclass()\n"
-            "print(len(set(sys.modules) - before))")
-    done = subprocess.run([sys.executable, "-c", code], cwd=os.path.join(ROOT, "benchmarks", "userlib"),
-                          capture_output=True, text=True, timeout=300, env=dict(os.environ, PYTHONPATH=ROOT))
-    assert done.returncode == 0, done.stderr[-2000:]
-    assert int(done.stdout.split()[-1]) < 50, done.stdout  # ~830 where the server imported nothing more
 
 
 def test_a_job_names_the_users_folder_only_when_it_builds_something_of_the_users():

@@ -137,13 +137,13 @@ class Job:
 _HEAD_STARTS: dict[tuple, valgrind.Launch] = {}
 
 
-def _launch(build: Build, seed: int, tree: bool, spec: str = forkserver.SERVER_SPEC) -> valgrind.Launch:
-    return valgrind.launch(build.python, seed, build.pad, os.getcwd(), spec, tree,
+def _launch(build: Build, seed: int, tree: bool) -> valgrind.Launch:
+    return valgrind.launch(build.python, seed, build.pad, os.getcwd(), forkserver.SERVER_SPEC, tree,
                            build.import_path, build.source, build.side_env, forkserver.ROLE)
 
 
-def _server_key(build: Build, seed: int, tree: bool, spec: str = forkserver.SERVER_SPEC) -> tuple:
-    return (build, seed, tree, os.getcwd(), spec)
+def _server_key(build: Build, seed: int, tree: bool) -> tuple:
+    return (build, seed, tree, os.getcwd())
 
 
 def head_start(python: str, targets: Sequence[tuple[str, str]], seeds: Sequence[int]) -> None:
@@ -249,8 +249,7 @@ def _identity(build: Build, where, tree: bool, job: Job) -> kept.Identity:
     environment = valgrind.process_environment(0, build.pad, where, build.side_env)
     environment.pop("PYTHONHASHSEED")
     return kept.Identity(valgrind_version(find_valgrind()[0]), tuple(valgrind.options(tree)),
-                         tuple(valgrind.server_command(where, forkserver.ROLE, forkserver.server_spec([job.role]))),
-                         tuple(sorted(environment.items())),
+                         tuple(valgrind.server_command(where, forkserver.ROLE, forkserver.SERVER_SPEC)), tuple(sorted(environment.items())),
                          json.dumps(job.spec(where.user_dir).to_dict(), sort_keys=True), _tool_digest(),
                          forkserver.COUNTED_BY)
 
@@ -324,7 +323,6 @@ def _serve(build: Build, seed: int, jobs: Sequence[tuple[int, Job]], tree: bool,
     each counted one kept (`keep`)."""
     _, control = find_valgrind()
     who = f"seed {seed} ({build.python})"
-    spec = forkserver.server_spec(job.role for _, job in jobs)
     server: forkserver.Server | None = None
     out: list[CountRun] = []
     attempts = 0
@@ -335,8 +333,8 @@ def _serve(build: Build, seed: int, jobs: Sequence[tuple[int, Job]], tree: bool,
                     if server is None or server.process.poll() is not None:
                         if server is not None:
                             server.close()
-                        ahead = _HEAD_STARTS.pop(_server_key(build, seed, tree, spec), None)
-                        server = forkserver.Server(ahead or _launch(build, seed, tree, spec), who)
+                        ahead = _HEAD_STARTS.pop(_server_key(build, seed, tree), None)
+                        server = forkserver.Server(ahead or _launch(build, seed, tree), who)
                         imported = server.wait_imported()
                         tally.imported(imported)
                         say(f"callgrind seed {seed}{side}: imports done in {imported:.0f} s"

@@ -13,8 +13,7 @@ How, and why each piece:
 - The server (`serve`, entry.py's `count-fork` role) starts as a counting process always did
   (valgrind.launch: fixed environment, folder and padding, the hash seed, instrumentation off),
   with a spec that names no job, so that its layout is the same whatever it will count. It
-  imports torch and what every job imports (a server of steps what an optimizer imports too,
-  STEP_IMPORTS), collects its garbage and turns the collector off
+  imports torch and what every job imports, collects its garbage and turns the collector off
   (a collection in the server between two forks would give the children different histories),
   forks one child that leaves at once, then forks a child for every `fork` line on its stdin,
   waits for it and says how it ended. So every real child is forked after the same whole turn
@@ -64,12 +63,6 @@ ROLE = "count-fork"
 COUNTED_BY = "forked/1"
 FORK = b"fork\n"  # the line that forks a child, read whole by os.read: the server reads nothing else
 SERVER_SPEC = "{}"  # what the server parses before torch, as a counting process parsed its spec
-# What a server of steps imports beside torch: an optimizer's constructor imports torch._dynamo
-# (torch/_compile.py wraps add_param_group), 823 modules (sympy, mpmath, ...), 1.9 s natively and
-# 7-27 s under valgrind, which every step's child paid again (a tiny step's child: 27 s from
-# `fork` to ready, 1.5 s of it counting). Imported once a server, it is paid once a seed.
-STEP_IMPORTS = ("torch._dynamo",)
-STEP_ROLES = ("count-step",)
 POLL_S = 0.5  # how often a silent server is looked at: is it still there?
 STDERR_KEPT = 40  # last lines of a server's stderr kept, for what its death says
 # How long the thread draining a dead server's stderr gets to read its last lines once the group
@@ -103,43 +96,17 @@ class JobSpec:
                    data["warmup_calls"], data.get("variant") or 0, data.get("user_dir"))
 
 
-@dataclasses.dataclass(frozen=True)
-class ServerSpec:
-    """What a server imports before its first fork beside torch and what every job of cases
-    imports (`imports`: STEP_IMPORTS for a server of steps): the same for whatever it counts of
-    its kind, so its children's layout is."""
-
-    imports: tuple[str, ...] = ()
-
-    def to_json(self) -> str:
-        return json.dumps({"imports": list(self.imports)}) if self.imports else SERVER_SPEC
-
-    @classmethod
-    def from_dict(cls, data: dict) -> "ServerSpec":
-        return cls(tuple(data.get("imports") or ()))
-
-
-def server_spec(roles) -> str:
-    """The spec of a server whose children run `roles` (entry.py roles): a server of steps imports
-    STEP_IMPORTS too."""
-    return ServerSpec(STEP_IMPORTS if set(roles) & set(STEP_ROLES) else ()).to_json()
-
-
 # ---------------------------------------------------------------------------------------------
 # Under valgrind: the server and its children
 
 def serve(channel, spec_json: str) -> None:
     """Import torch once, then fork a child per `fork` line on stdin until stdin ends."""
-    import importlib
-
-    spec = ServerSpec.from_dict(json.loads(spec_json))
+    json.loads(spec_json)
     import torch
 
     from overrides.cases import ops, registry  # noqa: F401 (what every job of cases imports)
     from overrides.clock import timer  # noqa: F401
 
-    for name in spec.imports:
-        importlib.import_module(name)
     torch.set_num_threads(1)
     gc.collect()
     gc.disable()
